@@ -1,0 +1,31 @@
+{# Reading the source. COPY takes no bound parameters, so the window bounds are
+   timestamp literals that dimlog formats itself from typed values (never user text). #}
+{% macro text(c) %}{% if c.kind == "timestamptz" %}to_char({{ c.name }} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'){% else %}{{ c.name }}::text{% endif %}{% endmacro %}
+{% macro ts(e) %}{% if tz %}(({{ e }}) AT TIME ZONE '{{ tz }}'){% else %}({{ e }}){% endif %}{% endmacro %}
+{% macro bound(lit) %}{% if tz %}('{{ lit }}'::timestamptz AT TIME ZONE '{{ tz }}'){% else %}'{{ lit }}'::timestamptz{% endif %}{% endmacro %}
+-- statement: rows
+COPY (
+  SELECT {% for c in columns %}{{ text(c) }}, {% endfor %}
+         to_char({{ ts(updated_at) }} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+         {% if deleted_flag %}, {{ deleted_flag }}::text{% endif %}
+  FROM {{ relation }}
+  WHERE TRUE
+  {% if low %}  AND {{ updated_at }} >= {{ bound(low) }}{% endif %}
+  {% if high %}  AND {{ updated_at }} {{ "<=" if high_inclusive else "<" }} {{ bound(high) }}{% endif %}
+) TO STDOUT
+-- statement: null_check
+SELECT count(*)::text FROM {{ relation }} WHERE {{ updated_at }} IS NULL
+-- statement: now
+SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+-- statement: newest
+SELECT to_char(max({{ ts(updated_at) }}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') FROM {{ relation }}
+-- statement: keys
+COPY (SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endfor %} FROM {{ relation }}) TO STDOUT
+-- statement: columns
+SELECT a.attname::text,
+       format_type(a.atttypid, a.atttypmod),
+       (SELECT array_position(i.indkey::int2[], a.attnum)::text
+          FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisprimary)
+FROM pg_attribute a
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum

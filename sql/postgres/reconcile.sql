@@ -1,0 +1,26 @@
+{# Hard deletes: compare the source's full key list (keys only, staged with COPY) with
+   the dimension's live keys. Missing keys get a tombstone at the run's upper bound (or
+   just after their newest version, if that is later). #}
+-- statement: keys_table
+CREATE TEMP TABLE dimlog_source_keys (
+{% for c in key_defs %}
+    {{ c.name }} {{ c.target_type }}{{ "," if not loop.last }}
+{% endfor %}
+) ON COMMIT DROP
+-- statement: analyze
+ANALYZE dimlog_source_keys
+-- statement: missing
+CREATE TEMP TABLE dimlog_missing ON COMMIT DROP AS
+SELECT {{ keys|cols("d") }}, d.valid_from
+FROM {{ dim }} d
+WHERE d.is_current
+  AND NOT EXISTS (SELECT 1 FROM dimlog_source_keys s WHERE {{ keys|eqs("s", "d") }})
+  AND NOT EXISTS (SELECT 1 FROM dimlog_stage st WHERE {{ keys|eqs("st", "d") }})
+-- statement: counts
+SELECT (SELECT count(*) FROM dimlog_missing)::text, (SELECT count(*) FROM {{ dim }} WHERE is_current)::text
+-- statement: tombstones
+INSERT INTO dimlog_stage ({{ keys|cols }}, valid_from, is_deleted)
+SELECT {{ keys|cols }}, GREATEST($1::timestamptz, valid_from + interval '1 microsecond'), true
+FROM dimlog_missing
+-- statement: late_missing
+SELECT 0 WHERE FALSE

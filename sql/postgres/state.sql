@@ -1,0 +1,45 @@
+{# Watermarks, run records, per-dimension metadata, and the dimension's lock. #}
+-- statement: lock
+SELECT pg_advisory_lock($1)
+-- statement: try_lock
+SELECT pg_try_advisory_lock($1)::text
+-- statement: unlock
+SELECT pg_advisory_unlock($1)
+-- statement: watermark_get
+SELECT {{ "high_watermark"|pgts }} FROM dimlog_state WHERE dimension = $1 AND role = $2
+-- statement: watermark_set
+INSERT INTO dimlog_state (dimension, role, high_watermark, run_id, updated_at)
+VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (dimension, role) DO UPDATE
+SET high_watermark = excluded.high_watermark, run_id = excluded.run_id, updated_at = excluded.updated_at
+-- statement: watermarks
+SELECT role, {{ "high_watermark"|pgts }}, run_id::text, {{ "updated_at"|pgts }}
+FROM dimlog_state WHERE dimension = $1 ORDER BY role
+-- statement: run_start
+INSERT INTO dimlog_runs (dimension, kind, role, status, started_at)
+VALUES ($1, $2, $3, 'running', $4)
+RETURNING run_id::text
+-- statement: run_finish
+UPDATE dimlog_runs
+SET low_watermark = $2, high_watermark = $3, upper_bound = $4, rows_read = $5, rows_after_dedupe = $6,
+    duplicates_dropped = $7, versions = $8, late_versions = $9, corrections = $10, tombstones = $11,
+    status = $12, finished_at = $13, error = $14
+WHERE run_id = $1
+-- statement: run_failed
+INSERT INTO dimlog_runs (dimension, kind, role, low_watermark, upper_bound, status, started_at, finished_at, error)
+VALUES ($1, $2, $3, $4, $5, 'failed', $6, $7, $8)
+RETURNING run_id::text
+-- statement: runs_recent
+SELECT run_id::text, dimension, kind, role, {{ "low_watermark"|pgts }}, {{ "high_watermark"|pgts }}, {{ "upper_bound"|pgts }},
+       rows_read::text, rows_after_dedupe::text, duplicates_dropped::text, versions::text, late_versions::text,
+       corrections::text, tombstones::text, status, {{ "started_at"|pgts }}, {{ "finished_at"|pgts }}, error
+FROM dimlog_runs WHERE dimension = $1 ORDER BY run_id DESC LIMIT $2
+-- statement: dimension_get
+SELECT key_columns, tracked_columns, type1_columns, column_types, hash_version::text,
+       next_surrogate_key::text, next_log_id::text, built_through_load::text
+FROM dimlog_dimensions WHERE dimension = $1
+-- statement: dimension_register
+INSERT INTO dimlog_dimensions (dimension, log_table, dimension_table, surrogate_key, key_columns, tracked_columns,
+                               type1_columns, column_types, hash_version, next_surrogate_key, next_log_id, updated_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, 1, $10)
+ON CONFLICT (dimension) DO NOTHING

@@ -1,0 +1,41 @@
+{# The version log and the dimension of one config. #}
+-- statement: log
+CREATE TABLE IF NOT EXISTS {{ log }} (
+    log_id     bigint PRIMARY KEY,
+    {{ sk }} bigint,
+{% for c in key_defs %}
+    {{ c.name }} {{ c.target_type }} NOT NULL,
+{% endfor %}
+{% for c in attr_defs %}
+    {{ c.name }} {{ c.target_type }},
+{% endfor %}
+    valid_from timestamptz NOT NULL,
+    is_deleted boolean     NOT NULL,
+    row_hash   bytea,
+    load_id    bigint      NOT NULL,
+    loaded_at  timestamptz NOT NULL
+)
+-- statement: log_index
+CREATE INDEX IF NOT EXISTS {{ log_index }} ON {{ log }} ({{ keys|cols }}, valid_from, log_id)
+-- statement: log_load_index
+CREATE INDEX IF NOT EXISTS {{ log_load_index }} ON {{ log }} (load_id)
+-- statement: dimension
+CREATE TABLE IF NOT EXISTS {{ dim }} (
+    {{ sk }} bigint NOT NULL,
+{% for c in key_defs %}
+    {{ c.name }} {{ c.target_type }} NOT NULL,
+{% endfor %}
+{% for c in attr_defs %}
+    {{ c.name }} {{ c.target_type }},
+{% endfor %}
+    valid_from timestamptz NOT NULL,
+    valid_to   timestamptz NOT NULL,
+    is_current boolean     NOT NULL,
+    row_hash   bytea       NOT NULL,
+    load_id    bigint      NOT NULL,
+    CONSTRAINT {{ dim_pk }} PRIMARY KEY ({{ sk }})
+)
+-- statement: dimension_index
+CREATE INDEX IF NOT EXISTS {{ dim_index }} ON {{ dim }} ({{ keys|cols }}, valid_from)
+-- statement: dimension_current_index
+CREATE INDEX IF NOT EXISTS {{ dim_current_index }} ON {{ dim }} ({{ keys|cols }}) WHERE is_current

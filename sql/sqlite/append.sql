@@ -1,0 +1,30 @@
+{# Append the classified changes to the log. Surrogate keys and log ids come from a
+   block reserved in dimlog_dimensions (bound values), loaded_at is bound too. #}
+-- statement: reserve
+SELECT next_surrogate_key, next_log_id FROM dimlog_dimensions WHERE dimension = ?1
+-- statement: append
+INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
+SELECT ?1 + ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}, valid_from) - 1,
+       CASE change_kind
+           WHEN 'version' THEN ?2 + SUM(CASE WHEN change_kind = 'version' THEN 1 ELSE 0 END)
+                                     OVER (ORDER BY {{ keys|cols }}, valid_from ROWS UNBOUNDED PRECEDING) - 1
+           WHEN 'correction' THEN p_sk
+       END,
+       {{ keys|cols }},
+{% for a in attrs %}
+       CASE WHEN change_kind = 'tombstone' THEN NULL ELSE {{ a }} END,
+{% endfor %}
+       valid_from,
+       change_kind = 'tombstone',
+       CASE WHEN change_kind = 'tombstone' THEN NULL ELSE row_hash END,
+       ?3,
+       ?4
+FROM dimlog_changes
+ORDER BY {{ keys|cols }}, valid_from
+-- statement: advance
+UPDATE dimlog_dimensions
+SET next_surrogate_key = next_surrogate_key + ?2, next_log_id = next_log_id + ?3, built_through_load = ?4, updated_at = ?5
+WHERE dimension = ?1
+-- statement: touched
+CREATE TEMP TABLE dimlog_touched AS
+SELECT DISTINCT {{ keys|cols }} FROM dimlog_changes

@@ -1,0 +1,16 @@
+{# One row per key per load (per key and timestamp with history = "all"): the newest,
+   ties broken by the tiebreak column, then by the greatest row_hash, bytewise. #}
+-- statement: dedupe
+CREATE TEMP TABLE dimlog_stage AS
+SELECT {{ keys|cols }}, {% if attrs %}{{ attrs|cols }}, {% endif %}valid_from, is_deleted, row_hash
+FROM (
+    SELECT r.*,
+           ROW_NUMBER() OVER (
+               PARTITION BY {{ keys|cols("r") }}{% if history_all %}, r.valid_from{% endif %}
+               ORDER BY r.valid_from DESC{% if tiebreak %}, r.dimlog_tiebreak DESC{% endif %}, r.row_hash DESC, r.is_deleted DESC
+           ) AS dimlog_rn
+    FROM dimlog_raw r
+) x
+WHERE dimlog_rn = 1
+-- statement: count
+SELECT count(*) FROM dimlog_stage

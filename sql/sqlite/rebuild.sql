@@ -1,0 +1,36 @@
+{# The dimension is derived from the log: per key, the latest log row for each
+   valid_from, ordered; valid_to = LEAD(valid_from) or the far-future sentinel;
+   tombstones close the version before them and are not rows. Type 1 columns show the
+   key's latest value on every row. #}
+{% macro derived(touched) %}
+SELECT y.sk, {{ keys|cols("y") }}{% for c in cols %}, y.{{ c }}{% endfor %}
+{% for c in t1 %}
+       , FIRST_VALUE(y.{{ c }}) OVER (PARTITION BY {{ keys|cols("y") }} ORDER BY y.valid_from DESC)
+{% endfor %}
+       , y.valid_from, COALESCE(y.next_from, {{ sentinel }}), y.next_from IS NULL, y.row_hash, y.load_id
+FROM (
+    SELECT e.*, LEAD(e.valid_from) OVER (PARTITION BY {{ keys|cols("e") }} ORDER BY e.valid_from) AS next_from
+    FROM (
+        SELECT l.{{ sk }} AS sk, {{ keys|cols("l") }}{% for a in attrs %}, l.{{ a }}{% endfor %}, l.valid_from, l.is_deleted, l.row_hash, l.load_id,
+               ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("l") }}, l.valid_from ORDER BY l.log_id DESC) AS dimlog_rn
+        FROM {{ log }} l
+{% if touched %}
+        JOIN dimlog_touched t ON {{ keys|eqs("l", "t") }}
+{% endif %}
+    ) e
+    WHERE e.dimlog_rn = 1
+) y
+WHERE NOT y.is_deleted
+{% endmacro %}
+-- statement: delete_touched
+DELETE FROM {{ dim }} WHERE EXISTS (SELECT 1 FROM dimlog_touched t WHERE {{ keys|eqs("t", dim) }})
+-- statement: insert_touched
+INSERT INTO {{ dim }} ({{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, valid_to, is_current, row_hash, load_id)
+{{ derived(true) }}
+-- statement: insert_new
+INSERT INTO {{ dim_new }} ({{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, valid_to, is_current, row_hash, load_id)
+{{ derived(false) }}
+-- statement: drop_old
+DROP TABLE {{ dim }}
+-- statement: rename_new
+ALTER TABLE {{ dim_new }} RENAME TO {{ dim_bare }}

@@ -1,0 +1,27 @@
+{# Hard deletes: compare the source's full key list (keys only) with the dimension's
+   live keys. Missing keys get a tombstone at the run's upper bound; the rare key whose
+   newest version is not before it is stamped just after that version, in Rust. #}
+-- statement: keys_table
+CREATE TEMP TABLE dimlog_source_keys (
+{% for c in key_defs %}
+    {{ c.name }} {{ c.target_type }}{{ "," if not loop.last }}
+{% endfor %}
+)
+-- statement: key_index
+CREATE INDEX temp.dimlog_source_keys_idx ON dimlog_source_keys ({{ keys|cols }})
+-- statement: missing
+CREATE TEMP TABLE dimlog_missing AS
+SELECT {{ keys|cols("d") }}, d.valid_from
+FROM {{ dim }} d
+WHERE d.is_current
+  AND NOT EXISTS (SELECT 1 FROM dimlog_source_keys s WHERE {{ keys|eqs("s", "d") }})
+  AND NOT EXISTS (SELECT 1 FROM dimlog_stage st WHERE {{ keys|eqs("st", "d") }})
+-- statement: counts
+SELECT (SELECT count(*) FROM dimlog_missing), (SELECT count(*) FROM {{ dim }} WHERE is_current)
+-- statement: tombstones
+INSERT INTO dimlog_stage ({{ keys|cols }}, valid_from, is_deleted)
+SELECT {{ keys|cols }}, ?1, 1
+FROM dimlog_missing
+WHERE valid_from < ?1
+-- statement: late_missing
+SELECT {% for k in keys %}CAST({{ k }} AS TEXT), {% endfor %}valid_from FROM dimlog_missing WHERE valid_from >= ?1

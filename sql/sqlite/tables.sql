@@ -1,0 +1,40 @@
+{# The version log and the dimension of one config. #}
+-- statement: log
+CREATE TABLE IF NOT EXISTS {{ log }} (
+    log_id     INTEGER PRIMARY KEY,
+    {{ sk }} INTEGER,
+{% for c in key_defs %}
+    {{ c.name }} {{ c.target_type }} NOT NULL,
+{% endfor %}
+{% for c in attr_defs %}
+    {{ c.name }} {{ c.target_type }},
+{% endfor %}
+    valid_from TEXT    NOT NULL,
+    is_deleted BOOLEAN NOT NULL,
+    row_hash   BLOB,
+    load_id    INTEGER NOT NULL,
+    loaded_at  TEXT    NOT NULL
+)
+-- statement: log_index
+CREATE INDEX IF NOT EXISTS {{ log_index }} ON {{ log }} ({{ keys|cols }}, valid_from, log_id)
+-- statement: log_load_index
+CREATE INDEX IF NOT EXISTS {{ log_load_index }} ON {{ log }} (load_id)
+-- statement: dimension
+CREATE TABLE IF NOT EXISTS {{ dim }} (
+    {{ sk }} INTEGER PRIMARY KEY,
+{% for c in key_defs %}
+    {{ c.name }} {{ c.target_type }} NOT NULL,
+{% endfor %}
+{% for c in attr_defs %}
+    {{ c.name }} {{ c.target_type }},
+{% endfor %}
+    valid_from TEXT    NOT NULL,
+    valid_to   TEXT    NOT NULL,
+    is_current BOOLEAN NOT NULL,
+    row_hash   BLOB    NOT NULL,
+    load_id    INTEGER NOT NULL
+)
+-- statement: dimension_index
+CREATE INDEX IF NOT EXISTS {{ dim_index }} ON {{ dim }} ({{ keys|cols }}, valid_from)
+-- statement: dimension_current_index
+CREATE INDEX IF NOT EXISTS {{ dim_current_index }} ON {{ dim }} ({{ keys|cols }}) WHERE is_current

@@ -1,0 +1,135 @@
+//! The `dimlog` command line: parses flags, reads the environment, drives the library,
+//! prints. The only module that touches the terminal, env vars and files.
+
+mod completions;
+mod demo;
+mod history;
+mod init;
+mod output;
+mod rebuild;
+mod run;
+mod status;
+
+use crate::config::{Overrides, Plan};
+use crate::Error;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+pub use output::Output;
+
+/// Builds SCD Type 2 dimensions from changing source tables: an append-only version
+/// log, rebuilt into a dimension with LEAD-derived valid_from / valid_to.
+#[derive(Debug, Parser)]
+#[command(name = "dimlog", version, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    /// Options every command takes.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// The command.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Options shared by every command.
+#[derive(Debug, Clone, Args)]
+pub struct GlobalArgs {
+    /// The config file.
+    #[arg(long, global = true, default_value = "dimlog.toml", value_name = "PATH")]
+    pub config: PathBuf,
+    /// Print one JSON object on stdout (errors too: {"error": {"kind", "message"}}).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// More log output (-v info, -vv debug); RUST_LOG overrides.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    /// Only errors.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create dimlog's tables, the version log and the dimension (idempotent).
+    Init(init::InitArgs),
+    /// Load what changed: extract, dedupe, detect, append, rebuild, commit.
+    Run(run::RunArgs),
+    /// Rebuild the whole dimension from the log and swap it in.
+    Rebuild(rebuild::RebuildArgs),
+    /// Show every version of one key.
+    History(history::HistoryArgs),
+    /// Show watermarks, lag and recent runs.
+    Status(status::StatusArgs),
+    /// A self-contained demonstration on an embedded SQLite database.
+    Demo(demo::DemoArgs),
+    /// Print shell completions generated from this CLI.
+    Completions(completions::CompletionsArgs),
+}
+
+/// Loads the plan, applying `DIMLOG_SOURCE_URL` / `DIMLOG_TARGET_URL`.
+pub fn load_plan(global: &GlobalArgs) -> Result<Plan, Error> {
+    let overrides = Overrides {
+        source_url: std::env::var("DIMLOG_SOURCE_URL").ok().filter(|v| !v.is_empty()),
+        target_url: std::env::var("DIMLOG_TARGET_URL").ok().filter(|v| !v.is_empty()),
+    };
+    Ok(Plan::load(&global.config, &overrides)?)
+}
+
+/// Parses a timestamp flag (RFC 3339 with an offset).
+pub fn parse_ts(flag: &str, text: &str) -> Result<crate::ts::Micros, Error> {
+    crate::ts::Micros::parse(text, None).map_err(|e| {
+        Error::Usage(format!(
+            "{flag} {text:?}: {e}; give an RFC 3339 time with an offset, e.g. 2026-10-05T09:30:00Z"
+        ))
+    })
+}
+
+/// The failpoint named by `DIMLOG_FAILPOINT` (only honoured with the `failpoints` feature).
+pub fn failpoint_from_env() -> Option<String> {
+    if cfg!(feature = "failpoints") {
+        std::env::var("DIMLOG_FAILPOINT").ok().filter(|v| !v.is_empty())
+    } else {
+        None
+    }
+}
+
+fn init_tracing(global: &GlobalArgs) {
+    use tracing_subscriber::EnvFilter;
+    let default = if global.quiet {
+        "error"
+    } else {
+        match global.verbose {
+            0 => "warn",
+            1 => "info",
+            _ => "debug",
+        }
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(format!("dimlog={default},warn")));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+/// Runs the command line and returns the exit code.
+pub async fn main_with(cli: Cli) -> i32 {
+    init_tracing(&cli.global);
+    let out = Output::new(cli.global.json);
+    let result = match cli.command {
+        Command::Init(a) => init::run(&cli.global, a, &out).await,
+        Command::Run(a) => run::run(&cli.global, a, &out).await,
+        Command::Rebuild(a) => rebuild::run(&cli.global, a, &out).await,
+        Command::History(a) => history::run(&cli.global, a, &out).await,
+        Command::Status(a) => status::run(&cli.global, a, &out).await,
+        Command::Demo(a) => demo::run(&cli.global, a, &out).await,
+        Command::Completions(a) => completions::run(a),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            out.error(&e);
+            e.exit_code()
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! `dimlog rebuild`.
+
+use super::{load_plan, GlobalArgs, Output};
+use crate::pipeline::{self, Session};
+use crate::Error;
+
+/// Rebuild the whole dimension from the version log into a new table and swap it in,
+/// in one transaction (readers see the old table until then).
+#[derive(Debug, clap::Args)]
+pub struct RebuildArgs {
+    /// Exit 1 at once if a run of this dimension holds its lock.
+    #[arg(long)]
+    pub no_wait: bool,
+}
+
+/// Runs `rebuild`.
+pub async fn run(global: &GlobalArgs, args: RebuildArgs, out: &Output) -> Result<i32, Error> {
+    let plan = load_plan(global)?;
+    let mut session = Session::open(&plan).await?;
+    let started = std::time::Instant::now();
+    let progress = out.progress();
+    crate::pipeline::Observer::phase(&progress, "rebuilding the dimension");
+    pipeline::rebuild_all(&mut session, &plan, !args.no_wait).await?;
+    drop(progress);
+    let seconds = started.elapsed().as_secs_f64();
+    if out.json {
+        out.print_json(&serde_json::json!({"dimension": plan.name, "rebuilt": true, "seconds": seconds}));
+    } else {
+        out.line(format!(
+            "rebuilt {} from {} in {seconds:.2}s",
+            plan.target.dimension, plan.target.log
+        ));
+    }
+    Ok(0)
+}

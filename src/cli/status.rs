@@ -1,0 +1,94 @@
+//! `dimlog status`.
+
+use super::{load_plan, output::table, GlobalArgs, Output};
+use crate::pipeline::Session;
+use crate::Error;
+
+/// Show the watermark of each role, the lag behind the source's newest change, and the
+/// latest runs.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// How many recent runs to show.
+    #[arg(long, default_value_t = 10)]
+    pub runs: i64,
+}
+
+/// Runs `status`.
+pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<i32, Error> {
+    let plan = load_plan(global)?;
+    let mut session = Session::open(&plan).await?;
+    crate::tables::init(&mut session.target, &plan, &session.layout)
+        .await
+        .map_err(|e| match e {
+            crate::tables::InitError::Db(d) => Error::Db(d),
+            crate::tables::InitError::Config(c) => Error::Config(c),
+        })?;
+    let newest = {
+        let source = session.source.as_mut().expect("source connection");
+        crate::extract::source_newest(source, &plan, &session.layout).await?
+    };
+    let status = crate::inspect::status(&mut session.target, &plan, newest, args.runs).await?;
+    if out.json {
+        out.print_json(&status);
+        return Ok(0);
+    }
+    out.line(format!("dimension {}", status.dimension));
+    if status.watermarks.is_empty() {
+        out.line("no watermark yet: no run has read anything");
+    } else {
+        let rows: Vec<Vec<String>> = status
+            .watermarks
+            .iter()
+            .map(|w| {
+                vec![
+                    w.role.clone(),
+                    w.high_watermark.clone().unwrap_or_default(),
+                    w.run_id.map(|r| r.to_string()).unwrap_or_default(),
+                ]
+            })
+            .collect();
+        out.line(table(&["role", "watermark", "run"], &rows));
+    }
+    match (&status.source_newest, status.lag_seconds) {
+        (Some(n), Some(l)) => out.line(format!(
+            "source newest change {n}; incremental watermark lags by {l:.0}s"
+        )),
+        (Some(n), None) => out.line(format!("source newest change {n}")),
+        _ => {}
+    }
+    if !status.runs.is_empty() {
+        out.line("");
+        let rows: Vec<Vec<String>> = status
+            .runs
+            .iter()
+            .map(|r| {
+                vec![
+                    r.run_id.to_string(),
+                    r.kind.clone(),
+                    r.status.clone(),
+                    r.upper_bound.clone().unwrap_or_default(),
+                    r.counts.rows_read.to_string(),
+                    r.counts.versions.to_string(),
+                    r.counts.corrections.to_string(),
+                    r.counts.tombstones.to_string(),
+                    r.error.clone().unwrap_or_default(),
+                ]
+            })
+            .collect();
+        out.line(table(
+            &[
+                "run",
+                "kind",
+                "status",
+                "upper",
+                "read",
+                "versions",
+                "corrections",
+                "tombstones",
+                "error",
+            ],
+            &rows,
+        ));
+    }
+    Ok(0)
+}

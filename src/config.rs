@@ -1,0 +1,662 @@
+//! The config file: parsed with serde, then resolved once into a [`Plan`].
+//!
+//! Everything a run needs is decided here, before any database is touched: names are
+//! validated ([`crate::ident`]), durations parsed, URLs checked and made absolute. The
+//! library never reads the environment; the CLI passes URL overrides in
+//! [`Overrides`]. Checks that need the source's schema happen in
+//! [`crate::extract::SourceSchema`].
+
+use crate::ident::Ident;
+use serde::Deserialize;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A config that cannot be used, naming the setting and the fix. Exit code 2.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The path tried.
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// TOML syntax, a missing or unknown key, a wrong type.
+    #[error("config file {path}: {message}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What toml said.
+        message: String,
+    },
+    /// One setting has a bad value.
+    #[error("setting `{setting}`: {message}")]
+    Invalid {
+        /// Dotted name of the setting, e.g. `source.lookback`.
+        setting: String,
+        /// What is wrong and how to fix it.
+        message: String,
+    },
+}
+
+impl ConfigError {
+    /// Shorthand for an invalid setting.
+    pub fn invalid(setting: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            setting: setting.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The file as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// Names this dimension's state rows.
+    pub name: String,
+    /// Where changes come from.
+    pub source: RawSource,
+    /// Where the log and the dimension live.
+    pub target: RawTarget,
+    /// Which columns are versioned.
+    pub track: RawTrack,
+    /// How deletes are seen.
+    #[serde(default)]
+    pub deletes: RawDeletes,
+}
+
+/// `[source]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSource {
+    /// Source database URL.
+    pub url: String,
+    /// A table name, or…
+    pub table: Option<String>,
+    /// …a query.
+    pub query: Option<String>,
+    /// The natural key columns.
+    pub key: Vec<String>,
+    /// The change column.
+    pub updated_at: String,
+    /// Optional soft-delete flag column.
+    pub deleted_flag: Option<String>,
+    /// Re-read window behind the watermark.
+    #[serde(default = "default_lookback")]
+    pub lookback: String,
+    /// upper = source clock - safety_lag.
+    #[serde(default = "default_zero")]
+    pub safety_lag: String,
+    /// Zone of a change column without one.
+    pub timezone: Option<String>,
+    /// `latest` or `all`.
+    #[serde(default)]
+    pub history: History,
+    /// Column that decides ties of key and timestamp.
+    pub tiebreak: Option<String>,
+}
+
+fn default_lookback() -> String {
+    "15m".into()
+}
+fn default_zero() -> String {
+    "0s".into()
+}
+
+/// `[target]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTarget {
+    /// Target database URL.
+    pub url: String,
+    /// The version log table.
+    pub log: String,
+    /// The dimension table.
+    pub dimension: String,
+    /// The surrogate key column.
+    pub surrogate_key: String,
+}
+
+/// `[track]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTrack {
+    /// Type 2 columns.
+    pub columns: Vec<String>,
+    /// Type 1 columns.
+    #[serde(default)]
+    pub type1: Vec<String>,
+}
+
+/// `[deletes]` as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawDeletes {
+    /// `ignore` or `reconcile`.
+    #[serde(default)]
+    pub hard: HardDeletes,
+    /// Largest share of live keys one run may tombstone.
+    #[serde(default = "default_fraction")]
+    pub max_fraction: f64,
+}
+
+fn default_fraction() -> f64 {
+    0.10
+}
+
+impl Default for RawDeletes {
+    fn default() -> Self {
+        RawDeletes {
+            hard: HardDeletes::Ignore,
+            max_fraction: default_fraction(),
+        }
+    }
+}
+
+/// How many rows per key one load keeps.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum History {
+    /// One row per key per load: the newest.
+    #[default]
+    Latest,
+    /// One row per key and timestamp (change feeds, landing tables).
+    All,
+}
+
+/// What to do about keys that vanish from the source.
+#[derive(Clone, Copy, Debug, Default, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum HardDeletes {
+    /// Leave them current.
+    #[default]
+    Ignore,
+    /// Compare the full key list every run and tombstone missing keys.
+    Reconcile,
+}
+
+/// A database URL whose password never reaches `Debug`, `Display` or a log.
+#[derive(Clone, PartialEq, Eq)]
+pub struct DbUrl {
+    url: String,
+    /// Which backend the scheme names.
+    pub backend: Backend,
+}
+
+/// The two backends, chosen from the URL scheme.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Backend {
+    /// Embedded, the default.
+    Sqlite,
+    /// A PostgreSQL server.
+    Postgres,
+}
+
+impl DbUrl {
+    /// Checks the scheme; a relative SQLite path is taken relative to `base`.
+    pub fn parse(setting: &str, raw: &str, base: Option<&Path>) -> Result<DbUrl, ConfigError> {
+        if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
+            url::Url::parse(raw)
+                .map_err(|e| ConfigError::invalid(setting, format!("cannot parse the PostgreSQL URL: {e}")))?;
+            return Ok(DbUrl {
+                url: raw.to_string(),
+                backend: Backend::Postgres,
+            });
+        }
+        if let Some(rest) = raw.strip_prefix("sqlite://").or_else(|| raw.strip_prefix("sqlite:")) {
+            let (path, query) = match rest.split_once('?') {
+                Some((p, q)) => (p, Some(q)),
+                None => (rest, None),
+            };
+            if path.is_empty() {
+                return Err(ConfigError::invalid(
+                    setting,
+                    "the SQLite URL has no file path, e.g. sqlite://warehouse.db",
+                ));
+            }
+            let mut full = if path == ":memory:" || Path::new(path).is_absolute() {
+                PathBuf::from(path)
+            } else {
+                match base {
+                    Some(b) => b.join(path),
+                    None => PathBuf::from(path),
+                }
+            };
+            if full.as_os_str().is_empty() {
+                full = PathBuf::from(path);
+            }
+            let mut url = format!("sqlite://{}", full.display());
+            if let Some(q) = query {
+                url.push('?');
+                url.push_str(q);
+            }
+            return Ok(DbUrl {
+                url,
+                backend: Backend::Sqlite,
+            });
+        }
+        Err(ConfigError::invalid(
+            setting,
+            format!(
+                "unsupported URL {:?}: use postgres://user@host/db or sqlite://path/to/file.db",
+                redact(raw)
+            ),
+        ))
+    }
+
+    /// The URL with its password, only for the driver.
+    pub fn expose(&self) -> &str {
+        &self.url
+    }
+
+    /// The URL with any password replaced by `***`, for messages.
+    pub fn redacted(&self) -> String {
+        redact(&self.url)
+    }
+
+    /// The SQLite file path, for `sqlite://` URLs.
+    pub fn sqlite_path(&self) -> Option<PathBuf> {
+        let rest = self.url.strip_prefix("sqlite://")?;
+        Some(PathBuf::from(rest.split('?').next().unwrap_or(rest)))
+    }
+}
+
+/// Replaces the password of a URL with `***`.
+pub fn redact(raw: &str) -> String {
+    match url::Url::parse(raw) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(Some("***"));
+            u.to_string()
+        }
+        _ => raw.to_string(),
+    }
+}
+
+impl fmt::Debug for DbUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+impl fmt::Display for DbUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted())
+    }
+}
+
+/// What the source reads from.
+#[derive(Clone, Debug)]
+pub enum Relation {
+    /// A table or view.
+    Table(Ident),
+    /// A query, wrapped as a subquery.
+    Query(String),
+}
+
+/// The resolved `[source]`.
+#[derive(Clone, Debug)]
+pub struct SourcePlan {
+    /// Where to read.
+    pub url: DbUrl,
+    /// What to read.
+    pub relation: Relation,
+    /// Natural key columns, in order.
+    pub key: Vec<Ident>,
+    /// The change column.
+    pub updated_at: Ident,
+    /// Soft-delete flag.
+    pub deleted_flag: Option<Ident>,
+    /// Re-read window, µs.
+    pub lookback_micros: i64,
+    /// Clock safety lag, µs.
+    pub safety_lag_micros: i64,
+    /// Zone for a change column without one.
+    pub timezone: Option<chrono_tz::Tz>,
+    /// Rows kept per key per load.
+    pub history: History,
+    /// Tie breaker.
+    pub tiebreak: Option<Ident>,
+}
+
+/// The resolved `[target]`.
+#[derive(Clone, Debug)]
+pub struct TargetPlan {
+    /// Where to write.
+    pub url: DbUrl,
+    /// The version log.
+    pub log: Ident,
+    /// The dimension.
+    pub dimension: Ident,
+    /// The surrogate key column.
+    pub surrogate_key: Ident,
+}
+
+/// Everything a command needs, validated.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// The dimension's name in dimlog's own tables.
+    pub name: String,
+    /// Source side.
+    pub source: SourcePlan,
+    /// Target side.
+    pub target: TargetPlan,
+    /// Type 2 columns, in hash order.
+    pub tracked: Vec<Ident>,
+    /// Type 1 columns.
+    pub type1: Vec<Ident>,
+    /// Hard-delete handling.
+    pub hard_deletes: HardDeletes,
+    /// Mass-delete guard.
+    pub max_fraction: f64,
+}
+
+/// Values that override the file (from flags or the environment, read by the CLI).
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    /// Replaces `source.url`; relative paths are taken from the working directory.
+    pub source_url: Option<String>,
+    /// Replaces `target.url`.
+    pub target_url: Option<String>,
+}
+
+/// Parses a duration such as `15m`, `1h 30m`, `0s`, `2d`.
+pub fn parse_duration(setting: &str, text: &str) -> Result<i64, ConfigError> {
+    let d = humantime::parse_duration(text.trim()).map_err(|e| {
+        ConfigError::invalid(
+            setting,
+            format!("{text:?} is not a duration ({e}); write e.g. \"15m\", \"2h\", \"1d\""),
+        )
+    })?;
+    i64::try_from(d.as_micros()).map_err(|_| ConfigError::invalid(setting, format!("{text:?} is too long")))
+}
+
+fn table_ident(setting: &str, s: &str) -> Result<Ident, ConfigError> {
+    Ident::table(s).map_err(|e| ConfigError::invalid(setting, e.to_string()))
+}
+
+fn column_ident(setting: &str, s: &str) -> Result<Ident, ConfigError> {
+    Ident::column(s).map_err(|e| ConfigError::invalid(setting, e.to_string()))
+}
+
+impl Plan {
+    /// Reads and resolves a config file.
+    pub fn load(path: &Path, overrides: &Overrides) -> Result<Plan, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        Plan::from_toml(&text, path, &base, overrides)
+    }
+
+    /// Resolves config text; `base` anchors relative SQLite paths.
+    pub fn from_toml(text: &str, path: &Path, base: &Path, overrides: &Overrides) -> Result<Plan, ConfigError> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim().replace('\n', " "),
+        })?;
+        Plan::resolve(raw, base, overrides)
+    }
+
+    /// Validates a parsed config.
+    pub fn resolve(raw: RawConfig, base: &Path, overrides: &Overrides) -> Result<Plan, ConfigError> {
+        let name = raw.name.trim().to_string();
+        if name.is_empty() || name.len() > 200 {
+            return Err(ConfigError::invalid(
+                "name",
+                "give the dimension a short name, e.g. \"customer\"",
+            ));
+        }
+        let s = raw.source;
+        let source_url = match &overrides.source_url {
+            Some(u) => DbUrl::parse("source.url", u, None)?,
+            None => DbUrl::parse("source.url", &s.url, Some(base))?,
+        };
+        let relation = match (&s.table, &s.query) {
+            (Some(t), None) => Relation::Table(table_ident("source.table", t)?),
+            (None, Some(q)) if !q.trim().is_empty() => Relation::Query(q.trim().trim_end_matches(';').to_string()),
+            (Some(_), Some(_)) => {
+                return Err(ConfigError::invalid(
+                    "source.table",
+                    "set either `table` or `query`, not both",
+                ))
+            }
+            _ => {
+                return Err(ConfigError::invalid(
+                    "source.table",
+                    "set `table = \"src_customers\"` or `query = \"SELECT …\"`",
+                ))
+            }
+        };
+        if s.key.is_empty() {
+            return Err(ConfigError::invalid(
+                "source.key",
+                "name at least one natural key column, e.g. key = [\"customer_id\"]",
+            ));
+        }
+        let key = s
+            .key
+            .iter()
+            .map(|k| column_ident("source.key", k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let updated_at = column_ident("source.updated_at", &s.updated_at)?;
+        let deleted_flag = s
+            .deleted_flag
+            .as_deref()
+            .map(|c| column_ident("source.deleted_flag", c))
+            .transpose()?;
+        let tiebreak = s
+            .tiebreak
+            .as_deref()
+            .map(|c| column_ident("source.tiebreak", c))
+            .transpose()?;
+        let timezone = s
+            .timezone
+            .as_deref()
+            .map(|z| {
+                z.parse::<chrono_tz::Tz>().map_err(|_| {
+                    ConfigError::invalid(
+                        "source.timezone",
+                        format!("unknown time zone {z:?}; use an IANA name such as \"UTC\" or \"Europe/Paris\""),
+                    )
+                })
+            })
+            .transpose()?;
+        let source = SourcePlan {
+            url: source_url,
+            relation,
+            key,
+            updated_at,
+            deleted_flag,
+            lookback_micros: parse_duration("source.lookback", &s.lookback)?,
+            safety_lag_micros: parse_duration("source.safety_lag", &s.safety_lag)?,
+            timezone,
+            history: s.history,
+            tiebreak,
+        };
+        let t = raw.target;
+        let target = TargetPlan {
+            url: match &overrides.target_url {
+                Some(u) => DbUrl::parse("target.url", u, None)?,
+                None => DbUrl::parse("target.url", &t.url, Some(base))?,
+            },
+            log: table_ident("target.log", &t.log)?,
+            dimension: table_ident("target.dimension", &t.dimension)?,
+            surrogate_key: column_ident("target.surrogate_key", &t.surrogate_key)?,
+        };
+        if target.log == target.dimension {
+            return Err(ConfigError::invalid(
+                "target.dimension",
+                "the dimension and the log need different tables",
+            ));
+        }
+        let tracked = raw
+            .track
+            .columns
+            .iter()
+            .map(|c| column_ident("track.columns", c))
+            .collect::<Result<Vec<_>, _>>()?;
+        let type1 = raw
+            .track
+            .type1
+            .iter()
+            .map(|c| column_ident("track.type1", c))
+            .collect::<Result<Vec<_>, _>>()?;
+        if tracked.is_empty() {
+            return Err(ConfigError::invalid(
+                "track.columns",
+                "track at least one column, e.g. columns = [\"email\"]",
+            ));
+        }
+        let plan = Plan {
+            name,
+            source,
+            target,
+            tracked,
+            type1,
+            hard_deletes: raw.deletes.hard,
+            max_fraction: raw.deletes.max_fraction,
+        };
+        plan.check_overlaps()?;
+        Ok(plan)
+    }
+
+    fn check_overlaps(&self) -> Result<(), ConfigError> {
+        if !(0.0..=1.0).contains(&self.max_fraction) {
+            return Err(ConfigError::invalid(
+                "deletes.max_fraction",
+                "give a share between 0 and 1, e.g. 0.10",
+            ));
+        }
+        let mut seen: Vec<(&Ident, &'static str)> = Vec::new();
+        let mut roles: Vec<(&Ident, &'static str)> = Vec::new();
+        for k in &self.source.key {
+            roles.push((k, "source.key"));
+        }
+        roles.push((&self.source.updated_at, "source.updated_at"));
+        if let Some(d) = &self.source.deleted_flag {
+            roles.push((d, "source.deleted_flag"));
+        }
+        for c in &self.tracked {
+            roles.push((c, "track.columns"));
+        }
+        for c in &self.type1 {
+            roles.push((c, "track.type1"));
+        }
+        for (c, setting) in roles {
+            if let Some((_, other)) = seen.iter().find(|(s, _)| s.name().eq_ignore_ascii_case(c.name())) {
+                return Err(ConfigError::invalid(
+                    setting,
+                    format!(
+                        "column `{}` is already used by `{other}`; a column can play one role only",
+                        c.name()
+                    ),
+                ));
+            }
+            seen.push((c, setting));
+        }
+        let reserved = [
+            "valid_from",
+            "valid_to",
+            "is_current",
+            "is_deleted",
+            "row_hash",
+            "load_id",
+            "loaded_at",
+            "log_id",
+        ];
+        for (c, setting) in seen
+            .iter()
+            .filter(|(_, s)| !matches!(*s, "source.updated_at" | "source.deleted_flag"))
+        {
+            if reserved.contains(&c.name().to_ascii_lowercase().as_str()) {
+                return Err(ConfigError::invalid(*setting, format!("column `{}` clashes with a column dimlog writes; track it under another name with `source.query`", c.name())));
+            }
+            if c.name().eq_ignore_ascii_case(self.target.surrogate_key.name()) {
+                return Err(ConfigError::invalid(
+                    "target.surrogate_key",
+                    format!(
+                        "`{}` is also a source column; choose another surrogate key name",
+                        c.name()
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every source column the extract reads, in the staging order: keys, Type 2, Type 1.
+    pub fn attribute_columns(&self) -> Vec<&Ident> {
+        self.tracked.iter().chain(self.type1.iter()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+name = "customer"
+[source]
+url = "sqlite://source.db"
+table = "src_customers"
+key = ["customer_id"]
+updated_at = "updated_at"
+deleted_flag = "is_deleted"
+lookback = "15m"
+[target]
+url = "sqlite://warehouse.db"
+log = "customer_versions"
+dimension = "dim_customer"
+surrogate_key = "customer_sk"
+[track]
+columns = ["email", "tier", "country"]
+"#;
+
+    fn load(text: &str) -> Result<Plan, ConfigError> {
+        Plan::from_toml(text, Path::new("dimlog.toml"), Path::new("/cfg"), &Overrides::default())
+    }
+
+    #[test]
+    fn resolves_the_spec_example() {
+        let p = load(GOOD).unwrap();
+        assert_eq!(p.source.lookback_micros, 15 * 60 * 1_000_000);
+        assert_eq!(p.source.url.expose(), "sqlite:///cfg/source.db");
+        assert_eq!(p.tracked.len(), 3);
+    }
+
+    #[test]
+    fn tracked_key_is_refused() {
+        let e = load(&GOOD.replace("[\"email\",", "[\"customer_id\", \"email\",")).unwrap_err();
+        assert!(e.to_string().contains("track.columns"), "{e}");
+    }
+
+    #[test]
+    fn bad_duration_names_the_setting() {
+        let e = load(&GOOD.replace("\"15m\"", "\"fifteen\"")).unwrap_err();
+        assert!(e.to_string().contains("source.lookback"), "{e}");
+    }
+
+    #[test]
+    fn injection_is_refused() {
+        let e = load(&GOOD.replace("\"src_customers\"", "'x\"; DROP TABLE y; --'")).unwrap_err();
+        assert!(e.to_string().contains("source.table"), "{e}");
+    }
+
+    #[test]
+    fn unknown_scheme_is_refused_without_password() {
+        let e = load(&GOOD.replace("sqlite://source.db", "mysql://u:secret@h/db")).unwrap_err();
+        let m = e.to_string();
+        assert!(m.contains("source.url") && !m.contains("secret"), "{m}");
+    }
+
+    #[test]
+    fn password_is_redacted() {
+        let u = DbUrl::parse("target.url", "postgres://me:hunter2@localhost/db", None).unwrap();
+        assert!(!format!("{u:?} {u}").contains("hunter2"));
+    }
+}

@@ -1,0 +1,234 @@
+//! The database layer: one connection type over both backends, bound parameters, and
+//! the SQL templates of `sql/<backend>/`.
+//!
+//! Every stage talks to a database through [`Conn`]: it renders a template from
+//! [`sql`] (identifiers are already validated and quoted by [`crate::ident`]) and binds
+//! every value as a [`Param`]. Backend differences live in `sqlite.rs` / `postgres.rs`
+//! (connecting, binding timestamps, bulk staging) and in the SQL files themselves.
+
+pub mod postgres;
+pub mod sql;
+pub mod sqlite;
+
+use crate::config::{Backend, DbUrl};
+use crate::ts::Micros;
+
+/// A database operation that failed, naming what was being done.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DbError {
+    /// The server or file could not be reached (the URL is shown without its password).
+    #[error("cannot connect to {url}: {source}")]
+    Connect {
+        /// Redacted URL.
+        url: String,
+        /// Driver error.
+        source: sqlx::Error,
+    },
+    /// A statement failed.
+    #[error("{what} failed: {source}")]
+    Query {
+        /// The statement family, e.g. `log/append`.
+        what: String,
+        /// Driver error.
+        source: sqlx::Error,
+    },
+    /// A SQL template did not render (a bug, not a user error).
+    #[error("sql template {name} did not render: {message}")]
+    Template {
+        /// Template name.
+        name: String,
+        /// Why.
+        message: String,
+    },
+    /// Another run of the dimension holds its lock and `--no-wait` was given.
+    #[error("another run of dimension {0:?} holds its lock; try again later, or drop --no-wait to wait for it")]
+    Locked(String),
+}
+
+/// A bound value; timestamps bind as `timestamptz` on PostgreSQL and as fixed-width UTC
+/// text on SQLite.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Param {
+    /// SQL NULL of any type.
+    Null,
+    /// bigint.
+    I64(i64),
+    /// double precision.
+    F64(f64),
+    /// boolean.
+    Bool(bool),
+    /// text.
+    Text(String),
+    /// bytea / blob.
+    Bytes(Vec<u8>),
+    /// A timestamp.
+    Ts(Micros),
+    /// A nullable timestamp.
+    OptTs(Option<Micros>),
+}
+
+/// One connection to either backend.
+pub enum Conn {
+    /// SQLite file.
+    Sqlite(sqlx::SqliteConnection),
+    /// PostgreSQL server.
+    Postgres(sqlx::PgConnection),
+}
+
+/// A row of text values, as every reporting query returns them (`CAST(… AS TEXT)`).
+pub type TextRow = Vec<Option<String>>;
+
+impl Conn {
+    /// Connects; with `wait_for_locks` false, SQLite gives up at once on a busy database.
+    pub async fn connect(url: &DbUrl) -> Result<Conn, DbError> {
+        match url.backend {
+            Backend::Sqlite => sqlite::connect(url).await.map(Conn::Sqlite),
+            Backend::Postgres => postgres::connect(url).await.map(Conn::Postgres),
+        }
+    }
+
+    /// Which backend this is.
+    pub fn backend(&self) -> Backend {
+        match self {
+            Conn::Sqlite(_) => Backend::Sqlite,
+            Conn::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Runs one statement with bound parameters; returns rows affected.
+    pub async fn execute(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<u64, DbError> {
+        match self {
+            Conn::Sqlite(c) => sqlite::execute(c, sql, params).await,
+            Conn::Postgres(c) => postgres::execute(c, sql, params).await,
+        }
+        .map_err(|source| DbError::Query {
+            what: what.into(),
+            source,
+        })
+    }
+
+    /// Runs several `;`-separated statements without parameters (DDL scripts).
+    pub async fn execute_script(&mut self, what: &str, sql: &str) -> Result<(), DbError> {
+        use sqlx::Executor;
+        let r = match self {
+            Conn::Sqlite(c) => c.execute(sqlx::raw_sql(sql)).await.map(|_| ()),
+            Conn::Postgres(c) => c.execute(sqlx::raw_sql(sql)).await.map(|_| ()),
+        };
+        r.map_err(|source| DbError::Query {
+            what: what.into(),
+            source,
+        })
+    }
+
+    /// Runs a query whose columns are all text (or NULL) and returns every row.
+    pub async fn query_text(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<Vec<TextRow>, DbError> {
+        match self {
+            Conn::Sqlite(c) => sqlite::query_text(c, sql, params).await,
+            Conn::Postgres(c) => postgres::query_text(c, sql, params).await,
+        }
+        .map_err(|source| DbError::Query {
+            what: what.into(),
+            source,
+        })
+    }
+
+    /// Runs a query returning one row of integers (counts, ids); NULL reads as 0.
+    pub async fn query_i64s(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<Vec<i64>, DbError> {
+        let rows = self.query_text(what, sql, params).await?;
+        let row = rows.into_iter().next().unwrap_or_default();
+        Ok(row
+            .into_iter()
+            .map(|v| v.and_then(|s| s.parse::<f64>().ok()).map(|f| f as i64).unwrap_or(0))
+            .collect())
+    }
+
+    /// Starts the run's transaction.
+    pub async fn begin(&mut self) -> Result<(), DbError> {
+        let sql = match self {
+            Conn::Sqlite(_) => "BEGIN IMMEDIATE",
+            Conn::Postgres(_) => "BEGIN",
+        };
+        self.execute_script("begin transaction", sql).await
+    }
+
+    /// Commits the run's transaction.
+    pub async fn commit(&mut self) -> Result<(), DbError> {
+        self.execute_script("commit", "COMMIT").await
+    }
+
+    /// Rolls back; errors are ignored because the connection is dropped afterwards anyway.
+    pub async fn rollback(&mut self) {
+        let _ = self.execute_script("rollback", "ROLLBACK").await;
+    }
+
+    /// Bulk-loads rows into a (staging) table: COPY on PostgreSQL, batched multi-row
+    /// INSERTs on SQLite. `kinds` says how each column binds on SQLite.
+    pub async fn bulk_insert(
+        &mut self,
+        what: &str,
+        table: &str,
+        columns: &[String],
+        kinds: &[BindKind],
+        rows: &[Vec<Option<String>>],
+    ) -> Result<(), DbError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        match self {
+            Conn::Sqlite(c) => sqlite::bulk_insert(c, table, columns, kinds, rows).await,
+            Conn::Postgres(c) => postgres::copy_in(c, table, columns, rows).await,
+        }
+        .map_err(|source| DbError::Query {
+            what: what.into(),
+            source,
+        })
+    }
+}
+
+/// How a text value binds to a SQLite column (PostgreSQL parses the text itself).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindKind {
+    /// Integer if it parses, else text.
+    Int,
+    /// Real if it parses, else text.
+    Float,
+    /// 1 / 0.
+    Bool,
+    /// Hex text in, blob stored (`\x…` form).
+    Bytes,
+    /// As text.
+    Text,
+}
+
+impl From<crate::detect::ColumnKind> for BindKind {
+    fn from(k: crate::detect::ColumnKind) -> Self {
+        use crate::detect::ColumnKind as K;
+        match k {
+            K::Int => BindKind::Int,
+            K::Float => BindKind::Float,
+            K::Bool => BindKind::Bool,
+            K::Bytes => BindKind::Bytes,
+            _ => BindKind::Text,
+        }
+    }
+}
+
+/// Hex text in PostgreSQL's bytea form, `\x0a1b…`.
+pub fn bytea_hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(2 + bytes.len() * 2);
+    s.push_str("\\x");
+    for b in bytes {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// Reads `\x…` hex back into bytes.
+pub fn from_bytea_hex(text: &str) -> Option<Vec<u8>> {
+    let hex = text.strip_prefix("\\x")?;
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect()
+}

@@ -1,0 +1,204 @@
+//! PostgreSQL specifics: connecting (UTC session), binding, COPY in and out.
+
+use super::{DbError, Param, TextRow};
+use crate::config::DbUrl;
+use sqlx::postgres::{PgArguments, PgConnectOptions};
+use sqlx::{Arguments, ConnectOptions, Executor, PgConnection, Row};
+use std::str::FromStr;
+
+/// Connects and pins the session to UTC and ISO dates, so text output is canonical.
+pub async fn connect(url: &DbUrl) -> Result<PgConnection, DbError> {
+    let err = |source| DbError::Connect {
+        url: url.redacted(),
+        source,
+    };
+    let opts = PgConnectOptions::from_str(url.expose())
+        .map_err(err)?
+        .options([
+            ("TimeZone", "UTC"),
+            ("DateStyle", "ISO, YMD"),
+            ("extra_float_digits", "1"),
+        ])
+        .application_name("dimlog")
+        .disable_statement_logging();
+    let mut c = opts.connect().await.map_err(err)?;
+    c.execute("SET client_min_messages = warning").await.map_err(err)?;
+    Ok(c)
+}
+
+fn bind_all(params: &[Param]) -> Result<PgArguments, sqlx::Error> {
+    let mut args = PgArguments::default();
+    for p in params {
+        let r = match p {
+            Param::Null => args.add(Option::<String>::None),
+            Param::I64(v) => args.add(*v),
+            Param::F64(v) => args.add(*v),
+            Param::Bool(v) => args.add(*v),
+            Param::Text(v) => args.add(v.clone()),
+            Param::Bytes(v) => args.add(v.clone()),
+            Param::Ts(t) => args.add(t.to_utc()),
+            Param::OptTs(t) => args.add(t.map(|t| t.to_utc())),
+        };
+        r.map_err(sqlx::Error::Encode)?;
+    }
+    Ok(args)
+}
+
+/// Executes one statement.
+pub async fn execute(c: &mut PgConnection, sql: &str, params: &[Param]) -> Result<u64, sqlx::Error> {
+    let args = bind_all(params)?;
+    Ok(sqlx::query_with(sql, args).execute(c).await?.rows_affected())
+}
+
+/// Runs a query whose columns are text and returns its rows.
+pub async fn query_text(c: &mut PgConnection, sql: &str, params: &[Param]) -> Result<Vec<TextRow>, sqlx::Error> {
+    let args = bind_all(params)?;
+    let rows = sqlx::query_with(sql, args).fetch_all(c).await?;
+    rows.iter()
+        .map(|r| (0..r.len()).map(|i| r.try_get::<Option<String>, _>(i)).collect())
+        .collect()
+}
+
+/// Appends one value in COPY text format (tab-separated, `\N` for NULL).
+pub fn copy_escape(out: &mut Vec<u8>, value: Option<&str>) {
+    match value {
+        None => out.extend_from_slice(b"\\N"),
+        Some(s) => {
+            for b in s.bytes() {
+                match b {
+                    b'\\' => out.extend_from_slice(b"\\\\"),
+                    b'\t' => out.extend_from_slice(b"\\t"),
+                    b'\n' => out.extend_from_slice(b"\\n"),
+                    b'\r' => out.extend_from_slice(b"\\r"),
+                    _ => out.push(b),
+                }
+            }
+        }
+    }
+}
+
+/// Streams rows into a table with `COPY … FROM STDIN`, in pieces of about 1 MiB.
+pub async fn copy_in(
+    c: &mut PgConnection,
+    table: &str,
+    columns: &[String],
+    rows: &[Vec<Option<String>>],
+) -> Result<(), sqlx::Error> {
+    let sql = format!("COPY {table} ({}) FROM STDIN", columns.join(", "));
+    let mut copy = c.copy_in_raw(&sql).await?;
+    let mut buf: Vec<u8> = Vec::with_capacity(1 << 20);
+    for row in rows {
+        for (i, v) in row.iter().enumerate() {
+            if i > 0 {
+                buf.push(b'\t');
+            }
+            copy_escape(&mut buf, v.as_deref());
+        }
+        buf.push(b'\n');
+        if buf.len() >= 1 << 20 {
+            copy.send(std::mem::take(&mut buf)).await?;
+        }
+    }
+    if !buf.is_empty() {
+        copy.send(buf).await?;
+    }
+    copy.finish().await?;
+    Ok(())
+}
+
+/// Splits COPY text-format output into rows of values, undoing its escapes. Keeps a
+/// partial line between chunks.
+#[derive(Default)]
+pub struct CopyTextParser {
+    pending: Vec<u8>,
+}
+
+impl CopyTextParser {
+    /// Feeds a chunk; returns the complete rows it finished.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<Vec<Option<String>>>) -> Result<(), String> {
+        self.pending.extend_from_slice(chunk);
+        let mut start = 0;
+        while let Some(pos) = self.pending[start..].iter().position(|&b| b == b'\n') {
+            let line = &self.pending[start..start + pos];
+            out.push(parse_line(line)?);
+            start += pos + 1;
+        }
+        self.pending.drain(..start);
+        Ok(())
+    }
+
+    /// True when no partial row is left.
+    pub fn is_done(&self) -> bool {
+        self.pending.is_empty()
+    }
+}
+
+fn parse_line(line: &[u8]) -> Result<Vec<Option<String>>, String> {
+    let mut fields = Vec::new();
+    for raw in line.split(|&b| b == b'\t') {
+        if raw == b"\\N" {
+            fields.push(None);
+            continue;
+        }
+        let mut v = Vec::with_capacity(raw.len());
+        let mut i = 0;
+        while i < raw.len() {
+            let b = raw[i];
+            if b == b'\\' && i + 1 < raw.len() {
+                i += 1;
+                match raw[i] {
+                    b'n' => v.push(b'\n'),
+                    b't' => v.push(b'\t'),
+                    b'r' => v.push(b'\r'),
+                    b'b' => v.push(8),
+                    b'f' => v.push(12),
+                    b'v' => v.push(11),
+                    d @ b'0'..=b'7' => {
+                        let mut n = u32::from(d - b'0');
+                        let mut k = 1;
+                        while k < 3 && i + 1 < raw.len() && (b'0'..=b'7').contains(&raw[i + 1]) {
+                            i += 1;
+                            k += 1;
+                            n = n * 8 + u32::from(raw[i] - b'0');
+                        }
+                        v.push(n as u8);
+                    }
+                    other => v.push(other),
+                }
+            } else {
+                v.push(b);
+            }
+            i += 1;
+        }
+        fields.push(Some(
+            String::from_utf8(v).map_err(|e| format!("copy output is not utf-8: {e}"))?,
+        ));
+    }
+    Ok(fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_round_trip() {
+        let mut buf = Vec::new();
+        let values = [Some("a\tb\\c\nd"), None, Some(""), Some("\\N")];
+        for (i, v) in values.iter().enumerate() {
+            if i > 0 {
+                buf.push(b'\t');
+            }
+            copy_escape(&mut buf, *v);
+        }
+        buf.push(b'\n');
+        let mut p = CopyTextParser::default();
+        let mut rows = Vec::new();
+        p.feed(&buf[..5], &mut rows).unwrap();
+        assert!(rows.is_empty());
+        p.feed(&buf[5..], &mut rows).unwrap();
+        assert!(p.is_done());
+        let got: Vec<Option<&str>> = rows[0].iter().map(|v| v.as_deref()).collect();
+        assert_eq!(got, values.to_vec());
+    }
+}

@@ -1,0 +1,126 @@
+//! The SQL templates: every statement dimlog runs, one file per statement family and
+//! backend under `sql/`, rendered with minijinja.
+//!
+//! Templates receive only identifiers that [`crate::ident`] validated and quoted, and
+//! literals dimlog itself formats (the sentinel); values are bound parameters. The
+//! filters `cols` (a prefixed column list) and `eqs` (a key join) keep composite keys
+//! readable in the files.
+
+use crate::config::Backend;
+use crate::db::DbError;
+use minijinja::{Environment, UndefinedBehavior};
+use serde::Serialize;
+use std::sync::OnceLock;
+
+macro_rules! templates {
+    ($($name:literal),* $(,)?) => {
+        /// Returns the template text of `name` for `backend`.
+        pub fn template(backend: Backend, name: &str) -> &'static str {
+            match backend {
+                Backend::Sqlite => match name {
+                    $($name => include_str!(concat!("../../sql/sqlite/", $name, ".sql")),)*
+                    _ => panic!("no sql template {name}"),
+                },
+                Backend::Postgres => match name {
+                    $($name => include_str!(concat!("../../sql/postgres/", $name, ".sql")),)*
+                    _ => panic!("no sql template {name}"),
+                },
+            }
+        }
+    };
+}
+
+templates!(
+    "init",
+    "tables",
+    "stage",
+    "dedupe",
+    "classify",
+    "append",
+    "rebuild",
+    "state",
+    "reconcile",
+    "extract",
+    "inspect",
+);
+
+fn environment() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Environment::new();
+        env.set_undefined_behavior(UndefinedBehavior::Strict);
+        env.set_trim_blocks(true);
+        env.set_lstrip_blocks(true);
+        // `cols(list, prefix)`: `p."a", p."b"`.
+        env.add_filter("cols", |list: Vec<String>, prefix: Option<String>| -> String {
+            list.iter()
+                .map(|c| match &prefix {
+                    Some(p) if !p.is_empty() => format!("{p}.{c}"),
+                    _ => c.clone(),
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        });
+        // `eqs(list, a, b)`: `a."k" = b."k" AND …`.
+        env.add_filter("eqs", |list: Vec<String>, a: String, b: String| -> String {
+            list.iter()
+                .map(|c| format!("{a}.{c} = {b}.{c}"))
+                .collect::<Vec<_>>()
+                .join(" AND ")
+        });
+        // `pgts`: a PostgreSQL timestamptz expression as dimlog's fixed-width UTC text.
+        env.add_filter("pgts", |expr: String| -> String {
+            format!("to_char(({expr}) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')")
+        });
+        env
+    })
+}
+
+/// Renders one statement family. A template may hold several statements separated by
+/// a line `-- statement: NAME`; [`split`] takes them apart.
+pub fn render<C: Serialize>(backend: Backend, name: &str, ctx: &C) -> Result<String, DbError> {
+    environment()
+        .render_str(template(backend, name), ctx)
+        .map_err(|e| DbError::Template {
+            name: name.into(),
+            message: format!("{e:#}"),
+        })
+}
+
+/// Splits a rendered template into its named statements.
+pub fn split(rendered: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in rendered.lines() {
+        if let Some(name) = line.trim().strip_prefix("-- statement:") {
+            out.push((name.trim().to_string(), String::new()));
+        } else if let Some((_, body)) = out.last_mut() {
+            body.push_str(line);
+            body.push('\n');
+        }
+    }
+    out.into_iter().filter(|(_, b)| !b.trim().is_empty()).collect()
+}
+
+/// Renders one statement of a template: the template's preamble (comments, macros)
+/// plus that statement's text, so values other statements need may be absent.
+pub fn statement<C: Serialize>(backend: Backend, name: &str, statement: &str, ctx: &C) -> Result<String, DbError> {
+    let text = template(backend, name);
+    let marker = format!("-- statement: {statement}\n");
+    let start = text.find(&marker).ok_or_else(|| DbError::Template {
+        name: format!("{name}/{statement}"),
+        message: "no such statement".into(),
+    })?;
+    let preamble_end = text.find("-- statement:").unwrap_or(0);
+    let body_start = start + marker.len();
+    let body_end = text[body_start..]
+        .find("-- statement:")
+        .map_or(text.len(), |e| body_start + e);
+    let source = format!("{}{}", &text[..preamble_end], &text[body_start..body_end]);
+    environment()
+        .render_str(&source, ctx)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| DbError::Template {
+            name: format!("{name}/{statement}"),
+            message: format!("{e:#}"),
+        })
+}

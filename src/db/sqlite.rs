@@ -1,0 +1,127 @@
+//! SQLite specifics: connecting (WAL, a busy timeout), binding, batched inserts.
+
+use super::{BindKind, DbError, Param, TextRow};
+use crate::config::DbUrl;
+use sqlx::sqlite::{SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqliteRow};
+use sqlx::{Arguments, ConnectOptions, Row, SqliteConnection, ValueRef};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// How long a run waits for another run's write lock before giving up.
+pub const LOCK_WAIT: Duration = Duration::from_secs(3600);
+
+/// Opens (creating if needed) a SQLite file in WAL mode, so readers never block the run.
+pub async fn connect(url: &DbUrl) -> Result<SqliteConnection, DbError> {
+    let err = |source| DbError::Connect {
+        url: url.redacted(),
+        source,
+    };
+    let opts = SqliteConnectOptions::from_str(url.expose())
+        .map_err(err)?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .busy_timeout(LOCK_WAIT)
+        .disable_statement_logging();
+    opts.connect().await.map_err(err)
+}
+
+fn bind_all<'q>(params: &'q [Param]) -> Result<SqliteArguments<'q>, sqlx::Error> {
+    let mut args = SqliteArguments::default();
+    for p in params {
+        let r = match p {
+            Param::Null => args.add(Option::<String>::None),
+            Param::I64(v) => args.add(*v),
+            Param::F64(v) => args.add(*v),
+            Param::Bool(v) => args.add(*v),
+            Param::Text(v) => args.add(v.as_str()),
+            Param::Bytes(v) => args.add(v.as_slice()),
+            Param::Ts(t) => args.add(t.to_text()),
+            Param::OptTs(t) => args.add(t.map(|t| t.to_text())),
+        };
+        r.map_err(sqlx::Error::Encode)?;
+    }
+    Ok(args)
+}
+
+/// Executes one statement.
+pub async fn execute(c: &mut SqliteConnection, sql: &str, params: &[Param]) -> Result<u64, sqlx::Error> {
+    let args = bind_all(params)?;
+    Ok(sqlx::query_with(sql, args).execute(c).await?.rows_affected())
+}
+
+/// Reads a value of any storage class as text.
+pub fn cell_text(row: &SqliteRow, i: usize) -> Result<Option<String>, sqlx::Error> {
+    let raw = row.try_get_raw(i)?;
+    if raw.is_null() {
+        return Ok(None);
+    }
+    if let Ok(s) = row.try_get::<String, _>(i) {
+        return Ok(Some(s));
+    }
+    if let Ok(v) = row.try_get::<i64, _>(i) {
+        return Ok(Some(v.to_string()));
+    }
+    if let Ok(v) = row.try_get::<f64, _>(i) {
+        return Ok(Some(v.to_string()));
+    }
+    let b: Vec<u8> = row.try_get(i)?;
+    Ok(Some(super::bytea_hex(&b)))
+}
+
+/// Runs a query and returns its rows as text.
+pub async fn query_text(c: &mut SqliteConnection, sql: &str, params: &[Param]) -> Result<Vec<TextRow>, sqlx::Error> {
+    let args = bind_all(params)?;
+    let rows = sqlx::query_with(sql, args).fetch_all(c).await?;
+    rows.iter()
+        .map(|r| (0..r.len()).map(|i| cell_text(r, i)).collect())
+        .collect()
+}
+
+/// SQLite allows 32766 bound variables per statement; stay well below.
+const MAX_VARIABLES: usize = 30_000;
+
+/// Inserts rows with multi-row INSERT statements of a fixed batch size, so the prepared
+/// statement is reused for every full batch.
+pub async fn bulk_insert(
+    c: &mut SqliteConnection,
+    table: &str,
+    columns: &[String],
+    kinds: &[BindKind],
+    rows: &[Vec<Option<String>>],
+) -> Result<(), sqlx::Error> {
+    let per_row = columns.len().max(1);
+    let batch = (MAX_VARIABLES / per_row).clamp(1, 500);
+    let one = format!("({})", vec!["?"; per_row].join(", "));
+    for chunk in rows.chunks(batch) {
+        let sql = format!(
+            "INSERT INTO {table} ({}) VALUES {}",
+            columns.join(", "),
+            vec![one.as_str(); chunk.len()].join(", ")
+        );
+        let mut args = SqliteArguments::default();
+        for row in chunk {
+            for (v, kind) in row.iter().zip(kinds) {
+                let r = match (v, kind) {
+                    (None, _) => args.add(Option::<String>::None),
+                    (Some(s), BindKind::Int) => match s.parse::<i64>() {
+                        Ok(n) => args.add(n),
+                        Err(_) => args.add(s.clone()),
+                    },
+                    (Some(s), BindKind::Float) => match s.parse::<f64>() {
+                        Ok(n) => args.add(n),
+                        Err(_) => args.add(s.clone()),
+                    },
+                    (Some(s), BindKind::Bool) => args.add(i64::from(crate::detect::is_truthy(s))),
+                    (Some(s), BindKind::Bytes) => match super::from_bytea_hex(s) {
+                        Some(b) => args.add(b),
+                        None => args.add(s.clone()),
+                    },
+                    (Some(s), BindKind::Text) => args.add(s.clone()),
+                };
+                r.map_err(sqlx::Error::Encode)?;
+            }
+        }
+        sqlx::query_with(&sql, args).execute(&mut *c).await?;
+    }
+    Ok(())
+}

@@ -1,0 +1,515 @@
+//! Extract: the source's schema, the read window, and a streaming reader.
+//!
+//! This stage owns everything about reading the source: checking that the configured
+//! columns exist (and what kind each is), the source's own clock, the bounded window
+//! `[watermark - lookback, upper]`, and a reader that streams rows in batches through a
+//! bounded channel so memory stays flat however large the window is. PostgreSQL rows
+//! come through `COPY (SELECT …) TO STDOUT`. It never writes anywhere.
+
+use crate::config::{Backend, ConfigError, Plan, Relation};
+use crate::db::{sql, Conn, DbError, Param, TextRow};
+use crate::detect::ColumnKind;
+use crate::ident::Ident;
+use crate::ts::Micros;
+use serde::Serialize;
+use sqlx::{Column, Executor, TypeInfo};
+use tokio::sync::mpsc;
+
+/// Rows per batch sent from the reader to the pipeline.
+pub const BATCH_ROWS: usize = 10_000;
+
+/// What went wrong while reading the source.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ExtractError {
+    /// The config does not match the source (exit 2).
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// A database error.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// Rows whose change column is NULL would be invisible to every watermark.
+    #[error("{count} source rows have a NULL `{column}` (source.updated_at): they would never be loaded; fix them at the source or exclude them with source.query")]
+    NullUpdatedAt {
+        /// The change column.
+        column: String,
+        /// How many rows.
+        count: i64,
+    },
+    /// Rows without a natural key cannot be versioned.
+    #[error("{count} source rows in the window have a NULL natural key `{column}` (source.key); fix them at the source or exclude them with source.query")]
+    NullKey {
+        /// The key column.
+        column: String,
+        /// How many rows.
+        count: i64,
+    },
+    /// A change-column value that is not a usable timestamp.
+    #[error("source column `{column}` (source.updated_at): {reason}{hint}")]
+    BadTimestamp {
+        /// The change column.
+        column: String,
+        /// The parse error.
+        reason: crate::ts::TimestampError,
+        /// What to do.
+        hint: &'static str,
+    },
+}
+
+/// One source column as the catalog describes it.
+#[derive(Clone, Debug, Serialize)]
+pub struct SourceColumn {
+    /// Column name as stored.
+    pub name: String,
+    /// Declared type, as the source prints it.
+    pub type_name: String,
+    /// Logical kind.
+    pub kind: ColumnKind,
+    /// Position in the primary key (1-based), when part of it.
+    pub pk_position: Option<i64>,
+}
+
+/// A column as dimlog carries it: its quoted name, its kind and its type on each side.
+#[derive(Clone, Debug, Serialize)]
+pub struct Col {
+    /// Quoted identifier.
+    pub name: String,
+    /// Bare name, for messages and JSON.
+    pub bare: String,
+    /// Logical kind.
+    pub kind: ColumnKind,
+    /// The column type in the target database.
+    pub target_type: String,
+}
+
+/// The columns of one load, in staging order. Built once per run from the source schema
+/// and passed down the pipeline.
+#[derive(Clone, Debug, Serialize)]
+pub struct Layout {
+    /// Natural key columns.
+    pub keys: Vec<Col>,
+    /// Type 2 columns (hashed), in config order.
+    pub tracked: Vec<Col>,
+    /// Type 1 columns (carried, not hashed).
+    pub type1: Vec<Col>,
+    /// Tie-breaking column, staged only to decide ties.
+    pub tiebreak: Option<Col>,
+    /// Kind of the change column.
+    pub updated_at_kind: ColumnKind,
+}
+
+impl Layout {
+    /// Type 2 then Type 1 columns: the attributes every log row carries.
+    pub fn attrs(&self) -> Vec<&Col> {
+        self.tracked.iter().chain(self.type1.iter()).collect()
+    }
+
+    /// Every column the reader selects before the change column, in order.
+    pub fn read_columns(&self) -> Vec<&Col> {
+        self.keys
+            .iter()
+            .chain(self.attrs())
+            .chain(self.tiebreak.iter())
+            .collect()
+    }
+}
+
+/// The source's columns.
+#[derive(Clone, Debug)]
+pub struct SourceSchema {
+    /// Backend of the source.
+    pub backend: Backend,
+    /// Columns in table order.
+    pub columns: Vec<SourceColumn>,
+}
+
+/// Renders the relation a statement reads from.
+pub fn relation_sql(relation: &Relation) -> String {
+    match relation {
+        Relation::Table(t) => t.quoted(),
+        Relation::Query(q) => format!("({q}) AS dimlog_source"),
+    }
+}
+
+impl SourceSchema {
+    /// Reads the source's catalog (or describes its query).
+    pub async fn load(conn: &mut Conn, relation: &Relation) -> Result<SourceSchema, ExtractError> {
+        let backend = conn.backend();
+        let columns = match relation {
+            Relation::Table(t) => {
+                let sql = sql::statement(backend, "extract", "columns", &serde_json::json!({}))?;
+                let params = match backend {
+                    Backend::Postgres => vec![Param::Text(t.quoted())],
+                    Backend::Sqlite => vec![
+                        Param::Text(t.name().to_string()),
+                        Param::Text(t.schema().unwrap_or("main").to_string()),
+                    ],
+                };
+                let rows = conn
+                    .query_text("reading the source table's columns", &sql, &params)
+                    .await?;
+                if rows.is_empty() {
+                    return Err(ConfigError::invalid(
+                        "source.table",
+                        format!("table {t} does not exist in the source database (or has no columns); check the name and schema"),
+                    )
+                    .into());
+                }
+                rows.into_iter()
+                    .map(|r| {
+                        let name = r[0].clone().unwrap_or_default();
+                        let type_name = r[1].clone().unwrap_or_default();
+                        let kind = match backend {
+                            Backend::Postgres => ColumnKind::from_postgres(&type_name),
+                            Backend::Sqlite => ColumnKind::from_sqlite(&type_name),
+                        };
+                        let pk_position = r[2].as_deref().and_then(|p| p.parse().ok());
+                        SourceColumn {
+                            name,
+                            type_name,
+                            kind,
+                            pk_position,
+                        }
+                    })
+                    .collect()
+            }
+            Relation::Query(q) => {
+                let probe = format!("SELECT * FROM ({q}) AS dimlog_source");
+                let described = match conn {
+                    Conn::Postgres(c) => c.describe(&probe).await.map(|d| {
+                        d.columns()
+                            .iter()
+                            .map(|c| (c.name().to_string(), c.type_info().name().to_string()))
+                            .collect::<Vec<_>>()
+                    }),
+                    Conn::Sqlite(c) => c.describe(&probe).await.map(|d| {
+                        d.columns()
+                            .iter()
+                            .map(|c| (c.name().to_string(), c.type_info().name().to_string()))
+                            .collect::<Vec<_>>()
+                    }),
+                };
+                let described = described.map_err(|e| {
+                    ConfigError::invalid("source.query", format!("the source database refused the query: {e}"))
+                })?;
+                described
+                    .into_iter()
+                    .map(|(name, type_name)| {
+                        let kind = match backend {
+                            Backend::Postgres => ColumnKind::from_postgres(&type_name),
+                            Backend::Sqlite => ColumnKind::from_sqlite(&type_name),
+                        };
+                        SourceColumn {
+                            name,
+                            type_name,
+                            kind,
+                            pk_position: None,
+                        }
+                    })
+                    .collect()
+            }
+        };
+        Ok(SourceSchema { backend, columns })
+    }
+
+    fn find(&self, setting: &str, ident: &Ident) -> Result<&SourceColumn, ConfigError> {
+        self.columns.iter().find(|c| c.name == ident.name()).ok_or_else(|| {
+            let names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
+            ConfigError::invalid(
+                setting,
+                format!(
+                    "column `{}` is not in the source; it has: {}",
+                    ident.name(),
+                    names.join(", ")
+                ),
+            )
+        })
+    }
+
+    /// Checks every configured column against the source and decides each one's kind and
+    /// target type.
+    pub fn layout(&self, plan: &Plan, target: Backend) -> Result<Layout, ConfigError> {
+        let col = |setting: &str, ident: &Ident| -> Result<Col, ConfigError> {
+            let c = self.find(setting, ident)?;
+            Ok(Col {
+                name: ident.quoted(),
+                bare: ident.name().to_string(),
+                kind: c.kind,
+                target_type: target_type(self.backend, target, c),
+            })
+        };
+        let keys = plan
+            .source
+            .key
+            .iter()
+            .map(|k| col("source.key", k))
+            .collect::<Result<_, _>>()?;
+        let tracked = plan
+            .tracked
+            .iter()
+            .map(|k| col("track.columns", k))
+            .collect::<Result<_, _>>()?;
+        let type1 = plan
+            .type1
+            .iter()
+            .map(|k| col("track.type1", k))
+            .collect::<Result<_, _>>()?;
+        let tiebreak = plan
+            .source
+            .tiebreak
+            .as_ref()
+            .map(|k| col("source.tiebreak", k))
+            .transpose()?;
+        if let Some(d) = &plan.source.deleted_flag {
+            self.find("source.deleted_flag", d)?;
+        }
+        let u = self.find("source.updated_at", &plan.source.updated_at)?;
+        match (self.backend, u.kind) {
+            (Backend::Postgres, ColumnKind::TimestampTz) | (Backend::Sqlite, _) => {}
+            (Backend::Postgres, ColumnKind::Timestamp | ColumnKind::Date) if plan.source.timezone.is_none() => {
+                return Err(ConfigError::invalid(
+                    "source.timezone",
+                    format!(
+                        "the change column `{}` is `{}`, which has no time zone; set source.timezone to the zone its values are in, e.g. \"UTC\"",
+                        u.name, u.type_name
+                    ),
+                ))
+            }
+            (Backend::Postgres, ColumnKind::Timestamp | ColumnKind::Date) => {}
+            (Backend::Postgres, _) => {
+                return Err(ConfigError::invalid(
+                    "source.updated_at",
+                    format!("column `{}` is `{}`, not a timestamp; name a timestamptz column", u.name, u.type_name),
+                ))
+            }
+        }
+        Ok(Layout {
+            keys,
+            tracked,
+            type1,
+            tiebreak,
+            updated_at_kind: u.kind,
+        })
+    }
+}
+
+/// The type a target column gets: a PostgreSQL source keeps its declared type on a
+/// PostgreSQL target (types of other schemas, like enums, become text); everything else
+/// maps through the column's kind.
+fn target_type(source: Backend, target: Backend, c: &SourceColumn) -> String {
+    let plain = c
+        .type_name
+        .chars()
+        .all(|ch| ch.is_ascii_alphanumeric() || " (),_".contains(ch));
+    match (source, target) {
+        (Backend::Postgres, Backend::Postgres) if plain => {
+            let base = c.type_name.split('(').next().unwrap_or("").trim().to_ascii_lowercase();
+            let builtin_text = matches!(
+                base.as_str(),
+                "text" | "character varying" | "character" | "varchar" | "char" | "bpchar"
+            );
+            if c.kind != ColumnKind::Text || builtin_text {
+                c.type_name.clone()
+            } else {
+                "text".into()
+            }
+        }
+        (Backend::Sqlite, Backend::Sqlite) if plain && !c.type_name.is_empty() => c.type_name.clone(),
+        (_, Backend::Postgres) => c.kind.postgres_type().into(),
+        (_, Backend::Sqlite) => c.kind.sqlite_type().into(),
+    }
+}
+
+/// The part of the source a load reads: `[low, high]` (or `[low, high)` for backfills).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// Inclusive low bound; `None` reads from the beginning.
+    pub low: Option<Micros>,
+    /// The fixed upper bound.
+    pub high: Micros,
+    /// `<=` for runs, `<` for half-open backfill chunks.
+    pub high_inclusive: bool,
+}
+
+impl Window {
+    /// True when `t` falls inside.
+    pub fn contains(&self, t: Micros) -> bool {
+        self.low.is_none_or(|l| t >= l)
+            && if self.high_inclusive {
+                t <= self.high
+            } else {
+                t < self.high
+            }
+    }
+}
+
+fn extract_context(plan: &Plan, layout: &Layout, window: Option<&Window>) -> serde_json::Value {
+    serde_json::json!({
+        "columns": layout.read_columns(),
+        "key_columns": layout.keys,
+        "keys": layout.keys.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
+        "updated_at": plan.source.updated_at.quoted(),
+        "deleted_flag": plan.source.deleted_flag.as_ref().map(Ident::quoted),
+        "relation": relation_sql(&plan.source.relation),
+        "tz": plan.source.timezone.map(|z| z.name().to_string()),
+        "low": window.and_then(|w| w.low).map(|t| t.to_text()),
+        "high": window.map(|w| w.high.to_text()),
+        "high_inclusive": window.is_none_or(|w| w.high_inclusive),
+    })
+}
+
+/// The source database's clock, the base of a run's upper bound.
+pub async fn source_now(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<Micros, ExtractError> {
+    let sql = sql::statement(conn.backend(), "extract", "now", &extract_context(plan, layout, None))?;
+    let rows = conn.query_text("reading the source clock", &sql, &[]).await?;
+    let text = rows
+        .first()
+        .and_then(|r| r.first().cloned().flatten())
+        .unwrap_or_default();
+    Micros::parse(&text, None).map_err(|reason| ExtractError::BadTimestamp {
+        column: "now()".into(),
+        reason,
+        hint: "",
+    })
+}
+
+/// The newest change in the source, for `status` (lag) and messages.
+pub async fn source_newest(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<Option<Micros>, ExtractError> {
+    let sql = sql::statement(
+        conn.backend(),
+        "extract",
+        "newest",
+        &extract_context(plan, layout, None),
+    )?;
+    let rows = conn.query_text("reading the newest source change", &sql, &[]).await?;
+    let text = rows.first().and_then(|r| r.first().cloned().flatten());
+    Ok(text.and_then(|t| Micros::parse(&t, plan.source.timezone.as_ref()).ok()))
+}
+
+/// Fails the run when any source row has a NULL change column (checked every run: such
+/// rows are outside every window and would be lost silently).
+pub async fn check_null_updated_at(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<(), ExtractError> {
+    let sql = sql::statement(
+        conn.backend(),
+        "extract",
+        "null_check",
+        &extract_context(plan, layout, None),
+    )?;
+    let counts = conn
+        .query_i64s("checking the source for NULL change columns", &sql, &[])
+        .await?;
+    match counts.first() {
+        Some(&n) if n > 0 => Err(ExtractError::NullUpdatedAt {
+            column: plan.source.updated_at.name().into(),
+            count: n,
+        }),
+        _ => Ok(()),
+    }
+}
+
+/// A source row as read: key, attribute and tiebreak values in layout order, then the
+/// change column and the delete flag, all as canonical text.
+pub type SourceRow = TextRow;
+
+/// Batches of rows arriving from the reader task.
+pub type RowBatches = mpsc::Receiver<Result<Vec<SourceRow>, DbError>>;
+
+/// Starts reading `window` on its own task. Batches arrive through a bounded channel
+/// (back-pressure keeps memory flat); the task hands the connection back when done.
+pub fn spawn_reader(
+    conn: Conn,
+    plan: &Plan,
+    layout: &Layout,
+    window: &Window,
+) -> Result<(RowBatches, tokio::task::JoinHandle<Conn>), ExtractError> {
+    let sql = sql::statement(
+        conn.backend(),
+        "extract",
+        "rows",
+        &extract_context(plan, layout, Some(window)),
+    )?;
+    let mut params = Vec::new();
+    if conn.backend() == Backend::Sqlite {
+        if let Some(low) = window.low {
+            params.push(Param::Ts(low));
+        }
+        params.push(Param::Ts(window.high));
+    }
+    Ok(spawn_stream(conn, sql, params))
+}
+
+/// Streams the source's full key list (key columns only), for delete reconciliation.
+pub fn spawn_key_reader(
+    conn: Conn,
+    plan: &Plan,
+    layout: &Layout,
+) -> Result<(RowBatches, tokio::task::JoinHandle<Conn>), ExtractError> {
+    let sql = sql::statement(conn.backend(), "extract", "keys", &extract_context(plan, layout, None))?;
+    Ok(spawn_stream(conn, sql, Vec::new()))
+}
+
+fn spawn_stream(mut conn: Conn, sql: String, params: Vec<Param>) -> (RowBatches, tokio::task::JoinHandle<Conn>) {
+    let (tx, rx) = mpsc::channel(4);
+    let handle = tokio::spawn(async move {
+        let result = stream_rows(&mut conn, &sql, params, &tx).await;
+        if let Err(e) = result {
+            let _ = tx.send(Err(e)).await;
+        }
+        conn
+    });
+    (rx, handle)
+}
+
+async fn stream_rows(
+    conn: &mut Conn,
+    sql: &str,
+    params: Vec<Param>,
+    tx: &mpsc::Sender<Result<Vec<SourceRow>, DbError>>,
+) -> Result<(), DbError> {
+    use futures::StreamExt;
+    let err = |source| DbError::Query {
+        what: "reading the source".into(),
+        source,
+    };
+    let mut batch: Vec<SourceRow> = Vec::with_capacity(BATCH_ROWS);
+    match conn {
+        Conn::Postgres(c) => {
+            let mut stream = c.copy_out_raw(sql).await.map_err(err)?;
+            let mut parser = crate::db::postgres::CopyTextParser::default();
+            while let Some(chunk) = stream.next().await {
+                let chunk = chunk.map_err(err)?;
+                parser
+                    .feed(&chunk, &mut batch)
+                    .map_err(|m| err(sqlx::Error::Protocol(m)))?;
+                if batch.len() >= BATCH_ROWS && tx.send(Ok(std::mem::take(&mut batch))).await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+        Conn::Sqlite(c) => {
+            let mut args = sqlx::sqlite::SqliteArguments::default();
+            for p in &params {
+                if let Param::Ts(t) = p {
+                    sqlx::Arguments::add(&mut args, t.to_text()).map_err(|e| err(sqlx::Error::Encode(e)))?;
+                }
+            }
+            let mut stream = sqlx::query_with(sql, args).fetch(&mut *c);
+            while let Some(row) = stream.next().await {
+                let row = row.map_err(err)?;
+                let n = sqlx::Row::len(&row);
+                let values = (0..n)
+                    .map(|i| crate::db::sqlite::cell_text(&row, i))
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(err)?;
+                batch.push(values);
+                if batch.len() >= BATCH_ROWS && tx.send(Ok(std::mem::take(&mut batch))).await.is_err() {
+                    return Ok(());
+                }
+            }
+        }
+    }
+    if !batch.is_empty() {
+        let _ = tx.send(Ok(batch)).await;
+    }
+    Ok(())
+}

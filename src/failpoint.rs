@@ -1,0 +1,31 @@
+//! Named failpoints between the steps of a run, for crash tests.
+//!
+//! Compiled in only with the `failpoints` cargo feature; a release build ignores any
+//! setting. The CLI reads `DIMLOG_FAILPOINT` (`after_append`, or `after_append:sleep`
+//! to hang there until killed) and passes it in [`crate::pipeline::RunOptions`].
+
+/// Every failpoint, in the order a run passes them.
+pub const ALL: &[&str] = &[
+    "after_extract",
+    "after_dedupe",
+    "after_append",
+    "after_rebuild",
+    "before_commit",
+    "after_commit",
+];
+
+/// Fails (or hangs) when `setting` names `here`.
+pub async fn check(setting: Option<&str>, here: &'static str) -> Result<(), crate::Error> {
+    if !cfg!(feature = "failpoints") {
+        return Ok(());
+    }
+    let Some(setting) = setting else { return Ok(()) };
+    let (name, action) = setting.split_once(':').unwrap_or((setting, "error"));
+    if name != here {
+        return Ok(());
+    }
+    if action == "sleep" {
+        tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+    }
+    Err(crate::Error::Failpoint(here))
+}

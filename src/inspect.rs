@@ -1,0 +1,149 @@
+//! Reading results back for people: the history of one key, watermarks and runs.
+
+use crate::config::Plan;
+use crate::db::{sql, Conn, DbError, Param};
+use crate::extract::Layout;
+use crate::tables::SqlContext;
+use crate::Error;
+use serde::Serialize;
+
+/// One version (or tombstone) of a key, as `dimlog history` shows it.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct HistoryRow {
+    /// Surrogate key (none for a tombstone).
+    pub surrogate_key: Option<i64>,
+    /// Attribute values by column name, Type 2 then Type 1.
+    pub values: Vec<(String, Option<String>)>,
+    /// Start of the interval.
+    pub valid_from: String,
+    /// End of the interval (none for a tombstone).
+    pub valid_to: Option<String>,
+    /// The open row of a live key.
+    pub is_current: bool,
+    /// A tombstone: the key was deleted here.
+    pub is_deleted: bool,
+    /// The run that appended the log row.
+    pub load_id: i64,
+}
+
+/// Parses `--key` arguments: `V` for a one-column key, or `COLUMN=VALUE` per column, in
+/// any order; returns the values in key order.
+pub fn key_values(layout: &Layout, args: &[String]) -> Result<Vec<String>, Error> {
+    let names: Vec<&str> = layout.keys.iter().map(|c| c.bare.as_str()).collect();
+    if args.len() == 1 && names.len() == 1 && !args[0].contains('=') {
+        return Ok(vec![args[0].clone()]);
+    }
+    let mut values: Vec<Option<String>> = vec![None; names.len()];
+    for a in args {
+        let Some((k, v)) = a.split_once('=') else {
+            return Err(Error::Usage(format!(
+                "--key {a:?}: write COLUMN=VALUE for each key column ({})",
+                names.join(", ")
+            )));
+        };
+        let Some(i) = names.iter().position(|n| *n == k) else {
+            return Err(Error::Usage(format!(
+                "--key {a:?}: `{k}` is not a key column; the key is ({})",
+                names.join(", ")
+            )));
+        };
+        values[i] = Some(v.to_string());
+    }
+    values
+        .into_iter()
+        .zip(&names)
+        .map(|(v, n)| v.ok_or_else(|| Error::Usage(format!("--key: no value for key column `{n}`; give {n}=VALUE"))))
+        .collect()
+}
+
+/// Every version and tombstone of one key, oldest first.
+pub async fn history(
+    conn: &mut Conn,
+    ctx: &SqlContext,
+    layout: &Layout,
+    key: &[String],
+) -> Result<Vec<HistoryRow>, DbError> {
+    let sql = sql::statement(conn.backend(), "inspect", "history", ctx)?;
+    let params: Vec<Param> = key.iter().map(|k| Param::Text(k.clone())).collect();
+    let rows = conn.query_text("reading the key's history", &sql, &params).await?;
+    let names: Vec<String> = layout.attrs().iter().map(|c| c.bare.clone()).collect();
+    Ok(rows
+        .into_iter()
+        .map(|r| {
+            let n = names.len();
+            HistoryRow {
+                surrogate_key: r[0].as_deref().and_then(|v| v.parse().ok()),
+                values: names.iter().cloned().zip(r[1..=n].iter().cloned()).collect(),
+                valid_from: r[n + 1].clone().unwrap_or_default(),
+                valid_to: r[n + 2].clone(),
+                is_current: r[n + 3].as_deref() == Some("true"),
+                is_deleted: r[n + 4].as_deref() == Some("true"),
+                load_id: r[n + 5].as_deref().and_then(|v| v.parse().ok()).unwrap_or(0),
+            }
+        })
+        .collect())
+}
+
+/// Watermarks and recent runs, for `dimlog status`.
+#[derive(Clone, Debug, Serialize)]
+pub struct Status {
+    /// The dimension.
+    pub dimension: String,
+    /// One entry per role.
+    pub watermarks: Vec<WatermarkRow>,
+    /// The source's newest change.
+    pub source_newest: Option<String>,
+    /// How far the incremental watermark is behind the source's newest change, seconds.
+    pub lag_seconds: Option<f64>,
+    /// Newest first.
+    pub runs: Vec<crate::state::RunRecord>,
+}
+
+/// One watermark.
+#[derive(Clone, Debug, Serialize)]
+pub struct WatermarkRow {
+    /// `incremental` or `backfill:<from>/<to>`.
+    pub role: String,
+    /// The watermark.
+    pub high_watermark: Option<String>,
+    /// The run that set it.
+    pub run_id: Option<i64>,
+    /// When it was set.
+    pub updated_at: Option<String>,
+}
+
+/// Reads the status of a dimension.
+pub async fn status(
+    target: &mut Conn,
+    plan: &Plan,
+    source_newest: Option<crate::ts::Micros>,
+    limit: i64,
+) -> Result<Status, DbError> {
+    let watermarks: Vec<WatermarkRow> = crate::state::watermarks(target, plan)
+        .await?
+        .into_iter()
+        .map(|r| WatermarkRow {
+            role: r[0].clone().unwrap_or_default(),
+            high_watermark: r[1].clone(),
+            run_id: r[2].as_deref().and_then(|v| v.parse().ok()),
+            updated_at: r[3].clone(),
+        })
+        .collect();
+    let runs = crate::state::recent_runs(target, plan, limit).await?;
+    let incremental = watermarks
+        .iter()
+        .find(|w| w.role == crate::state::INCREMENTAL)
+        .and_then(|w| w.high_watermark.as_deref())
+        .and_then(|t| crate::ts::Micros::parse(t, None).ok());
+    let lag_seconds = match (source_newest, incremental) {
+        (Some(n), Some(w)) => Some(((n.0 - w.0).max(0)) as f64 / 1e6),
+        _ => None,
+    };
+    Ok(Status {
+        dimension: plan.name.clone(),
+        watermarks,
+        source_newest: source_newest.map(|t| t.to_text()),
+        lag_seconds,
+        runs,
+    })
+}

@@ -1,0 +1,113 @@
+//! dimlog builds SCD Type 2 dimensions from changing source tables.
+//!
+//! A load reads what changed in the source (a watermark with a lookback window and a
+//! fixed upper bound), keeps one row per key ([`dedupe`]), hashes the tracked columns
+//! with a NULL-safe, length-prefixed encoding ([`detect`]), appends new versions,
+//! corrections and tombstones to an append-only version log with surrogate keys
+//! ([`log`]), and derives the dimension from that log with `LEAD` ([`rebuild`]), so a
+//! version that arrives late slots into its place in history. Log rows, dimension rows,
+//! the run record and the new watermark ([`state`]) commit in one transaction.
+//!
+//! ```text
+//! source ──extract──▶ dedupe ──▶ detect ──▶ log (append-only) ──rebuild──▶ dimension
+//! ```
+//!
+//! Module map: [`config`] resolves the TOML once into a [`config::Plan`]; [`extract`]
+//! reads the source; [`dedupe`], [`detect`], [`log`], [`rebuild`] are the stages;
+//! [`reconcile`] finds hard deletes; [`state`] holds locks, watermarks and run records;
+//! [`pipeline`] orchestrates one load; [`db`] is the backend seam (SQLite and
+//! PostgreSQL) and loads the SQL of `sql/<backend>/`. The library never prints and never
+//! reads the environment: the `dimlog` binary ([`cli`]) does that.
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), dimlog::Error> {
+//! use dimlog::config::{Overrides, Plan};
+//! use dimlog::pipeline::{run, Quiet, RunOptions, Session};
+//! let plan = Plan::load("dimlog.toml".as_ref(), &Overrides::default())?;
+//! let mut session = Session::open(&plan).await?;
+//! let report = run(&mut session, &plan, &RunOptions::incremental(), &Quiet).await?;
+//! println!("{} versions", report.counts.versions);
+//! # Ok(()) }
+//! ```
+
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod dedupe;
+pub mod detect;
+pub mod extract;
+pub mod failpoint;
+pub mod ident;
+pub mod inspect;
+pub mod log;
+pub mod pipeline;
+pub mod rebuild;
+pub mod reconcile;
+pub mod state;
+pub mod tables;
+pub mod ts;
+
+/// Every way a dimlog command can fail, by layer; the CLI maps each to an exit code.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The config is wrong (exit 2).
+    #[error(transparent)]
+    Config(#[from] config::ConfigError),
+    /// A database failed (exit 1).
+    #[error(transparent)]
+    Db(#[from] db::DbError),
+    /// Reading the source failed, or the source broke a rule (exit 1; config problems 2).
+    #[error(transparent)]
+    Extract(#[from] extract::ExtractError),
+    /// Reconciliation would close too many keys (exit 1).
+    #[error("reconciliation would close {would_close} of {live} live keys, more than deletes.max_fraction = {max_fraction}; nothing was committed. If the source really lost them, rerun with --allow-mass-delete; otherwise check the source table (an empty or partial load?)")]
+    MassDelete {
+        /// Keys that would get tombstones.
+        would_close: i64,
+        /// Live keys now.
+        live: i64,
+        /// The configured guard.
+        max_fraction: f64,
+    },
+    /// A failpoint fired (tests only).
+    #[error("failpoint {0} fired; nothing after it was committed")]
+    Failpoint(&'static str),
+    /// Wrong command-line input (exit 2).
+    #[error("{0}")]
+    Usage(String),
+    /// `verify` found discrepancies (exit 3).
+    #[error("{0}")]
+    Discrepancy(String),
+    /// A bug: something that should not happen.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The process exit code (spec section 4).
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Config(_) | Error::Usage(_) => 2,
+            Error::Extract(extract::ExtractError::Config(_)) => 2,
+            Error::Discrepancy(_) => 3,
+            _ => 1,
+        }
+    }
+
+    /// A short machine-readable kind for `--json` errors.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Config(_) | Error::Extract(extract::ExtractError::Config(_)) => "config",
+            Error::Usage(_) => "usage",
+            Error::Db(db::DbError::Locked(_)) => "locked",
+            Error::Db(db::DbError::Connect { .. }) => "connect",
+            Error::Db(_) => "database",
+            Error::Extract(_) => "source",
+            Error::MassDelete { .. } => "mass-delete",
+            Error::Failpoint(_) => "failpoint",
+            Error::Discrepancy(_) => "discrepancy",
+            Error::Internal(_) => "internal",
+        }
+    }
+}

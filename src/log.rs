@@ -1,0 +1,86 @@
+//! The version log: classify staged rows against their predecessors and append.
+//!
+//! The log is a ledger: rows are only ever inserted, each with the `load_id` of its
+//! run, and everything else (the dimension) is derived from it. Classification and
+//! append are set-based statements over the staged keys only (`sql/*/classify.sql`,
+//! `append.sql`); the rules are spec section 1.4. Surrogate keys and log ids come from a
+//! block reserved in `dimlog_dimensions` inside the same transaction.
+
+use crate::db::{sql, Conn, DbError, Param};
+use crate::tables::{run_named, SqlContext};
+use crate::ts::Micros;
+use serde::Serialize;
+
+/// What one load appends.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Changes {
+    /// New versions (new surrogate keys), late ones included.
+    pub versions: i64,
+    /// New versions earlier than their key's newest logged one.
+    pub late_versions: i64,
+    /// Corrections: same key, same valid_from, new values, same surrogate key.
+    pub corrections: i64,
+    /// Tombstones.
+    pub tombstones: i64,
+    /// Every log row to append.
+    pub total: i64,
+}
+
+/// Classifies the staged rows into `dimlog_changes` and counts them.
+pub async fn classify(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbError> {
+    run_named(conn, "classify", &["classify"], ctx).await?;
+    let sql = sql::statement(conn.backend(), "classify", "counts", ctx)?;
+    let c = conn.query_i64s("counting changes", &sql, &[]).await?;
+    let at = |i: usize| c.get(i).copied().unwrap_or(0);
+    Ok(Changes {
+        versions: at(0),
+        late_versions: at(1),
+        corrections: at(2),
+        tombstones: at(3),
+        total: at(4),
+    })
+}
+
+/// Appends the classified changes to the log under the given load id, reserving their
+/// surrogate keys and log ids, and lists the touched keys in `dimlog_touched`.
+pub async fn append(
+    conn: &mut Conn,
+    ctx: &SqlContext,
+    dimension: &str,
+    changes: &Changes,
+    load_id: i64,
+    loaded_at: Micros,
+) -> Result<(), DbError> {
+    let backend = conn.backend();
+    let reserve = sql::statement(backend, "append", "reserve", ctx)?;
+    let next = conn
+        .query_i64s("reserving surrogate keys", &reserve, &[Param::Text(dimension.into())])
+        .await?;
+    let (next_sk, next_log) = (next.first().copied().unwrap_or(1), next.get(1).copied().unwrap_or(1));
+    let insert = sql::statement(backend, "append", "append", ctx)?;
+    conn.execute(
+        "log/append",
+        &insert,
+        &[
+            Param::I64(next_log),
+            Param::I64(next_sk),
+            Param::I64(load_id),
+            Param::Ts(loaded_at),
+        ],
+    )
+    .await?;
+    let advance = sql::statement(backend, "append", "advance", ctx)?;
+    conn.execute(
+        "reserving surrogate keys",
+        &advance,
+        &[
+            Param::Text(dimension.into()),
+            Param::I64(changes.versions),
+            Param::I64(changes.total),
+            Param::I64(load_id),
+            Param::Ts(loaded_at),
+        ],
+    )
+    .await?;
+    run_named(conn, "append", &["touched"], ctx).await
+}

@@ -1,0 +1,453 @@
+//! One load, start to finish: lock → watermark → extract → dedupe → detect → append →
+//! rebuild → state → commit.
+//!
+//! This module only orchestrates; each step lives in its stage module and data flows
+//! one way through them. Everything a load writes (log rows, dimension rows, the run
+//! record, the watermark) commits in one transaction of the target, so a crash anywhere
+//! leaves the previous state and the retry loads everything.
+
+use crate::config::{HardDeletes, Plan};
+use crate::db::{Conn, DbError};
+use crate::detect::{stage_row, ColumnKind, StagedRow};
+use crate::extract::{self, Layout, SourceSchema, Window};
+use crate::state::{self, RunBounds, RunCounts, RunKind};
+use crate::tables::{self, SqlContext};
+use crate::ts::Micros;
+use crate::{dedupe, failpoint, log, rebuild, reconcile, Error};
+use serde::Serialize;
+
+/// Receives progress; the CLI draws bars, the library never prints.
+pub trait Observer: Send + Sync {
+    /// A step started.
+    fn phase(&self, _name: &str) {}
+    /// More source rows were read (running total).
+    fn rows_read(&self, _total: u64) {}
+}
+
+/// An observer that ignores everything.
+pub struct Quiet;
+impl Observer for Quiet {}
+
+/// How to run one load.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Which kind of run the record says.
+    pub kind: RunKind,
+    /// The watermark role (`incremental`, or a backfill's own).
+    pub role: String,
+    /// The fixed upper bound; else the source's clock minus `source.safety_lag`.
+    pub upper: Option<Micros>,
+    /// A fixed window (backfill chunks); replaces watermark and lookback.
+    pub window: Option<Window>,
+    /// Reconcile hard deletes in this run.
+    pub reconcile_deletes: bool,
+    /// Let reconciliation close more than `deletes.max_fraction` of live keys.
+    pub allow_mass_delete: bool,
+    /// Do everything, then roll back; write no run record.
+    pub dry_run: bool,
+    /// Wait for another run's lock (else fail at once).
+    pub wait: bool,
+    /// A failpoint to trigger (only with the `failpoints` feature).
+    pub failpoint: Option<String>,
+}
+
+impl RunOptions {
+    /// An incremental run with defaults.
+    pub fn incremental() -> RunOptions {
+        RunOptions {
+            kind: RunKind::Incremental,
+            role: state::INCREMENTAL.into(),
+            upper: None,
+            window: None,
+            reconcile_deletes: false,
+            allow_mass_delete: false,
+            dry_run: false,
+            wait: true,
+            failpoint: None,
+        }
+    }
+}
+
+/// What a load did: the fields of `dimlog_runs`, plus the watermark before it.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    /// The run id (`load_id` of its log rows); none for a dry run.
+    pub run_id: Option<i64>,
+    /// The dimension.
+    pub dimension: String,
+    /// incremental / full-refresh / backfill.
+    pub kind: RunKind,
+    /// Watermark role.
+    pub role: String,
+    /// Low side of the window read (`>=`); none when the whole source was read.
+    pub low_watermark: Option<Micros>,
+    /// The watermark after the run.
+    pub high_watermark: Option<Micros>,
+    /// The watermark before the run.
+    pub watermark_before: Option<Micros>,
+    /// The fixed upper bound.
+    pub upper_bound: Micros,
+    /// Counts.
+    #[serde(flatten)]
+    pub counts: RunCounts,
+    /// Live keys closed by reconciliation (included in `tombstones`).
+    pub reconciled_deletes: i64,
+    /// succeeded (or `dry-run`).
+    pub status: String,
+    /// Pipeline clock at start.
+    pub started_at: Micros,
+    /// Pipeline clock at the end.
+    pub finished_at: Micros,
+    /// True when nothing was committed on purpose.
+    pub dry_run: bool,
+}
+
+/// Open connections and the validated layout of one dimension; reused by backfill
+/// chunks.
+pub struct Session {
+    /// The source (moved into the reader task while a window streams).
+    pub source: Option<Conn>,
+    /// The target.
+    pub target: Conn,
+    /// Columns, kinds and target types.
+    pub layout: Layout,
+    /// Template context.
+    pub ctx: SqlContext,
+}
+
+impl Session {
+    /// Connects to both sides and checks the config against the source's schema.
+    /// Creates nothing.
+    pub async fn open(plan: &Plan) -> Result<Session, Error> {
+        let mut source = Conn::connect(&plan.source.url).await?;
+        let target = Conn::connect(&plan.target.url).await?;
+        let schema = SourceSchema::load(&mut source, &plan.source.relation).await?;
+        let layout = schema.layout(plan, target.backend())?;
+        let ctx = SqlContext::new(plan, &layout, target.backend());
+        Ok(Session {
+            source: Some(source),
+            target,
+            layout,
+            ctx,
+        })
+    }
+}
+
+fn now() -> Micros {
+    Micros::from_utc(chrono::Utc::now())
+}
+
+/// Runs one load: takes the lock, creates the tables if needed, loads, commits.
+pub async fn run(
+    session: &mut Session,
+    plan: &Plan,
+    opts: &RunOptions,
+    observer: &dyn Observer,
+) -> Result<RunReport, Error> {
+    let started = now();
+    state::lock(&mut session.target, plan, opts.wait).await?;
+    let result = async {
+        tables::init(&mut session.target, plan, &session.layout)
+            .await
+            .map_err(|e| match e {
+                tables::InitError::Db(d) => Error::Db(state::locked_or(d, plan)),
+                tables::InitError::Config(c) => Error::Config(c),
+            })?;
+        session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
+        let mut bounds = RunBounds::default();
+        match load(session, plan, opts, observer, started, &mut bounds).await {
+            Ok(report) => Ok(report),
+            Err(e) => {
+                session.target.rollback().await;
+                if !opts.dry_run && !matches!(e, Error::Db(DbError::Locked(_))) {
+                    let _ = state::record_failure(
+                        &mut session.target,
+                        plan,
+                        opts.kind,
+                        &opts.role,
+                        bounds,
+                        started,
+                        &e.to_string(),
+                    )
+                    .await;
+                }
+                Err(e)
+            }
+        }
+    }
+    .await;
+    state::unlock(&mut session.target, plan).await;
+    result
+}
+
+async fn load(
+    session: &mut Session,
+    plan: &Plan,
+    opts: &RunOptions,
+    observer: &dyn Observer,
+    started: Micros,
+    bounds: &mut RunBounds,
+) -> Result<RunReport, Error> {
+    let fp = opts.failpoint.as_deref();
+    let watermark_before = state::watermark(&mut session.target, plan, &opts.role).await?;
+    let window = match opts.window {
+        Some(w) => w,
+        None => {
+            let upper = match opts.upper {
+                Some(u) => u,
+                None => extract::source_now(
+                    session.source.as_mut().expect("source connection"),
+                    plan,
+                    &session.layout,
+                )
+                .await?
+                .plus(-plan.source.safety_lag_micros),
+            };
+            let low = match opts.kind {
+                RunKind::FullRefresh => None,
+                _ => watermark_before.map(|w| w.plus(-plan.source.lookback_micros)),
+            };
+            Window {
+                low,
+                high: upper,
+                high_inclusive: true,
+            }
+        }
+    };
+    bounds.low = window.low;
+    bounds.upper = Some(window.high);
+    let run_id = if opts.dry_run {
+        0
+    } else {
+        state::start_run(&mut session.target, plan, opts.kind, &opts.role, started).await?
+    };
+
+    observer.phase("checking the source");
+    extract::check_null_updated_at(
+        session.source.as_mut().expect("source connection"),
+        plan,
+        &session.layout,
+    )
+    .await?;
+    dedupe::create_staging(&mut session.target, &session.ctx).await?;
+
+    observer.phase("reading");
+    let (rows_read, max_read) = stage_window(session, plan, &window, observer).await?;
+    failpoint::check(fp, "after_extract").await?;
+
+    observer.phase("deduplicating");
+    let rows_after_dedupe = dedupe::dedupe(&mut session.target, &session.ctx).await?;
+    failpoint::check(fp, "after_dedupe").await?;
+
+    let reconcile_now = opts.reconcile_deletes || plan.hard_deletes == HardDeletes::Reconcile;
+    let reconciled = if reconcile_now {
+        observer.phase("reconciling deletes");
+        let source = session.source.take().expect("source connection present");
+        let (source, result) = reconcile::stage_missing_keys(
+            source,
+            &mut session.target,
+            plan,
+            &session.layout,
+            &session.ctx,
+            window.high,
+            opts.allow_mass_delete,
+        )
+        .await;
+        session.source = Some(source);
+        result?
+    } else {
+        0
+    };
+
+    observer.phase("detecting changes");
+    let changes = log::classify(&mut session.target, &session.ctx).await?;
+    let finished_at = now();
+    if changes.total > 0 {
+        observer.phase("appending to the log");
+        log::append(
+            &mut session.target,
+            &session.ctx,
+            &plan.name,
+            &changes,
+            run_id,
+            finished_at,
+        )
+        .await?;
+        failpoint::check(fp, "after_append").await?;
+        observer.phase("rebuilding touched keys");
+        rebuild::rebuild_touched(&mut session.target, &session.ctx).await?;
+    }
+    failpoint::check(fp, "after_rebuild").await?;
+
+    let high_watermark = match (watermark_before, max_read) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    bounds.high_watermark = high_watermark;
+    let counts = RunCounts {
+        rows_read,
+        rows_after_dedupe,
+        duplicates_dropped: rows_read - rows_after_dedupe,
+        versions: changes.versions,
+        late_versions: changes.late_versions,
+        corrections: changes.corrections,
+        tombstones: changes.tombstones,
+    };
+    if !opts.dry_run {
+        if let Some(wm) = high_watermark {
+            if Some(wm) != watermark_before || watermark_before.is_none() {
+                state::set_watermark(&mut session.target, plan, &opts.role, wm, run_id).await?;
+            }
+        }
+        state::finish_run(&mut session.target, run_id, *bounds, &counts, finished_at).await?;
+    }
+    failpoint::check(fp, "before_commit").await?;
+    if opts.dry_run {
+        session.target.rollback().await;
+    } else {
+        session.target.commit().await?;
+    }
+    failpoint::check(fp, "after_commit").await?;
+    Ok(RunReport {
+        run_id: (!opts.dry_run).then_some(run_id),
+        dimension: plan.name.clone(),
+        kind: opts.kind,
+        role: opts.role.clone(),
+        low_watermark: window.low,
+        high_watermark,
+        watermark_before,
+        upper_bound: window.high,
+        counts,
+        reconciled_deletes: reconciled,
+        status: if opts.dry_run {
+            "dry-run".into()
+        } else {
+            "succeeded".into()
+        },
+        started_at: started,
+        finished_at,
+        dry_run: opts.dry_run,
+    })
+}
+
+/// Streams the window from the source into the staging table; returns the rows read and
+/// the greatest `updated_at` among them.
+async fn stage_window(
+    session: &mut Session,
+    plan: &Plan,
+    window: &Window,
+    observer: &dyn Observer,
+) -> Result<(i64, Option<Micros>), Error> {
+    let layout = &session.layout;
+    let kinds: Vec<ColumnKind> = layout.read_columns().iter().map(|c| c.kind).collect();
+    let n = kinds.len();
+    let key_count = layout.keys.len();
+    let tracked_count = layout.tracked.len();
+    let stager = dedupe::Stager::new(&session.ctx);
+    let source = session.source.take().expect("source connection present");
+    let (mut batches, handle) = extract::spawn_reader(source, plan, layout, window)?;
+    let mut rows_read = 0i64;
+    let mut max_read: Option<Micros> = None;
+    let mut null_keys: Vec<i64> = vec![0; key_count];
+    let mut failure: Option<Error> = None;
+    while let Some(batch) = batches.recv().await {
+        let batch = match batch {
+            Ok(b) => b,
+            Err(e) => {
+                failure = Some(e.into());
+                break;
+            }
+        };
+        let mut staged: Vec<StagedRow> = Vec::with_capacity(batch.len());
+        for mut row in batch {
+            let deleted = if plan.source.deleted_flag.is_some() {
+                row.pop().flatten()
+            } else {
+                None
+            };
+            let ts_text = row.pop().flatten();
+            let Some(ts_text) = ts_text else { continue };
+            let ts = match Micros::parse(&ts_text, plan.source.timezone.as_ref()) {
+                Ok(t) => t,
+                Err(reason) => {
+                    let hint = match reason {
+                        crate::ts::TimestampError::NoZone(_) => {
+                            "; set source.timezone to the zone these values are in, e.g. \"UTC\""
+                        }
+                        _ => "; store RFC 3339 timestamps, e.g. 2026-10-05T09:30:00Z",
+                    };
+                    failure = Some(
+                        extract::ExtractError::BadTimestamp {
+                            column: plan.source.updated_at.name().into(),
+                            reason,
+                            hint,
+                        }
+                        .into(),
+                    );
+                    break;
+                }
+            };
+            if !window.contains(ts) {
+                continue;
+            }
+            debug_assert_eq!(row.len(), n);
+            if let Some(i) = row[..key_count].iter().position(Option::is_none) {
+                null_keys[i] += 1;
+                continue;
+            }
+            rows_read += 1;
+            max_read = Some(max_read.map_or(ts, |m| m.max(ts)));
+            let is_deleted = deleted.as_deref().is_some_and(crate::detect::is_truthy);
+            staged.push(stage_row(&kinds, key_count, tracked_count, row, ts, is_deleted));
+        }
+        if failure.is_some() {
+            break;
+        }
+        if let Err(e) = stager.write(&mut session.target, staged).await {
+            failure = Some(e.into());
+            break;
+        }
+        observer.rows_read(rows_read as u64);
+    }
+    drop(batches);
+    let source = handle
+        .await
+        .map_err(|e| Error::Internal(format!("the reader task failed: {e}")))?;
+    session.source = Some(source);
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    if let Some(i) = null_keys.iter().position(|&c| c > 0) {
+        return Err(extract::ExtractError::NullKey {
+            column: layout.keys[i].bare.clone(),
+            count: null_keys[i],
+        }
+        .into());
+    }
+    Ok((rows_read, max_read))
+}
+
+/// Rebuilds the whole dimension from the log (`dimlog rebuild`), under the lock, in one
+/// transaction: readers see the old table until the new one is swapped in.
+pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Result<(), Error> {
+    state::lock(&mut session.target, plan, wait).await?;
+    let result = async {
+        tables::init(&mut session.target, plan, &session.layout)
+            .await
+            .map_err(|e| match e {
+                tables::InitError::Db(d) => Error::Db(state::locked_or(d, plan)),
+                tables::InitError::Config(c) => Error::Config(c),
+            })?;
+        session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
+        match rebuild::rebuild_all(&mut session.target, &session.ctx).await {
+            Ok(()) => session.target.commit().await.map_err(Error::from),
+            Err(e) => {
+                session.target.rollback().await;
+                Err(e.into())
+            }
+        }
+    }
+    .await;
+    state::unlock(&mut session.target, plan).await;
+    result
+}

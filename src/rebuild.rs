@@ -1,0 +1,27 @@
+//! Rebuild: derive the dimension from the log.
+//!
+//! Never an in-place edit: per key, the latest log row for each `valid_from`, ordered;
+//! `valid_to = LEAD(valid_from)` or the far-future sentinel; tombstones close the
+//! version before them. A load rebuilds only the keys it touched (delete + insert);
+//! `dimlog rebuild` builds a new table and swaps it in within one transaction.
+
+use crate::config::Backend;
+use crate::db::{Conn, DbError};
+use crate::tables::{run_named, SqlContext};
+
+/// Rebuilds the dimension rows of the keys in `dimlog_touched`.
+pub async fn rebuild_touched(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
+    run_named(conn, "rebuild", &["delete_touched", "insert_touched"], ctx).await
+}
+
+/// Rebuilds the whole dimension into a new table and swaps it in, inside the caller's
+/// transaction, so readers see the old table until commit.
+pub async fn rebuild_all(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
+    let swap = ctx.for_swap_table();
+    run_named(conn, "tables", &["dimension"], &swap).await?;
+    run_named(conn, "rebuild", &["insert_new", "drop_old", "rename_new"], ctx).await?;
+    if conn.backend() == Backend::Postgres {
+        run_named(conn, "rebuild", &["rename_pk"], ctx).await?;
+    }
+    run_named(conn, "tables", &["dimension_index", "dimension_current_index"], ctx).await
+}

@@ -1,0 +1,127 @@
+//! Hard deletes by key reconciliation.
+//!
+//! A watermark cannot see a row that was deleted: only a comparison of the source's full
+//! key list with the dimension's live keys can. The key list streams from the source
+//! (keys only, never whole rows) into a staging table of the target and is compared
+//! set-based; missing keys become staged tombstones, so they go through the same
+//! classify → append → rebuild path as everything else. A guard refuses to close more
+//! than `deletes.max_fraction` of the live keys in one run: an empty or partial source
+//! must never wipe the dimension.
+
+use crate::config::{Backend, Plan};
+use crate::db::{sql, BindKind, Conn, Param};
+use crate::extract::{self, Layout};
+use crate::tables::{run_named, SqlContext};
+use crate::ts::Micros;
+use crate::Error;
+
+/// Stages tombstones for live keys missing from the source; returns the source
+/// connection (it was lent to the key reader) and how many keys will be closed.
+pub async fn stage_missing_keys(
+    source: Conn,
+    target: &mut Conn,
+    plan: &Plan,
+    layout: &Layout,
+    ctx: &SqlContext,
+    upper: Micros,
+    allow_mass_delete: bool,
+) -> (Conn, Result<i64, Error>) {
+    let (mut batches, handle) = match extract::spawn_key_reader(source, plan, layout) {
+        Ok(r) => r,
+        Err(e) => unreachable_source(e),
+    };
+    let mut result: Result<(), Error> = run_named(target, "reconcile", &["keys_table"], ctx)
+        .await
+        .map_err(Error::from);
+    let columns: Vec<String> = layout.keys.iter().map(|c| c.name.clone()).collect();
+    let kinds: Vec<BindKind> = layout.keys.iter().map(|c| BindKind::from(c.kind)).collect();
+    while let Some(batch) = batches.recv().await {
+        if result.is_err() {
+            continue;
+        }
+        result = match batch {
+            Ok(rows) => target
+                .bulk_insert(
+                    "staging the source key list",
+                    "dimlog_source_keys",
+                    &columns,
+                    &kinds,
+                    &rows,
+                )
+                .await
+                .map_err(Error::from),
+            Err(e) => Err(e.into()),
+        };
+    }
+    let source = match handle.await {
+        Ok(c) => c,
+        Err(e) => panic!("the key reader task failed: {e}"),
+    };
+    let counted = match result {
+        Ok(()) => compare(target, ctx, plan, upper, allow_mass_delete).await,
+        Err(e) => Err(e),
+    };
+    (source, counted)
+}
+
+fn unreachable_source(e: extract::ExtractError) -> ! {
+    panic!("the key-list statement did not render: {e}")
+}
+
+async fn compare(target: &mut Conn, ctx: &SqlContext, plan: &Plan, upper: Micros, allow: bool) -> Result<i64, Error> {
+    let backend = target.backend();
+    let index = if backend == Backend::Postgres {
+        "analyze"
+    } else {
+        "key_index"
+    };
+    run_named(target, "reconcile", &[index, "missing"], ctx).await?;
+    let counts = target
+        .query_i64s(
+            "counting missing keys",
+            &sql::statement(backend, "reconcile", "counts", ctx)?,
+            &[],
+        )
+        .await?;
+    let (missing, live) = (
+        counts.first().copied().unwrap_or(0),
+        counts.get(1).copied().unwrap_or(0),
+    );
+    if missing > 0 && !allow && (missing as f64) > plan.max_fraction * (live as f64) {
+        return Err(Error::MassDelete {
+            would_close: missing,
+            live,
+            max_fraction: plan.max_fraction,
+        });
+    }
+    let tomb = sql::statement(backend, "reconcile", "tombstones", ctx)?;
+    target
+        .execute("staging tombstones for missing keys", &tomb, &[Param::Ts(upper)])
+        .await?;
+    if backend == Backend::Sqlite {
+        // Keys whose newest version is not before `upper` close 1 µs after it.
+        let late = sql::statement(backend, "reconcile", "late_missing", ctx)?;
+        let rows = target
+            .query_text("finding late missing keys", &late, &[Param::Ts(upper)])
+            .await?;
+        let key_count = ctx.keys.len();
+        for mut r in rows {
+            let vf = r
+                .pop()
+                .flatten()
+                .and_then(|t| Micros::parse(&t, None).ok())
+                .unwrap_or(upper);
+            let mut cols = ctx.keys.clone();
+            cols.extend(["valid_from".into(), "is_deleted".into()]);
+            let mut kinds: Vec<BindKind> = ctx.key_defs.iter().map(|c| BindKind::from(c.kind)).collect();
+            kinds.extend([BindKind::Text, BindKind::Bool]);
+            r.truncate(key_count);
+            r.push(Some(vf.plus(1).to_text()));
+            r.push(Some("true".into()));
+            target
+                .bulk_insert("staging a late tombstone", "dimlog_stage", &cols, &kinds, &[r])
+                .await?;
+        }
+    }
+    Ok(missing)
+}

@@ -1,0 +1,329 @@
+//! State: the dimension's lock, its watermarks and its run records.
+//!
+//! The watermark of a role moves only inside the run's transaction, together with the
+//! log rows it covers, and only forwards: `max(old, greatest updated_at read)`, never
+//! `now()`. Each backfill has its own role, so it can never drag or push the nightly
+//! `incremental` watermark. A failed run leaves a `failed` record written after the
+//! rollback, in its own transaction.
+
+use crate::config::{Backend, Plan};
+use crate::db::{sql, Conn, DbError, Param};
+use crate::ts::Micros;
+use serde::Serialize;
+
+/// The watermark role of `dimlog run`.
+pub const INCREMENTAL: &str = "incremental";
+
+/// Which kind of load a run record describes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunKind {
+    /// `dimlog run`.
+    Incremental,
+    /// `dimlog run --full-refresh`.
+    FullRefresh,
+    /// One chunk of `dimlog backfill`.
+    Backfill,
+}
+
+impl RunKind {
+    /// The text stored in `dimlog_runs.kind`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Incremental => "incremental",
+            RunKind::FullRefresh => "full-refresh",
+            RunKind::Backfill => "backfill",
+        }
+    }
+}
+
+fn empty() -> serde_json::Value {
+    serde_json::json!({})
+}
+
+/// The advisory-lock number of a dimension (PostgreSQL): derived from its name.
+fn lock_id(plan: &Plan) -> i64 {
+    let h = blake3::hash(format!("dimlog:{}", plan.name).as_bytes());
+    i64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
+}
+
+/// Takes the dimension's lock before anything is read. On PostgreSQL it is a session
+/// advisory lock (released by [`unlock`] or when the connection ends, so a killed run
+/// never leaves it behind); on SQLite the run's `BEGIN IMMEDIATE` is the lock, and
+/// `wait` sets how long that waits.
+pub async fn lock(conn: &mut Conn, plan: &Plan, wait: bool) -> Result<(), DbError> {
+    match conn.backend() {
+        Backend::Postgres => {
+            let id = Param::I64(lock_id(plan));
+            if wait {
+                let sql = sql::statement(Backend::Postgres, "state", "lock", &empty())?;
+                conn.execute("waiting for the dimension's lock", &sql, &[id]).await?;
+            } else {
+                let sql = sql::statement(Backend::Postgres, "state", "try_lock", &empty())?;
+                let got = conn.query_text("taking the dimension's lock", &sql, &[id]).await?;
+                if got.first().and_then(|r| r.first().cloned().flatten()).as_deref() != Some("true") {
+                    return Err(DbError::Locked(plan.name.clone()));
+                }
+            }
+        }
+        Backend::Sqlite => {
+            let ms = if wait {
+                crate::db::sqlite::LOCK_WAIT.as_millis()
+            } else {
+                0
+            };
+            conn.execute_script("setting the lock wait", &format!("PRAGMA busy_timeout = {ms}"))
+                .await?;
+        }
+    }
+    Ok(())
+}
+
+/// Releases the PostgreSQL advisory lock (SQLite's ends with the transaction).
+pub async fn unlock(conn: &mut Conn, plan: &Plan) {
+    if conn.backend() == Backend::Postgres {
+        if let Ok(sql) = sql::statement(Backend::Postgres, "state", "unlock", &empty()) {
+            let _ = conn
+                .execute("releasing the dimension's lock", &sql, &[Param::I64(lock_id(plan))])
+                .await;
+        }
+    }
+}
+
+/// Maps SQLite's "database is locked" to [`DbError::Locked`].
+pub fn locked_or(err: DbError, plan: &Plan) -> DbError {
+    let text = err.to_string();
+    if text.contains("database is locked") || text.contains("(code: 5)") {
+        DbError::Locked(plan.name.clone())
+    } else {
+        err
+    }
+}
+
+/// The high watermark of `role`, if a run of that role has read something.
+pub async fn watermark(conn: &mut Conn, plan: &Plan, role: &str) -> Result<Option<Micros>, DbError> {
+    let sql = sql::statement(conn.backend(), "state", "watermark_get", &empty())?;
+    let rows = conn
+        .query_text(
+            "reading the watermark",
+            &sql,
+            &[Param::Text(plan.name.clone()), Param::Text(role.into())],
+        )
+        .await?;
+    Ok(rows
+        .into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next().flatten())
+        .and_then(|t| Micros::parse(&t, None).ok()))
+}
+
+/// Moves the watermark of `role` (the caller guarantees it only moves forwards).
+pub async fn set_watermark(conn: &mut Conn, plan: &Plan, role: &str, to: Micros, run_id: i64) -> Result<(), DbError> {
+    let sql = sql::statement(conn.backend(), "state", "watermark_set", &empty())?;
+    conn.execute(
+        "moving the watermark",
+        &sql,
+        &[
+            Param::Text(plan.name.clone()),
+            Param::Text(role.into()),
+            Param::Ts(to),
+            Param::I64(run_id),
+            Param::Ts(Micros::from_utc(chrono::Utc::now())),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Every watermark of the dimension: (role, watermark, run id, updated at).
+pub async fn watermarks(conn: &mut Conn, plan: &Plan) -> Result<Vec<crate::db::TextRow>, DbError> {
+    let sql = sql::statement(conn.backend(), "state", "watermarks", &empty())?;
+    conn.query_text("reading watermarks", &sql, &[Param::Text(plan.name.clone())])
+        .await
+}
+
+/// The counts and bounds of one load, as `dimlog_runs` and `run --json` show them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct RunCounts {
+    /// Rows read in the window.
+    pub rows_read: i64,
+    /// Rows left after dedupe.
+    pub rows_after_dedupe: i64,
+    /// Rows dropped by dedupe (older rows of a key in the load, and ties).
+    pub duplicates_dropped: i64,
+    /// New versions appended (late ones included).
+    pub versions: i64,
+    /// New versions earlier than their key's newest one.
+    pub late_versions: i64,
+    /// Corrections appended (same key and valid_from, new values).
+    pub corrections: i64,
+    /// Tombstones appended.
+    pub tombstones: i64,
+}
+
+/// Inserts the run's record (`running`) inside the run's transaction; returns run_id.
+pub async fn start_run(
+    conn: &mut Conn,
+    plan: &Plan,
+    kind: RunKind,
+    role: &str,
+    started: Micros,
+) -> Result<i64, DbError> {
+    let sql = sql::statement(conn.backend(), "state", "run_start", &empty())?;
+    let id = conn
+        .query_i64s(
+            "recording the run",
+            &sql,
+            &[
+                Param::Text(plan.name.clone()),
+                Param::Text(kind.as_str().into()),
+                Param::Text(role.into()),
+                Param::Ts(started),
+            ],
+        )
+        .await?;
+    Ok(id.first().copied().unwrap_or(0))
+}
+
+/// The bounds a run record stores.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RunBounds {
+    /// Low side of the window read.
+    pub low: Option<Micros>,
+    /// The watermark after the run.
+    pub high_watermark: Option<Micros>,
+    /// The run's fixed upper bound.
+    pub upper: Option<Micros>,
+}
+
+/// Completes the run's record inside its transaction.
+pub async fn finish_run(
+    conn: &mut Conn,
+    run_id: i64,
+    bounds: RunBounds,
+    c: &RunCounts,
+    finished: Micros,
+) -> Result<(), DbError> {
+    let sql = sql::statement(conn.backend(), "state", "run_finish", &empty())?;
+    conn.execute(
+        "completing the run record",
+        &sql,
+        &[
+            Param::I64(run_id),
+            Param::OptTs(bounds.low),
+            Param::OptTs(bounds.high_watermark),
+            Param::OptTs(bounds.upper),
+            Param::I64(c.rows_read),
+            Param::I64(c.rows_after_dedupe),
+            Param::I64(c.duplicates_dropped),
+            Param::I64(c.versions),
+            Param::I64(c.late_versions),
+            Param::I64(c.corrections),
+            Param::I64(c.tombstones),
+            Param::Text("succeeded".into()),
+            Param::Ts(finished),
+            Param::Null,
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Records a failed run in its own transaction, after the rollback; returns its run_id.
+#[allow(clippy::too_many_arguments)]
+pub async fn record_failure(
+    conn: &mut Conn,
+    plan: &Plan,
+    kind: RunKind,
+    role: &str,
+    bounds: RunBounds,
+    started: Micros,
+    error: &str,
+) -> Result<i64, DbError> {
+    let sql = sql::statement(conn.backend(), "state", "run_failed", &empty())?;
+    let id = conn
+        .query_i64s(
+            "recording the failed run",
+            &sql,
+            &[
+                Param::Text(plan.name.clone()),
+                Param::Text(kind.as_str().into()),
+                Param::Text(role.into()),
+                Param::OptTs(bounds.low),
+                Param::OptTs(bounds.upper),
+                Param::Ts(started),
+                Param::Ts(Micros::from_utc(chrono::Utc::now())),
+                Param::Text(error.into()),
+            ],
+        )
+        .await?;
+    Ok(id.first().copied().unwrap_or(0))
+}
+
+/// One row of `dimlog_runs`, for `status` and JSON output.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunRecord {
+    /// Run id (the `load_id` of its log rows).
+    pub run_id: i64,
+    /// Dimension name.
+    pub dimension: String,
+    /// incremental / full-refresh / backfill.
+    pub kind: String,
+    /// Watermark role.
+    pub role: Option<String>,
+    /// Low side of the window.
+    pub low_watermark: Option<String>,
+    /// Watermark after the run.
+    pub high_watermark: Option<String>,
+    /// Fixed upper bound.
+    pub upper_bound: Option<String>,
+    /// Counts.
+    #[serde(flatten)]
+    pub counts: RunCounts,
+    /// succeeded / failed / running / abandoned.
+    pub status: String,
+    /// Pipeline clock at start.
+    pub started_at: Option<String>,
+    /// Pipeline clock at the end.
+    pub finished_at: Option<String>,
+    /// The error of a failed run.
+    pub error: Option<String>,
+}
+
+/// The latest `limit` runs of the dimension, newest first.
+pub async fn recent_runs(conn: &mut Conn, plan: &Plan, limit: i64) -> Result<Vec<RunRecord>, DbError> {
+    let sql = sql::statement(conn.backend(), "state", "runs_recent", &empty())?;
+    let rows = conn
+        .query_text(
+            "reading run records",
+            &sql,
+            &[Param::Text(plan.name.clone()), Param::I64(limit)],
+        )
+        .await?;
+    let int = |v: &Option<String>| v.as_deref().and_then(|s| s.parse().ok()).unwrap_or(0);
+    Ok(rows
+        .into_iter()
+        .map(|r| RunRecord {
+            run_id: int(&r[0]),
+            dimension: r[1].clone().unwrap_or_default(),
+            kind: r[2].clone().unwrap_or_default(),
+            role: r[3].clone(),
+            low_watermark: r[4].clone(),
+            high_watermark: r[5].clone(),
+            upper_bound: r[6].clone(),
+            counts: RunCounts {
+                rows_read: int(&r[7]),
+                rows_after_dedupe: int(&r[8]),
+                duplicates_dropped: int(&r[9]),
+                versions: int(&r[10]),
+                late_versions: int(&r[11]),
+                corrections: int(&r[12]),
+                tombstones: int(&r[13]),
+            },
+            status: r[14].clone().unwrap_or_default(),
+            started_at: r[15].clone(),
+            finished_at: r[16].clone(),
+            error: r[17].clone(),
+        })
+        .collect())
+}

@@ -1,0 +1,5 @@
+//! The single integration-test binary. Test themes live in modules under `tests/<theme>/`,
+//! so cargo builds and links the crate's dependencies once instead of once per file.
+
+mod harness;
+mod support;
