@@ -302,5 +302,5 @@ mod tests {
         assert_eq!(hex, GOLDEN_HEX);
     }
 
-    const GOLDEN_HEX: &str = "GOLDEN";
+    const GOLDEN_HEX: &str = "49612b9b38af1ca6568596f8ec56fa5dddce90aba4ff41c91164adfe278b5e67";
 }

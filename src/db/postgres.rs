@@ -16,7 +16,7 @@ pub async fn connect(url: &DbUrl) -> Result<PgConnection, DbError> {
         .map_err(err)?
         .options([
             ("TimeZone", "UTC"),
-            ("DateStyle", "ISO, YMD"),
+            ("DateStyle", "ISO"),
             ("extra_float_digits", "1"),
         ])
         .application_name("dimlog")
