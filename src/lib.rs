@@ -30,6 +30,7 @@
 //! # Ok(()) }
 //! ```
 
+pub mod backfill;
 pub mod cli;
 pub mod config;
 pub mod db;
@@ -40,12 +41,14 @@ pub mod failpoint;
 pub mod ident;
 pub mod inspect;
 pub mod log;
+pub mod lookup;
 pub mod pipeline;
 pub mod rebuild;
 pub mod reconcile;
 pub mod state;
 pub mod tables;
 pub mod ts;
+pub mod verify;
 
 /// Every way a dimlog command can fail, by layer; the CLI maps each to an exit code.
 #[derive(Debug, thiserror::Error)]
@@ -79,12 +82,25 @@ pub enum Error {
     /// `verify` found discrepancies (exit 3).
     #[error("{0}")]
     Discrepancy(String),
+    /// A lookup or assignment found facts without a version, with `--unknown error`
+    /// (exit 1: nothing was written).
+    #[error("{0}")]
+    Unknown(String),
     /// A bug: something that should not happen.
     #[error("internal error: {0}")]
     Internal(String),
 }
 
 impl Error {
+    /// Turns a discrepancy into a run failure (exit 1) for commands where "not found"
+    /// means the command failed rather than that a check found something.
+    pub fn into_run_failure(self) -> Error {
+        match self {
+            Error::Discrepancy(m) => Error::Unknown(m),
+            other => other,
+        }
+    }
+
     /// The process exit code (spec section 4).
     pub fn exit_code(&self) -> i32 {
         match self {
@@ -107,6 +123,7 @@ impl Error {
             Error::MassDelete { .. } => "mass-delete",
             Error::Failpoint(_) => "failpoint",
             Error::Discrepancy(_) => "discrepancy",
+            Error::Unknown(_) => "unknown-member",
             Error::Internal(_) => "internal",
         }
     }

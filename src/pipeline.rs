@@ -330,9 +330,10 @@ async fn load(
     })
 }
 
-/// Streams the window from the source into the staging table; returns the rows read and
+/// Streams the window from the source into the staging table (created by
+/// [`dedupe::create_staging`]); returns the rows read and
 /// the greatest `updated_at` among them.
-async fn stage_window(
+pub async fn stage_window(
     session: &mut Session,
     plan: &Plan,
     window: &Window,

@@ -37,3 +37,6 @@ INSERT INTO dimlog_dimensions (dimension, log_table, dimension_table, surrogate_
                                type1_columns, column_types, hash_version, next_surrogate_key, next_log_id, updated_at)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, 1, 1, ?10)
 ON CONFLICT (dimension) DO NOTHING
+-- statement: backfill_chunks
+SELECT low_watermark, upper_bound, status
+FROM dimlog_runs WHERE dimension = ?1 AND role = ?2 AND kind = 'backfill' ORDER BY run_id

@@ -1,14 +1,17 @@
 //! The `dimlog` command line: parses flags, reads the environment, drives the library,
 //! prints. The only module that touches the terminal, env vars and files.
 
+mod backfill;
 mod completions;
 mod demo;
 mod history;
 mod init;
+mod lookup;
 mod output;
 mod rebuild;
 mod run;
 mod status;
+mod verify;
 
 use crate::config::{Overrides, Plan};
 use crate::Error;
@@ -54,12 +57,20 @@ pub enum Command {
     Init(init::InitArgs),
     /// Load what changed: extract, dedupe, detect, append, rebuild, commit.
     Run(run::RunArgs),
+    /// Re-load [from, to) chunk by chunk without touching the incremental watermark.
+    Backfill(backfill::BackfillArgs),
     /// Rebuild the whole dimension from the log and swap it in.
     Rebuild(rebuild::RebuildArgs),
+    /// Print the surrogate key in effect for a key at a time.
+    Lookup(lookup::LookupArgs),
+    /// Fill the surrogate-key column of a staged fact table, set-based.
+    AssignKeys(lookup::AssignKeysArgs),
     /// Show every version of one key.
     History(history::HistoryArgs),
     /// Show watermarks, lag and recent runs.
     Status(status::StatusArgs),
+    /// Check the dimension's invariants, and optionally compare it with the source.
+    Verify(verify::VerifyArgs),
     /// A self-contained demonstration on an embedded SQLite database.
     Demo(demo::DemoArgs),
     /// Print shell completions generated from this CLI.
@@ -119,9 +130,13 @@ pub async fn main_with(cli: Cli) -> i32 {
     let result = match cli.command {
         Command::Init(a) => init::run(&cli.global, a, &out).await,
         Command::Run(a) => run::run(&cli.global, a, &out).await,
+        Command::Backfill(a) => backfill::run(&cli.global, a, &out).await,
         Command::Rebuild(a) => rebuild::run(&cli.global, a, &out).await,
+        Command::Lookup(a) => lookup::run_lookup(&cli.global, a, &out).await,
+        Command::AssignKeys(a) => lookup::run_assign(&cli.global, a, &out).await,
         Command::History(a) => history::run(&cli.global, a, &out).await,
         Command::Status(a) => status::run(&cli.global, a, &out).await,
+        Command::Verify(a) => verify::run(&cli.global, a, &out).await,
         Command::Demo(a) => demo::run(&cli.global, a, &out).await,
         Command::Completions(a) => completions::run(a),
     };

@@ -14,11 +14,7 @@ pub async fn connect(url: &DbUrl) -> Result<PgConnection, DbError> {
     };
     let opts = PgConnectOptions::from_str(url.expose())
         .map_err(err)?
-        .options([
-            ("TimeZone", "UTC"),
-            ("DateStyle", "ISO"),
-            ("extra_float_digits", "1"),
-        ])
+        .options([("TimeZone", "UTC"), ("DateStyle", "ISO"), ("extra_float_digits", "1")])
         .application_name("dimlog")
         .disable_statement_logging();
     let mut c = opts.connect().await.map_err(err)?;

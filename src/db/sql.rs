@@ -42,6 +42,8 @@ templates!(
     "reconcile",
     "extract",
     "inspect",
+    "lookup",
+    "verify",
 );
 
 fn environment() -> &'static Environment<'static> {

@@ -1,0 +1,57 @@
+{# `dimlog verify`: the invariants of the dimension and the log. Every check returns
+   (offending key as text, detail) rows; the caller counts them and shows the first few. #}
+{% macro keytext(p) %}concat_ws(', '{% for k in keys %}, {{ p }}{{ k }}::text{% endfor %}){% endmacro %}
+-- statement: bad_interval
+SELECT {{ keytext("d.") }}, 'valid_from ' || {{ "d.valid_from"|pgts }} || ' is not before valid_to ' || {{ "d.valid_to"|pgts }}
+FROM {{ dim }} d WHERE d.valid_from >= d.valid_to
+-- statement: overlap_or_gap
+SELECT {{ keytext("x.") }},
+       CASE WHEN x.valid_from < x.prev_to THEN 'version at ' || {{ "x.valid_from"|pgts }} || ' overlaps the one before (ends ' || {{ "x.prev_to"|pgts }} || ')'
+            ELSE 'gap from ' || {{ "x.prev_to"|pgts }} || ' to ' || {{ "x.valid_from"|pgts }} || ' with no tombstone' END
+FROM (
+    SELECT d.*, LAG(d.valid_to) OVER (PARTITION BY {{ keys|cols("d") }} ORDER BY d.valid_from) AS prev_to
+    FROM {{ dim }} d
+) x
+WHERE x.prev_to IS NOT NULL
+  AND (x.valid_from < x.prev_to
+       OR (x.valid_from > x.prev_to AND NOT EXISTS (
+             SELECT 1 FROM {{ log }} l WHERE {{ keys|eqs("l", "x") }} AND l.valid_from = x.prev_to AND l.is_deleted)))
+-- statement: current
+SELECT {{ keytext("d.") }}, count(*) FILTER (WHERE d.is_current)::text || ' current rows; open row is_current = ' || bool_or(d.is_current AND d.valid_to = {{ sentinel }})::text
+FROM {{ dim }} d
+GROUP BY {{ keys|cols("d") }}
+HAVING count(*) FILTER (WHERE d.is_current) > 1
+    OR count(*) FILTER (WHERE d.is_current AND d.valid_to <> {{ sentinel }}) > 0
+    OR count(*) FILTER (WHERE NOT d.is_current AND d.valid_to = {{ sentinel }}) > 0
+-- statement: sk_reused
+SELECT 'surrogate key ' || l.{{ sk }}::text, count(DISTINCT ({{ keys|cols("l") }}, l.valid_from))::text || ' distinct (key, valid_from) pairs share it'
+FROM {{ log }} l
+WHERE l.{{ sk }} IS NOT NULL
+GROUP BY l.{{ sk }}
+HAVING count(DISTINCT ({{ keys|cols("l") }}, l.valid_from)) > 1
+-- statement: rebuild_diff
+SELECT {{ keytext("z.") }}, z.side || ' surrogate key ' || z.sk::text
+FROM (
+    (SELECT 'dimension has' AS side, d.{{ sk }} AS sk{% for k in keys %}, d.{{ k }}::text AS {{ k }}{% endfor %} FROM (
+        SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim }}
+        EXCEPT
+        SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim_new }}) d)
+    UNION ALL
+    (SELECT 'a fresh rebuild has', n.{{ sk }}{% for k in keys %}, n.{{ k }}::text{% endfor %} FROM (
+        SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim_new }}
+        EXCEPT
+        SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim }}) n)
+) z
+-- statement: source_missing
+SELECT {{ keytext("s.") }}, 'in the source, not current in the dimension'
+FROM dimlog_stage s
+WHERE NOT s.is_deleted AND NOT EXISTS (SELECT 1 FROM {{ dim }} d WHERE d.is_current AND {{ keys|eqs("d", "s") }})
+-- statement: source_extra
+SELECT {{ keytext("d.") }}, 'current in the dimension, not in the source'
+FROM {{ dim }} d
+WHERE d.is_current AND NOT EXISTS (SELECT 1 FROM dimlog_stage s WHERE NOT s.is_deleted AND {{ keys|eqs("d", "s") }})
+-- statement: source_different
+SELECT {{ keytext("s.") }}, 'tracked values differ (source updated_at ' || {{ "s.valid_from"|pgts }} || ', dimension valid_from ' || {{ "d.valid_from"|pgts }} || ')'
+FROM dimlog_stage s
+JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
+WHERE NOT s.is_deleted AND s.row_hash <> d.row_hash

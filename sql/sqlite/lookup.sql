@@ -1,0 +1,30 @@
+{# Surrogate-key lookup for fact loaders: the version with valid_from <= ts < valid_to.
+   Fact timestamps are compared as dimlog's fixed-width UTC text; other RFC 3339 forms
+   are normalised first (a UTC 'Z' form keeps its fraction; an offset form is converted
+   to UTC at whole seconds). #}
+{% macro key_filter(p) %}{% for c in key_defs %}{{ p }}{{ c.name }} = ?{{ loop.index }} AND {% endfor %}{% endmacro %}
+{% macro canon(x) %}(CASE WHEN {{ x }} GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]Z' THEN {{ x }}
+ WHEN {{ x }} GLOB '*Z' AND instr({{ x }}, '.') > 0 THEN strftime('%Y-%m-%dT%H:%M:%S', {{ x }}) || '.' || substr(substr({{ x }}, instr({{ x }}, '.') + 1, length({{ x }}) - instr({{ x }}, '.') - 1) || '000000', 1, 6) || 'Z'
+ ELSE strftime('%Y-%m-%dT%H:%M:%S', {{ x }}) || '.000000Z' END){% endmacro %}
+-- statement: one
+SELECT CAST(d.{{ sk }} AS TEXT) FROM {{ dim }} d
+WHERE {{ key_filter("d.") }}d.valid_from <= ?{{ key_defs|length + 1 }} AND ?{{ key_defs|length + 1 }} < d.valid_to
+-- statement: fact_columns
+SELECT name, type FROM pragma_table_info(?1)
+-- statement: add_sk_column
+ALTER TABLE {{ facts }} ADD COLUMN {{ fact_sk }} INTEGER
+-- statement: assign
+UPDATE {{ facts }}
+SET {{ fact_sk }} = COALESCE((
+    SELECT d.{{ sk }} FROM {{ dim }} d
+    WHERE {% for k in fact_keys %}d.{{ keys[loop.index0] }} = {{ facts }}.{{ k }} AND {% endfor %}d.valid_from <= {{ canon(facts ~ "." ~ fact_at) }}
+      AND {{ canon(facts ~ "." ~ fact_at) }} < d.valid_to
+), -1)
+-- statement: counts
+SELECT sum({{ fact_sk }} <> -1), sum({{ fact_sk }} = -1) FROM {{ facts }}
+-- statement: first_unknown
+SELECT {% for k in fact_keys %}CAST({{ k }} AS TEXT), {% endfor %}CAST({{ fact_at }} AS TEXT) FROM {{ facts }} WHERE {{ fact_sk }} = -1 LIMIT 1
+-- statement: index_rows
+SELECT {% for k in keys %}CAST(d.{{ k }} AS TEXT), {% endfor %}d.valid_from, d.valid_to, CAST(d.{{ sk }} AS TEXT)
+FROM {{ dim }} d
+ORDER BY {{ keys|cols("d") }}, d.valid_from

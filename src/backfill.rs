@@ -1,0 +1,249 @@
+//! Backfill: re-run history on purpose, chunk by chunk, through the production path.
+//!
+//! Each chunk is a half-open window `[from, to)` loaded by exactly the same
+//! extract → dedupe → detect → append → rebuild path as `dimlog run`, in its own
+//! transaction with its own run record (kind `backfill`). The backfill has its own
+//! watermark role, `backfill:<from>/<to>`, and never reads or writes the `incremental`
+//! row, so it can neither drag the nightly run back nor push it past rows it has not
+//! seen. Run records say which chunks committed, so a rerun skips them.
+
+use crate::config::Plan;
+use crate::db::{sql, Conn, DbError, Param};
+use crate::extract::Window;
+use crate::pipeline::{self, Observer, RunOptions, RunReport, Session};
+use crate::state::RunKind;
+use crate::ts::Micros;
+use crate::Error;
+use serde::Serialize;
+
+/// One chunk of a backfill.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct Chunk {
+    /// Inclusive start.
+    pub from: Micros,
+    /// Exclusive end.
+    pub to: Micros,
+}
+
+/// Where a chunk stands according to the run records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChunkState {
+    /// Never run.
+    Pending,
+    /// Committed.
+    Committed,
+    /// Last attempt failed.
+    Failed,
+}
+
+/// The watermark role of a backfill.
+pub fn role(from: Micros, to: Micros) -> String {
+    format!("backfill:{}/{}", from.to_text(), to.to_text())
+}
+
+/// Splits `[from, to)` into chunks of `chunk_micros` (the last may be shorter).
+pub fn chunks(from: Micros, to: Micros, chunk_micros: i64) -> Result<Vec<Chunk>, Error> {
+    if to <= from {
+        return Err(Error::Usage(format!("--to {to} must be after --from {from}")));
+    }
+    if chunk_micros <= 0 {
+        return Err(Error::Usage("--chunk must be longer than zero".into()));
+    }
+    let mut out = Vec::new();
+    let mut start = from;
+    while start < to {
+        let end = start.plus(chunk_micros).min(to);
+        out.push(Chunk { from: start, to: end });
+        start = end;
+    }
+    Ok(out)
+}
+
+/// Reads the state of every chunk from the run records of the backfill's role.
+pub async fn chunk_states(
+    conn: &mut Conn,
+    plan: &Plan,
+    role: &str,
+    chunks: &[Chunk],
+) -> Result<Vec<ChunkState>, DbError> {
+    let sql = sql::statement(conn.backend(), "state", "backfill_chunks", &serde_json::json!({}))?;
+    let rows = conn
+        .query_text(
+            "reading backfill run records",
+            &sql,
+            &[Param::Text(plan.name.clone()), Param::Text(role.into())],
+        )
+        .await?;
+    let mut states = vec![ChunkState::Pending; chunks.len()];
+    for r in rows {
+        let low = r[0].as_deref().and_then(|t| Micros::parse(t, None).ok());
+        let high = r[1].as_deref().and_then(|t| Micros::parse(t, None).ok());
+        let Some(i) = chunks.iter().position(|c| Some(c.from) == low && Some(c.to) == high) else {
+            continue;
+        };
+        match r[2].as_deref() {
+            Some("succeeded") => states[i] = ChunkState::Committed,
+            Some("failed") if states[i] != ChunkState::Committed => states[i] = ChunkState::Failed,
+            _ => {}
+        }
+    }
+    Ok(states)
+}
+
+/// Which chunks to run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Selection {
+    /// Every chunk not yet committed.
+    NotCommitted,
+    /// Only chunks whose last attempt failed.
+    OnlyFailed,
+}
+
+/// The outcome of one chunk in this invocation.
+#[derive(Clone, Debug, Serialize)]
+pub struct ChunkOutcome {
+    /// Which chunk.
+    pub chunk: Chunk,
+    /// 1-based position.
+    pub index: usize,
+    /// committed earlier and skipped / run now and committed / failed / not selected.
+    pub outcome: String,
+    /// The run report of a committed chunk.
+    pub report: Option<RunReport>,
+    /// The error of a failed chunk.
+    pub error: Option<String>,
+}
+
+/// Progress of a backfill, per chunk.
+pub trait BackfillObserver: Observer {
+    /// Chunk `index` of `total` starts.
+    fn chunk_started(&self, _index: usize, _total: usize, _chunk: &Chunk) {}
+    /// Chunk `index` finished.
+    fn chunk_finished(&self, _outcome: &ChunkOutcome) {}
+}
+
+/// Options of one backfill invocation.
+#[derive(Clone, Debug)]
+pub struct BackfillOptions {
+    /// Inclusive start.
+    pub from: Micros,
+    /// Exclusive end.
+    pub to: Micros,
+    /// Chunk length, µs.
+    pub chunk_micros: i64,
+    /// Which chunks to run.
+    pub selection: Selection,
+    /// Stop at the first failed chunk.
+    pub fail_fast: bool,
+    /// Wait for the dimension's lock.
+    pub wait: bool,
+    /// Failpoint for tests.
+    pub failpoint: Option<String>,
+}
+
+/// Runs the selected chunks in order, each in its own transaction; a failed chunk is
+/// reported and the others still run (unless `fail_fast`).
+pub async fn run(
+    session: &mut Session,
+    plan: &Plan,
+    opts: &BackfillOptions,
+    observer: &dyn BackfillObserver,
+) -> Result<Vec<ChunkOutcome>, Error> {
+    let all = chunks(opts.from, opts.to, opts.chunk_micros)?;
+    let role = role(opts.from, opts.to);
+    crate::tables::init(&mut session.target, plan, &session.layout)
+        .await
+        .map_err(|e| match e {
+            crate::tables::InitError::Db(d) => Error::Db(d),
+            crate::tables::InitError::Config(c) => Error::Config(c),
+        })?;
+    let states = chunk_states(&mut session.target, plan, &role, &all).await?;
+    let mut outcomes = Vec::new();
+    let mut stop = false;
+    for (i, (chunk, state)) in all.iter().zip(&states).enumerate() {
+        let selected = match opts.selection {
+            Selection::NotCommitted => *state != ChunkState::Committed,
+            Selection::OnlyFailed => *state == ChunkState::Failed,
+        };
+        let mut outcome = ChunkOutcome {
+            chunk: *chunk,
+            index: i + 1,
+            outcome: String::new(),
+            report: None,
+            error: None,
+        };
+        if !selected || stop {
+            outcome.outcome = match state {
+                ChunkState::Committed => "skipped (committed earlier)".into(),
+                _ if stop => "not run (stopped after a failure)".into(),
+                _ => "not selected".into(),
+            };
+            observer.chunk_finished(&outcome);
+            outcomes.push(outcome);
+            continue;
+        }
+        observer.chunk_started(i + 1, all.len(), chunk);
+        let run_opts = RunOptions {
+            kind: RunKind::Backfill,
+            role: role.clone(),
+            window: Some(Window {
+                low: Some(chunk.from),
+                high: chunk.to,
+                high_inclusive: false,
+            }),
+            wait: opts.wait,
+            failpoint: opts.failpoint.clone(),
+            ..RunOptions::incremental()
+        };
+        match pipeline::run(session, plan, &run_opts, observer).await {
+            Ok(report) => {
+                outcome.outcome = "committed".into();
+                outcome.report = Some(report);
+            }
+            Err(e) => {
+                outcome.outcome = "failed".into();
+                outcome.error = Some(e.to_string());
+                stop = opts.fail_fast;
+            }
+        }
+        observer.chunk_finished(&outcome);
+        outcomes.push(outcome);
+    }
+    Ok(outcomes)
+}
+
+/// The plan of a backfill: every chunk and its state (for `--dry-run`).
+pub async fn plan_chunks(
+    session: &mut Session,
+    plan: &Plan,
+    from: Micros,
+    to: Micros,
+    chunk_micros: i64,
+) -> Result<Vec<(Chunk, ChunkState)>, Error> {
+    let all = chunks(from, to, chunk_micros)?;
+    let role = role(from, to);
+    let states = match crate::tables::read_record(&mut session.target, plan).await {
+        Ok(Some(_)) => chunk_states(&mut session.target, plan, &role, &all).await?,
+        _ => vec![ChunkState::Pending; all.len()],
+    };
+    Ok(all.into_iter().zip(states).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_are_half_open_and_cover_the_range() {
+        let from = Micros::parse("2026-01-01T00:00:00Z", None).unwrap();
+        let to = Micros::parse("2026-01-03T12:00:00Z", None).unwrap();
+        let day = 86_400_000_000;
+        let c = chunks(from, to, day).unwrap();
+        assert_eq!(c.len(), 3);
+        assert_eq!(c[0].from, from);
+        assert_eq!(c[0].to, c[1].from);
+        assert_eq!(c[2].to, to);
+        assert!(chunks(to, from, day).is_err());
+    }
+}
