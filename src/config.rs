@@ -129,6 +129,9 @@ pub struct RawTrack {
     /// Type 1 columns.
     #[serde(default)]
     pub type1: Vec<String>,
+    /// Type 2 columns whose current value is also shown on every row (Type 6).
+    #[serde(default)]
+    pub current_columns: Vec<String>,
 }
 
 /// `[deletes]` as written.
@@ -348,6 +351,8 @@ pub struct Plan {
     pub tracked: Vec<Ident>,
     /// Type 1 columns.
     pub type1: Vec<Ident>,
+    /// Type 2 columns shown with their current value as `current_<col>` (Type 6).
+    pub current: Vec<Ident>,
     /// Hard-delete handling.
     pub hard_deletes: HardDeletes,
     /// Mass-delete guard.
@@ -379,6 +384,12 @@ fn table_ident(setting: &str, s: &str) -> Result<Ident, ConfigError> {
 }
 
 fn column_ident(setting: &str, s: &str) -> Result<Ident, ConfigError> {
+    if s.starts_with(crate::scaffold::PLACEHOLDER_PREFIX) {
+        return Err(ConfigError::invalid(
+            setting,
+            format!("{s:?} is a placeholder left by `dimlog new`; replace it with a column of the source (the comment above it says how to choose)"),
+        ));
+    }
     Ident::column(s).map_err(|e| ConfigError::invalid(setting, e.to_string()))
 }
 
@@ -506,6 +517,23 @@ impl Plan {
             .iter()
             .map(|c| column_ident("track.type1", c))
             .collect::<Result<Vec<_>, _>>()?;
+        let current = raw
+            .track
+            .current_columns
+            .iter()
+            .map(|c| column_ident("track.current_columns", c))
+            .collect::<Result<Vec<_>, _>>()?;
+        for c in &current {
+            if !tracked.contains(c) {
+                return Err(ConfigError::invalid(
+                    "track.current_columns",
+                    format!("`{}` is not in track.columns; only Type 2 columns can have a current_ twin", c.name()),
+                ));
+            }
+            if c.name().len() > 55 {
+                return Err(ConfigError::invalid("track.current_columns", format!("`{}` is too long for a current_ twin", c.name())));
+            }
+        }
         if tracked.is_empty() {
             return Err(ConfigError::invalid(
                 "track.columns",
@@ -518,6 +546,7 @@ impl Plan {
             target,
             tracked,
             type1,
+            current,
             hard_deletes: raw.deletes.hard,
             max_fraction: raw.deletes.max_fraction,
         };

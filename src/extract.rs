@@ -82,6 +82,20 @@ pub struct Col {
     pub target_type: String,
 }
 
+/// A Type 6 twin: the dimension column `current_<col>` showing the key's current value
+/// of a Type 2 column on every row.
+#[derive(Clone, Debug, Serialize)]
+pub struct CurrentCol {
+    /// The Type 2 column, quoted.
+    pub source: String,
+    /// The twin column, quoted.
+    pub name: String,
+    /// Its bare name.
+    pub bare: String,
+    /// Same type as the Type 2 column.
+    pub target_type: String,
+}
+
 /// The columns of one load, in staging order. Built once per run from the source schema
 /// and passed down the pipeline.
 #[derive(Clone, Debug, Serialize)]
@@ -92,6 +106,8 @@ pub struct Layout {
     pub tracked: Vec<Col>,
     /// Type 1 columns (carried, not hashed).
     pub type1: Vec<Col>,
+    /// `current_<col>` twins of Type 2 columns (Type 6), only in the dimension.
+    pub current: Vec<CurrentCol>,
     /// Tie-breaking column, staged only to decide ties.
     pub tiebreak: Option<Col>,
     /// Kind of the change column.
@@ -244,7 +260,7 @@ impl SourceSchema {
             .iter()
             .map(|k| col("source.key", k))
             .collect::<Result<_, _>>()?;
-        let tracked = plan
+        let tracked: Vec<Col> = plan
             .tracked
             .iter()
             .map(|k| col("track.columns", k))
@@ -283,13 +299,21 @@ impl SourceSchema {
                 ))
             }
         }
-        Ok(Layout {
-            keys,
-            tracked,
-            type1,
-            tiebreak,
-            updated_at_kind: u.kind,
-        })
+        let current = plan
+            .current
+            .iter()
+            .map(|c| {
+                let t: &Col = tracked.iter().find(|t| t.bare == c.name()).expect("validated by config");
+                let bare = format!("current_{}", c.name());
+                CurrentCol {
+                    source: t.name.clone(),
+                    name: Ident::column(&bare).map(|i| i.quoted()).unwrap_or_default(),
+                    bare,
+                    target_type: t.target_type.clone(),
+                }
+            })
+            .collect();
+        Ok(Layout { keys, tracked, type1, current, tiebreak, updated_at_kind: u.kind })
     }
 }
 

@@ -22,6 +22,8 @@ pub struct Changes {
     pub corrections: i64,
     /// Tombstones.
     pub tombstones: i64,
+    /// Type 1 observations (only Type 1 columns changed; no version).
+    pub type1_updates: i64,
     /// Every log row to append.
     pub total: i64,
 }
@@ -37,7 +39,8 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbEr
         late_versions: at(1),
         corrections: at(2),
         tombstones: at(3),
-        total: at(4),
+        type1_updates: at(4),
+        total: at(5),
     })
 }
 
@@ -83,4 +86,37 @@ pub async fn append(
     )
     .await?;
     run_named(conn, "append", &["touched"], ctx).await
+}
+
+/// After a change of the Type 2 column set: carries each key's current version over to
+/// the new set where the source agrees with it on every column tracked before and after,
+/// by appending a row with the same surrogate key and `valid_from` and the new hash. No
+/// version is opened; returns how many were carried over.
+pub async fn rehash_current_versions(
+    conn: &mut Conn,
+    ctx: &SqlContext,
+    dimension: &str,
+    load_id: i64,
+    loaded_at: Micros,
+) -> Result<i64, DbError> {
+    let backend = conn.backend();
+    run_named(conn, "classify", &["rehash"], ctx).await?;
+    let count_sql = sql::statement(backend, "classify", "rehash_count", ctx)?;
+    let n = conn.query_i64s("counting carried-over versions", &count_sql, &[]).await?.first().copied().unwrap_or(0);
+    if n == 0 {
+        return Ok(0);
+    }
+    let reserve = sql::statement(backend, "append", "reserve", ctx)?;
+    let next = conn.query_i64s("reserving log ids", &reserve, &[Param::Text(dimension.into())]).await?;
+    let next_log = next.get(1).copied().unwrap_or(1);
+    let insert = sql::statement(backend, "append", "rehash_append", ctx)?;
+    conn.execute("log/rehash", &insert, &[Param::I64(next_log), Param::I64(load_id), Param::Ts(loaded_at)]).await?;
+    let advance = sql::statement(backend, "append", "advance", ctx)?;
+    conn.execute(
+        "reserving log ids",
+        &advance,
+        &[Param::Text(dimension.into()), Param::I64(0), Param::I64(n), Param::I64(load_id), Param::Ts(loaded_at)],
+    )
+    .await?;
+    Ok(n)
 }

@@ -49,6 +49,8 @@ pub struct RunOptions {
     pub wait: bool,
     /// A failpoint to trigger (only with the `failpoints` feature).
     pub failpoint: Option<String>,
+    /// Migrate to changed column sets (never done silently).
+    pub accept_config_change: bool,
 }
 
 impl RunOptions {
@@ -64,6 +66,7 @@ impl RunOptions {
             dry_run: false,
             wait: true,
             failpoint: None,
+            accept_config_change: false,
         }
     }
 }
@@ -92,6 +95,12 @@ pub struct RunReport {
     pub counts: RunCounts,
     /// Live keys closed by reconciliation (included in `tombstones`).
     pub reconciled_deletes: i64,
+    /// Type 1 observations appended (only Type 1 columns changed; no version).
+    pub type1_updates: i64,
+    /// Current versions carried over to a changed Type 2 column set (no version).
+    pub rehashed: i64,
+    /// The accepted change of column sets, in words.
+    pub config_change: Option<String>,
     /// succeeded (or `dry-run`).
     pub status: String,
     /// Pipeline clock at start.
@@ -147,15 +156,21 @@ pub async fn run(
     let started = now();
     state::lock(&mut session.target, plan, opts.wait).await?;
     let result = async {
-        tables::init(&mut session.target, plan, &session.layout)
+        let (stored, change) = tables::init_allowing_change(&mut session.target, plan, &session.layout)
             .await
             .map_err(|e| match e {
                 tables::InitError::Db(d) => Error::Db(state::locked_or(d, plan)),
                 tables::InitError::Config(c) => Error::Config(c),
             })?;
+        if let Some(c) = &change {
+            if !opts.accept_config_change {
+                return Err(Error::Config(crate::config::ConfigError::invalid("track.columns", c.refusal())));
+            }
+        }
+        let migration = change.map(|c| (stored, c));
         session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
         let mut bounds = RunBounds::default();
-        match load(session, plan, opts, observer, started, &mut bounds).await {
+        match load(session, plan, opts, observer, started, &mut bounds, migration.as_ref()).await {
             Ok(report) => Ok(report),
             Err(e) => {
                 session.target.rollback().await;
@@ -187,6 +202,7 @@ async fn load(
     observer: &dyn Observer,
     started: Micros,
     bounds: &mut RunBounds,
+    migration: Option<&(tables::DimensionRecord, tables::ConfigChange)>,
 ) -> Result<RunReport, Error> {
     let fp = opts.failpoint.as_deref();
     let watermark_before = state::watermark(&mut session.target, plan, &opts.role).await?;
@@ -204,6 +220,7 @@ async fn load(
                 .plus(-plan.source.safety_lag_micros),
             };
             let low = match opts.kind {
+                _ if migration.is_some() => None,
                 RunKind::FullRefresh => None,
                 _ => watermark_before.map(|w| w.plus(-plan.source.lookback_micros)),
             };
@@ -222,6 +239,11 @@ async fn load(
         state::start_run(&mut session.target, plan, opts.kind, &opts.role, started).await?
     };
 
+    if let Some((stored, change)) = migration {
+        observer.phase("migrating the column sets");
+        let wanted = tables::DimensionRecord::from_layout(&session.layout);
+        tables::apply_change(&mut session.target, plan, &session.ctx, stored, &wanted, change).await?;
+    }
     observer.phase("checking the source");
     extract::check_null_updated_at(
         session.source.as_mut().expect("source connection"),
@@ -239,6 +261,13 @@ async fn load(
     let rows_after_dedupe = dedupe::dedupe(&mut session.target, &session.ctx).await?;
     failpoint::check(fp, "after_dedupe").await?;
 
+    let mut rehashed = 0;
+    if let Some((_, change)) = migration.filter(|(_, c)| c.rehash_needed()) {
+        observer.phase("carrying current versions over to the new column set");
+        let mut ctx = session.ctx.clone();
+        ctx.retained = change.retained().iter().map(|c| crate::ident::Ident::column(c).map(|i| i.quoted()).unwrap_or_default()).collect();
+        rehashed = log::rehash_current_versions(&mut session.target, &ctx, &plan.name, run_id, now()).await?;
+    }
     let reconcile_now = opts.reconcile_deletes || plan.hard_deletes == HardDeletes::Reconcile;
     let reconciled = if reconcile_now {
         observer.phase("reconciling deletes");
@@ -274,8 +303,14 @@ async fn load(
         )
         .await?;
         failpoint::check(fp, "after_append").await?;
-        observer.phase("rebuilding touched keys");
-        rebuild::rebuild_touched(&mut session.target, &session.ctx).await?;
+        if migration.is_none() {
+            observer.phase("rebuilding touched keys");
+            rebuild::rebuild_touched(&mut session.target, &session.ctx).await?;
+        }
+    }
+    if migration.is_some() {
+        observer.phase("rebuilding the dimension for the new column sets");
+        rebuild::rebuild_all(&mut session.target, &session.ctx).await?;
     }
     failpoint::check(fp, "after_rebuild").await?;
 
@@ -319,6 +354,9 @@ async fn load(
         upper_bound: window.high,
         counts,
         reconciled_deletes: reconciled,
+        type1_updates: changes.type1_updates,
+        rehashed,
+        config_change: migration.map(|(_, c)| c.describe()),
         status: if opts.dry_run {
             "dry-run".into()
         } else {

@@ -54,6 +54,12 @@ pub struct SqlContext {
     pub attr_defs: Vec<Col>,
     /// Tie-break column.
     pub tiebreak: Option<Col>,
+    /// Type 6 twins shown only in the dimension.
+    pub current_defs: Vec<crate::extract::CurrentCol>,
+    /// Type 2 columns tracked both before and after a config change (rehash match).
+    pub retained: Vec<String>,
+    /// The column an `add_log_column` statement adds.
+    pub column: Option<Col>,
     /// `source.history = "all"`.
     pub history_all: bool,
     /// The far-future `valid_to` literal.
@@ -99,6 +105,9 @@ impl SqlContext {
             key_defs: layout.keys.clone(),
             attr_defs: layout.attrs().into_iter().cloned().collect(),
             tiebreak: layout.tiebreak.clone(),
+            current_defs: layout.current.clone(),
+            retained: Vec::new(),
+            column: None,
             history_all: plan.source.history == History::All,
             sentinel: match backend {
                 Backend::Postgres => format!("'{}'::timestamptz", FAR_FUTURE.to_text()),
@@ -143,7 +152,10 @@ pub struct DimensionRecord {
     pub tracked_columns: Vec<String>,
     /// Type 1 column names.
     pub type1_columns: Vec<String>,
-    /// Column name → target type.
+    /// Type 6 twins (Type 2 columns shown with their current value).
+    pub current_columns: Vec<String>,
+    /// Column name → target type of every column the log has ever held (a column
+    /// dropped from tracking keeps its history, so it stays here).
     pub column_types: Vec<(String, String)>,
     /// Row-hash encoding version.
     pub hash_version: i64,
@@ -157,6 +169,7 @@ impl DimensionRecord {
             key_columns: names(&layout.keys),
             tracked_columns: names(&layout.tracked),
             type1_columns: names(&layout.type1),
+            current_columns: layout.current.iter().map(|c| c.bare.trim_start_matches("current_").to_string()).collect(),
             column_types: layout
                 .keys
                 .iter()
@@ -184,10 +197,24 @@ pub enum InitError {
 /// dimension; refuses a config whose columns differ from what the dimension was built
 /// with, because loading it would silently re-version history.
 pub async fn init(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<DimensionRecord, InitError> {
+    let (stored, change) = init_allowing_change(conn, plan, layout).await?;
+    match change {
+        None => Ok(stored),
+        Some(c) => Err(ConfigError::invalid("track.columns", c.refusal()).into()),
+    }
+}
+
+/// Like [`init`], but returns a pending change of the column sets instead of refusing
+/// it, so `dimlog run --accept-config-change` can migrate.
+pub async fn init_allowing_change(
+    conn: &mut Conn,
+    plan: &Plan,
+    layout: &Layout,
+) -> Result<(DimensionRecord, Option<ConfigChange>), InitError> {
     let ctx = SqlContext::new(plan, layout, conn.backend());
     let backend = conn.backend();
     conn.begin().await?;
-    let result: Result<DimensionRecord, InitError> = async {
+    let result: Result<(DimensionRecord, Option<ConfigChange>), InitError> = async {
         run_all(conn, "init", &ctx).await?;
         run_named(
             conn,
@@ -215,7 +242,7 @@ pub async fn init(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<Dimen
                 Param::Text(plan.target.surrogate_key.name().to_string()),
                 Param::Text(to_json(&wanted.key_columns)),
                 Param::Text(to_json(&wanted.tracked_columns)),
-                Param::Text(to_json(&wanted.type1_columns)),
+                Param::Text(to_json(&wanted.type1_with_current())),
                 Param::Text(to_json(&wanted.column_types)),
                 Param::I64(wanted.hash_version),
                 Param::Ts(Micros::from_utc(chrono::Utc::now())),
@@ -224,7 +251,7 @@ pub async fn init(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<Dimen
         .await?;
         let stored = read_record(conn, plan).await?.expect("registered above");
         check_compatible(&stored, &wanted)?;
-        Ok(stored)
+        Ok((stored.clone(), ConfigChange::between(&stored, &wanted)))
     }
     .await;
     match result {
@@ -252,11 +279,17 @@ pub async fn read_record(conn: &mut Conn, plan: &Plan) -> Result<Option<Dimensio
     let Some(r) = rows.into_iter().next() else {
         return Ok(None);
     };
-    let parse = |v: &Option<String>| serde_json::from_str(v.as_deref().unwrap_or("[]")).unwrap_or_default();
+    fn parse<T: serde::de::DeserializeOwned + Default>(v: &Option<String>) -> T {
+        serde_json::from_str(v.as_deref().unwrap_or("[]")).unwrap_or_default()
+    }
     Ok(Some(DimensionRecord {
         key_columns: parse(&r[0]),
         tracked_columns: parse(&r[1]),
-        type1_columns: parse(&r[2]),
+        type1_columns: parse::<Vec<String>>(&r[2]).into_iter().filter(|c| !c.starts_with("current:")).collect(),
+        current_columns: parse::<Vec<String>>(&r[2])
+            .into_iter()
+            .filter_map(|c| c.strip_prefix("current:").map(String::from))
+            .collect(),
         column_types: serde_json::from_str(r[3].as_deref().unwrap_or("[]")).unwrap_or_default(),
         hash_version: r[4].as_deref().and_then(|v| v.parse().ok()).unwrap_or(0),
     }))
@@ -272,15 +305,6 @@ fn check_compatible(stored: &DimensionRecord, wanted: &DimensionRecord) -> Resul
             ),
         ));
     }
-    if stored.tracked_columns != wanted.tracked_columns || stored.type1_columns != wanted.type1_columns {
-        return Err(ConfigError::invalid(
-            "track.columns",
-            format!(
-                "the dimension was built tracking {:?} (type1 {:?}), the config says {:?} (type1 {:?}); restore the old column lists, or load into a new dimension",
-                stored.tracked_columns, stored.type1_columns, wanted.tracked_columns, wanted.type1_columns
-            ),
-        ));
-    }
     for (name, ty) in &wanted.column_types {
         if let Some((_, old)) = stored.column_types.iter().find(|(n, _)| n == name) {
             if !old.eq_ignore_ascii_case(ty) {
@@ -291,5 +315,137 @@ fn check_compatible(stored: &DimensionRecord, wanted: &DimensionRecord) -> Resul
             }
         }
     }
+    Ok(())
+}
+
+impl DimensionRecord {
+    /// Type 1 columns plus the Type 6 twins (stored as `current:<col>`), for the
+    /// `type1_columns` field of `dimlog_dimensions`.
+    pub fn type1_with_current(&self) -> Vec<String> {
+        self.type1_columns.iter().cloned().chain(self.current_columns.iter().map(|c| format!("current:{c}"))).collect()
+    }
+}
+
+/// A change of the column sets between the stored record and the config.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ConfigChange {
+    /// Type 2 columns before.
+    pub tracked_before: Vec<String>,
+    /// Type 2 columns now.
+    pub tracked_after: Vec<String>,
+    /// Type 1 columns before.
+    pub type1_before: Vec<String>,
+    /// Type 1 columns now.
+    pub type1_after: Vec<String>,
+    /// Type 6 twins before.
+    pub current_before: Vec<String>,
+    /// Type 6 twins now.
+    pub current_after: Vec<String>,
+    /// Columns the log does not have yet (name, type).
+    pub new_log_columns: Vec<(String, String)>,
+}
+
+impl ConfigChange {
+    /// The change, if any.
+    pub fn between(stored: &DimensionRecord, wanted: &DimensionRecord) -> Option<ConfigChange> {
+        if stored.tracked_columns == wanted.tracked_columns
+            && stored.type1_columns == wanted.type1_columns
+            && stored.current_columns == wanted.current_columns
+        {
+            return None;
+        }
+        let new_log_columns = wanted
+            .column_types
+            .iter()
+            .filter(|(n, _)| !stored.column_types.iter().any(|(s, _)| s == n))
+            .cloned()
+            .collect();
+        Some(ConfigChange {
+            tracked_before: stored.tracked_columns.clone(),
+            tracked_after: wanted.tracked_columns.clone(),
+            type1_before: stored.type1_columns.clone(),
+            type1_after: wanted.type1_columns.clone(),
+            current_before: stored.current_columns.clone(),
+            current_after: wanted.current_columns.clone(),
+            new_log_columns,
+        })
+    }
+
+    /// True when the Type 2 set (the hash input) changed.
+    pub fn rehash_needed(&self) -> bool {
+        self.tracked_before != self.tracked_after
+    }
+
+    /// Type 2 columns in both sets: a current version is carried over only when the
+    /// source agrees with it on all of them.
+    pub fn retained(&self) -> Vec<String> {
+        self.tracked_after.iter().filter(|c| self.tracked_before.contains(c)).cloned().collect()
+    }
+
+    /// What changed, in words.
+    pub fn describe(&self) -> String {
+        let diff = |what: &str, before: &[String], after: &[String]| -> Vec<String> {
+            let added: Vec<&String> = after.iter().filter(|c| !before.contains(c)).collect();
+            let removed: Vec<&String> = before.iter().filter(|c| !after.contains(c)).collect();
+            let mut out = Vec::new();
+            if !added.is_empty() {
+                out.push(format!("{what} added: {}", added.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
+            }
+            if !removed.is_empty() {
+                out.push(format!("{what} removed: {}", removed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
+            }
+            if out.is_empty() && before != after {
+                out.push(format!("{what} reordered: {} -> {}", before.join(", "), after.join(", ")));
+            }
+            out
+        };
+        let mut parts = diff("track.columns", &self.tracked_before, &self.tracked_after);
+        parts.extend(diff("track.type1", &self.type1_before, &self.type1_after));
+        parts.extend(diff("track.current_columns", &self.current_before, &self.current_after));
+        parts.join("; ")
+    }
+
+    /// The message of a run that will not migrate without being asked.
+    pub fn refusal(&self) -> String {
+        format!(
+            "the config changed since the dimension was built ({}). dimlog never silently re-versions history: \
+             rerun with `dimlog run --accept-config-change` to add new columns to the log (earlier versions hold NULL), \
+             carry each current version over to the new column set when the source agrees with it (no new versions), \
+             and rebuild the dimension; or restore the old column lists",
+            self.describe()
+        )
+    }
+}
+
+/// Applies an accepted change inside the run's transaction: adds the new columns to the
+/// log and records the new column sets. The dimension is rebuilt afterwards.
+pub async fn apply_change(conn: &mut Conn, plan: &Plan, ctx: &SqlContext, stored: &DimensionRecord, wanted: &DimensionRecord, change: &ConfigChange) -> Result<(), DbError> {
+    for (name, _) in &change.new_log_columns {
+        let col = ctx.attr_defs.iter().find(|c| &c.bare == name).cloned();
+        let Some(col) = col else { continue };
+        let mut c = ctx.clone();
+        c.column = Some(col);
+        run_named(conn, "tables", &["add_log_column"], &c).await?;
+    }
+    let mut types = stored.column_types.clone();
+    for (n, t) in &wanted.column_types {
+        if !types.iter().any(|(s, _)| s == n) {
+            types.push((n.clone(), t.clone()));
+        }
+    }
+    let sql = sql::statement(conn.backend(), "tables", "dimension_update", ctx)?;
+    conn.execute(
+        "recording the new column sets",
+        &sql,
+        &[
+            Param::Text(to_json(&wanted.tracked_columns)),
+            Param::Text(to_json(&wanted.type1_with_current())),
+            Param::Text(to_json(&types)),
+            Param::I64(wanted.hash_version),
+            Param::Ts(Micros::from_utc(chrono::Utc::now())),
+            Param::Text(plan.name.clone()),
+        ],
+    )
+    .await?;
     Ok(())
 }

@@ -1,6 +1,8 @@
 {# Compare every staged row with its predecessor P: the effective version (latest log
-   row per key and valid_from) with the greatest valid_from <= t, or an earlier staged
-   row of the same key. Keys are touched only through the staged key list. #}
+   row per key and valid_from, Type 1 observations excluded) with the greatest
+   valid_from <= t, or an earlier staged row of the same key. Keys are touched only
+   through the staged key list. A row that changes only Type 1 columns, and is the key's
+   newest observation, is recorded as a Type 1 row (no surrogate key, no version). #}
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes ON COMMIT DROP AS
 WITH touched AS (
@@ -11,8 +13,18 @@ effective AS (
            {{ keys|cols("l") }}, l.valid_from, l.{{ sk }} AS sk, l.is_deleted, l.row_hash{% for a in attrs %}, l.{{ a }}{% endfor %}
     FROM {{ log }} l
     JOIN touched t ON {{ keys|eqs("l", "t") }}
+    WHERE l.is_deleted OR l.{{ sk }} IS NOT NULL
     ORDER BY {{ keys|cols("l") }}, l.valid_from, l.log_id DESC
 ),
+{% if t1 %}
+newest_observation AS (
+    SELECT DISTINCT ON ({{ keys|cols("l") }}) {{ keys|cols("l") }}, l.valid_from{% for c in t1 %}, l.{{ c }}{% endfor %}
+    FROM {{ log }} l
+    JOIN touched t ON {{ keys|eqs("l", "t") }}
+    WHERE NOT l.is_deleted
+    ORDER BY {{ keys|cols("l") }}, l.valid_from DESC, l.log_id DESC
+),
+{% endif %}
 combined AS (
     SELECT {{ keys|cols }}, valid_from, sk, is_deleted, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, 0 AS src
     FROM effective
@@ -26,7 +38,8 @@ sequenced AS (
            LAG(sk)         OVER w AS p_sk,
            LAG(is_deleted) OVER w AS p_deleted,
            LAG(row_hash)   OVER w AS p_hash,
-           MAX(CASE WHEN src = 0 THEN valid_from END) OVER (PARTITION BY {{ keys|cols }}) AS newest_logged
+           MAX(CASE WHEN src = 0 THEN valid_from END) OVER (PARTITION BY {{ keys|cols }}) AS newest_logged,
+           MAX(CASE WHEN src = 1 THEN valid_from END) OVER (PARTITION BY {{ keys|cols }}) AS newest_staged
     FROM combined c
     WINDOW w AS (PARTITION BY {{ keys|cols }} ORDER BY valid_from, src)
 ),
@@ -41,15 +54,43 @@ decided AS (
            END AS change_kind
     FROM sequenced s
     WHERE src = 1
+),
+typed AS (
+    SELECT d.*,
+           CASE
+               WHEN d.change_kind IS NOT NULL THEN d.change_kind
+{% if t1 %}
+               WHEN NOT d.is_deleted AND d.valid_from = d.newest_staged
+                    AND (n.valid_from IS NULL OR d.valid_from >= n.valid_from)
+                    AND ({% for c in t1 %}d.{{ c }} IS DISTINCT FROM n.{{ c }}{{ " OR " if not loop.last }}{% endfor %})
+               THEN 'type1'
+{% endif %}
+           END AS final_kind
+    FROM decided d
+{% if t1 %}
+    LEFT JOIN newest_observation n ON {{ keys|eqs("n", "d") }}
+{% endif %}
 )
-SELECT {{ keys|cols }}, valid_from, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, p_sk, change_kind,
+SELECT {{ keys|cols }}, valid_from, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, p_sk, final_kind AS change_kind,
        (newest_logged IS NOT NULL AND valid_from < newest_logged) AS is_late
-FROM decided
-WHERE change_kind IS NOT NULL
+FROM typed
+WHERE final_kind IS NOT NULL
 -- statement: counts
 SELECT count(*) FILTER (WHERE change_kind = 'version')::text,
        count(*) FILTER (WHERE change_kind = 'version' AND is_late)::text,
        count(*) FILTER (WHERE change_kind = 'correction')::text,
        count(*) FILTER (WHERE change_kind = 'tombstone')::text,
+       count(*) FILTER (WHERE change_kind = 'type1')::text,
        count(*)::text
 FROM dimlog_changes
+-- statement: rehash
+CREATE TEMP TABLE dimlog_rehashed ON COMMIT DROP AS
+SELECT {{ keys|cols("s") }}, d.{{ sk }} AS sk, d.valid_from{% for a in attrs %}, s.{{ a }}{% endfor %}, s.row_hash
+FROM dimlog_stage s
+JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
+WHERE NOT s.is_deleted
+{% for c in retained %}
+  AND s.{{ c }} IS NOT DISTINCT FROM d.{{ c }}
+{% endfor %}
+-- statement: rehash_count
+SELECT count(*)::text FROM dimlog_rehashed

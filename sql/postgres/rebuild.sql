@@ -1,34 +1,48 @@
 {# The dimension is derived from the log: per key, the latest log row for each
-   valid_from, ordered; valid_to = LEAD(valid_from) or the far-future sentinel;
-   tombstones close the version before them and are not rows. Type 1 columns show the
-   key's latest value on every row. #}
+   valid_from (Type 1 observations excluded), ordered; valid_to = LEAD(valid_from) or
+   the far-future sentinel; tombstones close the version before them and are not rows.
+   Type 1 columns show the key's newest observed value on every row; current_<col>
+   twins (Type 6) show the value of the key's newest live version. #}
 {% macro derived(touched) %}
-SELECT y.sk, {{ keys|cols("y") }}{% for c in cols %}, y.{{ c }}{% endfor %}
-{% for c in t1 %}
-       , FIRST_VALUE(y.{{ c }}) OVER (PARTITION BY {{ keys|cols("y") }} ORDER BY y.valid_from DESC)
+SELECT y.sk, {{ keys|cols("y") }}{% for c in cols %}, y.{{ c }}{% endfor %}{% for c in t1 %}, lt.{{ c }}{% endfor %}
+{% for c in current_defs %}
+       , FIRST_VALUE(y.{{ c.source }}) OVER (PARTITION BY {{ keys|cols("y") }} ORDER BY y.valid_from DESC)
 {% endfor %}
        , y.valid_from, COALESCE(y.next_from, {{ sentinel }}), y.next_from IS NULL, y.row_hash, y.load_id
 FROM (
     SELECT e.*, LEAD(e.valid_from) OVER (PARTITION BY {{ keys|cols("e") }} ORDER BY e.valid_from) AS next_from
     FROM (
         SELECT DISTINCT ON ({{ keys|cols("l") }}, l.valid_from)
-               l.{{ sk }} AS sk, {{ keys|cols("l") }}{% for a in attrs %}, l.{{ a }}{% endfor %}, l.valid_from, l.is_deleted, l.row_hash, l.load_id
+               l.{{ sk }} AS sk, {{ keys|cols("l") }}{% for a in cols %}, l.{{ a }}{% endfor %}, l.valid_from, l.is_deleted, l.row_hash, l.load_id
         FROM {{ log }} l
 {% if touched %}
         JOIN dimlog_touched t ON {{ keys|eqs("l", "t") }}
 {% endif %}
+        WHERE l.is_deleted OR l.{{ sk }} IS NOT NULL
         ORDER BY {{ keys|cols("l") }}, l.valid_from, l.log_id DESC
     ) e
 ) y
+{% if t1 %}
+LEFT JOIN (
+    SELECT DISTINCT ON ({{ keys|cols("l") }}) {{ keys|cols("l") }}{% for c in t1 %}, l.{{ c }}{% endfor %}
+    FROM {{ log }} l
+{% if touched %}
+    JOIN dimlog_touched t ON {{ keys|eqs("l", "t") }}
+{% endif %}
+    WHERE NOT l.is_deleted
+    ORDER BY {{ keys|cols("l") }}, l.valid_from DESC, l.log_id DESC
+) lt ON {{ keys|eqs("lt", "y") }}
+{% endif %}
 WHERE NOT y.is_deleted
 {% endmacro %}
+{% macro columns() %}{{ sk }}, {{ keys|cols }}{% for c in attrs %}, {{ c }}{% endfor %}{% for c in current_defs %}, {{ c.name }}{% endfor %}, valid_from, valid_to, is_current, row_hash, load_id{% endmacro %}
 -- statement: delete_touched
 DELETE FROM {{ dim }} d USING dimlog_touched t WHERE {{ keys|eqs("d", "t") }}
 -- statement: insert_touched
-INSERT INTO {{ dim }} ({{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, valid_to, is_current, row_hash, load_id)
+INSERT INTO {{ dim }} ({{ columns() }})
 {{ derived(true) }}
 -- statement: insert_new
-INSERT INTO {{ dim_new }} ({{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, valid_to, is_current, row_hash, load_id)
+INSERT INTO {{ dim_new }} ({{ columns() }})
 {{ derived(false) }}
 -- statement: drop_old
 DROP TABLE {{ dim }}

@@ -28,6 +28,9 @@ CREATE TABLE IF NOT EXISTS {{ dim }} (
 {% for c in attr_defs %}
     {{ c.name }} {{ c.target_type }},
 {% endfor %}
+{% for c in current_defs %}
+    {{ c.name }} {{ c.target_type }},
+{% endfor %}
     valid_from timestamptz NOT NULL,
     valid_to   timestamptz NOT NULL,
     is_current boolean     NOT NULL,
@@ -39,3 +42,9 @@ CREATE TABLE IF NOT EXISTS {{ dim }} (
 CREATE INDEX IF NOT EXISTS {{ dim_index }} ON {{ dim }} ({{ keys|cols }}, valid_from)
 -- statement: dimension_current_index
 CREATE INDEX IF NOT EXISTS {{ dim_current_index }} ON {{ dim }} ({{ keys|cols }}) WHERE is_current
+-- statement: add_log_column
+ALTER TABLE {{ log }} ADD COLUMN {{ column.name }} {{ column.target_type }}
+-- statement: dimension_update
+UPDATE dimlog_dimensions
+SET tracked_columns = $1, type1_columns = $2, column_types = $3, hash_version = $4, updated_at = $5
+WHERE dimension = $6

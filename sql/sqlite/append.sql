@@ -28,3 +28,8 @@ WHERE dimension = ?1
 -- statement: touched
 CREATE TEMP TABLE dimlog_touched AS
 SELECT DISTINCT {{ keys|cols }} FROM dimlog_changes
+-- statement: rehash_append
+INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
+SELECT ?1 + ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}) - 1, sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, 0, row_hash, ?2, ?3
+FROM dimlog_rehashed
+ORDER BY {{ keys|cols }}

@@ -24,3 +24,4 @@ DROP TABLE IF EXISTS temp.dimlog_changes;
 DROP TABLE IF EXISTS temp.dimlog_touched;
 DROP TABLE IF EXISTS temp.dimlog_source_keys;
 DROP TABLE IF EXISTS temp.dimlog_missing;
+DROP TABLE IF EXISTS temp.dimlog_rehashed;

@@ -29,6 +29,10 @@ pub struct RunArgs {
     /// Exit 1 at once if another run of this dimension holds its lock.
     #[arg(long)]
     pub no_wait: bool,
+    /// Migrate to changed [track] column sets: add new columns to the log, carry
+    /// current versions over where the source agrees (no new versions), rebuild.
+    #[arg(long)]
+    pub accept_config_change: bool,
 }
 
 /// Runs `run`.
@@ -48,6 +52,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs, out: &Output) -> Result<i32
         dry_run: args.dry_run,
         wait: !args.no_wait,
         failpoint: failpoint_from_env(),
+        accept_config_change: args.accept_config_change,
         ..RunOptions::incremental()
     };
     let progress = out.progress();
@@ -91,8 +96,8 @@ pub fn summary(r: &RunReport) -> String {
     } else {
         format!("run {} {}", r.run_id.unwrap_or(0), r.status)
     };
-    format!(
-        "{head}: {} read [{} .. {}], {} after dedupe ({} dropped), {} versions ({} late), {} corrections, {} tombstones; watermark {} -> {}",
+    let mut text = format!(
+        "{head}: {} read [{} .. {}], {} after dedupe ({} dropped), {} versions ({} late), {} corrections, {} tombstones",
         c.rows_read,
         opt(r.low_watermark),
         r.upper_bound,
@@ -102,7 +107,13 @@ pub fn summary(r: &RunReport) -> String {
         c.late_versions,
         c.corrections,
         c.tombstones,
-        opt(r.watermark_before),
-        opt(r.high_watermark),
-    )
+    );
+    if r.type1_updates > 0 {
+        text.push_str(&format!(", {} type 1 updates", r.type1_updates));
+    }
+    if let Some(change) = &r.config_change {
+        text.push_str(&format!(", config change accepted ({change}): {} current versions carried over", r.rehashed));
+    }
+    text.push_str(&format!("; watermark {} -> {}", opt(r.watermark_before), opt(r.high_watermark)));
+    text
 }
