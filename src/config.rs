@@ -527,11 +527,17 @@ impl Plan {
             if !tracked.contains(c) {
                 return Err(ConfigError::invalid(
                     "track.current_columns",
-                    format!("`{}` is not in track.columns; only Type 2 columns can have a current_ twin", c.name()),
+                    format!(
+                        "`{}` is not in track.columns; only Type 2 columns can have a current_ twin",
+                        c.name()
+                    ),
                 ));
             }
             if c.name().len() > 55 {
-                return Err(ConfigError::invalid("track.current_columns", format!("`{}` is too long for a current_ twin", c.name())));
+                return Err(ConfigError::invalid(
+                    "track.current_columns",
+                    format!("`{}` is too long for a current_ twin", c.name()),
+                ));
             }
         }
         if tracked.is_empty() {
@@ -681,6 +687,38 @@ columns = ["email", "tier", "country"]
         let e = load(&GOOD.replace("sqlite://source.db", "mysql://u:secret@h/db")).unwrap_err();
         let m = e.to_string();
         assert!(m.contains("source.url") && !m.contains("secret"), "{m}");
+    }
+
+    /// docs/reference.toml documents every setting; it must stay a config dimlog accepts.
+    #[test]
+    fn reference_toml_is_a_valid_config() {
+        let text = include_str!("../docs/reference.toml");
+        let p = load(text).unwrap_or_else(|e| panic!("docs/reference.toml: {e}"));
+        assert_eq!(p.type1.len(), 1);
+        assert!(p.source.tiebreak.is_some() && p.source.timezone.is_some());
+        // Every key it sets (and `query`, which excludes `table`) is described in the
+        // config reference page.
+        let doc = include_str!("../docs/config.md");
+        let value: toml::Value = toml::from_str(text).unwrap();
+        let mut keys = vec!["source.query".to_string()];
+        for (k, v) in value.as_table().unwrap() {
+            match v.as_table() {
+                Some(t) => keys.extend(t.keys().map(|s| format!("{k}.{s}"))),
+                None => keys.push(k.clone()),
+            }
+        }
+        for k in keys {
+            assert!(
+                doc.contains(&format!("`{k}`")),
+                "docs/config.md does not describe `{k}`"
+            );
+        }
+    }
+
+    #[test]
+    fn placeholders_of_dimlog_new_are_refused() {
+        let e = load(&GOOD.replace("\"updated_at\"\n", "\"TODO_change_column\"\n")).unwrap_err();
+        assert!(e.to_string().contains("dimlog new"), "{e}");
     }
 
     #[test]

@@ -9,10 +9,13 @@
 //! order. [`dedupe_rows`] states the same rule in Rust, as the reference the SQL is
 //! tested against.
 
-use crate::config::History;
-use crate::db::{bytea_hex, sql, BindKind, Conn, DbError};
-use crate::detect::StagedRow;
+use crate::config::{History, Plan};
+use crate::db::postgres::copy_unescape;
+use crate::db::{bytea_hex, push_hex, sql, BindKind, Conn, DbError};
+use crate::detect::{canonical, is_truthy, ColumnKind, RowHasher, StagedRow};
+use crate::extract::{ExtractError, Layout, RawChunks, Window};
 use crate::tables::{run_named, SqlContext};
+use crate::ts::Micros;
 use std::cmp::Ordering;
 
 /// Creates the session-temporary staging table of a load.
@@ -63,6 +66,230 @@ impl Stager {
             .collect();
         conn.bulk_insert("staging source rows", "dimlog_raw", &self.columns, &self.kinds, &cells)
             .await
+    }
+}
+
+impl Stager {
+    /// The staging table's columns, in COPY order.
+    pub fn columns(&self) -> &[String] {
+        &self.columns
+    }
+}
+
+/// Turns the source's COPY text rows into COPY text rows of `dimlog_raw` (PostgreSQL to
+/// PostgreSQL) without taking them apart: key, attribute and tiebreak fields pass through
+/// byte for byte (both sides speak the same COPY text format and the target columns have
+/// the source's types), only the tracked fields are unescaped to be hashed, and
+/// `valid_from`, `is_deleted` and `row_hash` are appended. The same rules as the row path
+/// of [`crate::pipeline::stage_window`]: rows outside the window or with a NULL change
+/// column are skipped, rows with a NULL key are counted, booleans hash canonically.
+pub struct CopyStager<'p> {
+    plan: &'p Plan,
+    kinds: Vec<ColumnKind>,
+    key_count: usize,
+    tracked: std::ops::Range<usize>,
+    window: Window,
+    pending: Vec<u8>,
+    fields: Vec<(usize, usize)>,
+    scratch: Vec<u8>,
+    hasher: RowHasher,
+    /// Rows staged so far.
+    pub rows_read: i64,
+    /// The greatest change time staged.
+    pub max_read: Option<Micros>,
+    /// Rows skipped for a NULL in each key column.
+    pub null_keys: Vec<i64>,
+}
+
+impl<'p> CopyStager<'p> {
+    /// A stager for one window of one dimension.
+    pub fn new(plan: &'p Plan, layout: &Layout, window: Window) -> CopyStager<'p> {
+        let key_count = layout.keys.len();
+        CopyStager {
+            plan,
+            kinds: layout.read_columns().iter().map(|c| c.kind).collect(),
+            key_count,
+            tracked: key_count..key_count + layout.tracked.len(),
+            window,
+            pending: Vec::new(),
+            fields: Vec::new(),
+            scratch: Vec::new(),
+            hasher: RowHasher::default(),
+            rows_read: 0,
+            max_read: None,
+            null_keys: vec![0; key_count],
+        }
+    }
+
+    /// Feeds a piece of the source's COPY text; appends staging rows to `out`.
+    pub fn feed(&mut self, chunk: &[u8], out: &mut Vec<u8>) -> Result<(), ExtractError> {
+        let mut rest = chunk;
+        if !self.pending.is_empty() {
+            let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+                self.pending.extend_from_slice(rest);
+                return Ok(());
+            };
+            let mut line = std::mem::take(&mut self.pending);
+            line.extend_from_slice(&rest[..end]);
+            self.row(&line, out)?;
+            line.clear();
+            self.pending = line;
+            rest = &rest[end + 1..];
+        }
+        while let Some(end) = rest.iter().position(|&b| b == b'\n') {
+            self.row(&rest[..end], out)?;
+            rest = &rest[end + 1..];
+        }
+        self.pending.extend_from_slice(rest);
+        Ok(())
+    }
+
+    /// Checks that the source's output ended with a whole row.
+    pub fn finish(&self) -> Result<(), ExtractError> {
+        if self.pending.is_empty() {
+            Ok(())
+        } else {
+            Err(protocol("the source's COPY output ended inside a row"))
+        }
+    }
+
+    fn row(&mut self, line: &[u8], out: &mut Vec<u8>) -> Result<(), ExtractError> {
+        let n = self.kinds.len();
+        self.fields.clear();
+        let mut start = 0;
+        for (i, &b) in line.iter().enumerate() {
+            if b == b'\t' {
+                self.fields.push((start, i));
+                start = i + 1;
+            }
+        }
+        self.fields.push((start, line.len()));
+        let with_flag = self.plan.source.deleted_flag.is_some();
+        if self.fields.len() != n + 1 + usize::from(with_flag) {
+            return Err(protocol("the source's COPY output has an unexpected number of columns"));
+        }
+        let field = |i: usize| &line[self.fields[i].0..self.fields[i].1];
+        let ts_field = field(n);
+        if ts_field == NULL {
+            return Ok(());
+        }
+        let (ts, canonical_ts) = match Micros::parse_fixed(ts_field) {
+            Some(t) => (t, true),
+            None => {
+                self.scratch.clear();
+                copy_unescape(ts_field, &mut self.scratch);
+                let text = std::str::from_utf8(&self.scratch).map_err(|_| protocol("the source sent text that is not UTF-8"))?;
+                let t = Micros::parse(text, self.plan.source.timezone.as_ref())
+                    .map_err(|reason| ExtractError::bad_change_column(self.plan, reason))?;
+                (t, false)
+            }
+        };
+        if !self.window.contains(ts) {
+            return Ok(());
+        }
+        if let Some(i) = (0..self.key_count).find(|&i| field(i) == NULL) {
+            self.null_keys[i] += 1;
+            return Ok(());
+        }
+        let is_deleted = with_flag && {
+            let f = field(n + 1);
+            f != NULL && {
+                self.scratch.clear();
+                copy_unescape(f, &mut self.scratch);
+                is_truthy(&String::from_utf8_lossy(&self.scratch))
+            }
+        };
+        self.hasher.start();
+        for i in self.tracked.clone() {
+            let kind = self.kinds[i];
+            let f = field(i);
+            if f == NULL {
+                self.hasher.push(kind, None);
+                continue;
+            }
+            let bytes = if f.contains(&b'\\') {
+                self.scratch.clear();
+                copy_unescape(f, &mut self.scratch);
+                &self.scratch[..]
+            } else {
+                f
+            };
+            let text = std::str::from_utf8(bytes).map_err(|_| protocol("the source sent text that is not UTF-8"))?;
+            self.hasher.push(kind, Some(canonical(kind, text).as_ref()));
+        }
+        self.rows_read += 1;
+        self.max_read = Some(self.max_read.map_or(ts, |m| m.max(ts)));
+        // Key, attribute and tiebreak fields with the tab after them, as they came.
+        out.extend_from_slice(&line[..self.fields[n].0]);
+        if canonical_ts {
+            out.extend_from_slice(ts_field);
+        } else {
+            out.extend_from_slice(ts.to_text().as_bytes());
+        }
+        out.extend_from_slice(if is_deleted { b"\ttrue\t\\\\x" } else { b"\tfalse\t\\\\x" });
+        push_hex(out, &self.hasher.finish());
+        out.push(b'\n');
+        Ok(())
+    }
+}
+
+/// COPY text's NULL.
+const NULL: &[u8] = b"\\N";
+
+fn protocol(message: &str) -> ExtractError {
+    ExtractError::Db(DbError::Query {
+        what: "reading the source".into(),
+        source: sqlx::Error::Protocol(message.into()),
+    })
+}
+
+/// Pipes COPY text pieces from the source into `table` of a PostgreSQL target, through
+/// `transform` (which appends what to send for each piece); one `COPY … FROM STDIN` for
+/// the whole stream, sent in pieces of about 1 MiB. On any error the COPY is cancelled.
+pub async fn copy_into<E: From<DbError>>(
+    target: &mut Conn,
+    what: &str,
+    table: &str,
+    columns: &[String],
+    chunks: &mut RawChunks,
+    mut transform: impl FnMut(&[u8], &mut Vec<u8>) -> Result<(), E>,
+) -> Result<(), E> {
+    const PIECE: usize = 1 << 20;
+    let mut copy = target.copy_in_raw(what, table, columns).await?;
+    let err = |source| DbError::Query {
+        what: what.into(),
+        source,
+    };
+    let mut out: Vec<u8> = Vec::with_capacity(PIECE + (64 << 10));
+    let mut failure: Option<E> = None;
+    while let Some(chunk) = chunks.recv().await {
+        let step = match chunk {
+            Ok(bytes) => transform(&bytes, &mut out),
+            Err(e) => Err(e.into()),
+        };
+        if let Err(e) = step {
+            failure = Some(e);
+            break;
+        }
+        if out.len() >= PIECE {
+            if let Err(e) = copy.send(std::mem::take(&mut out)).await {
+                failure = Some(err(e).into());
+                break;
+            }
+            out.reserve(PIECE + (64 << 10));
+        }
+    }
+    if failure.is_none() && !out.is_empty() {
+        if let Err(e) = copy.send(out).await {
+            failure = Some(err(e).into());
+        }
+    }
+    match failure {
+        Some(e) => {
+            copy.abort("dimlog stopped the load").await;
+            Err(e)
+        }
+        None => copy.finish().await.map(drop).map_err(|e| err(e).into()),
     }
 }
 

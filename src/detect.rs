@@ -167,22 +167,45 @@ pub fn is_truthy(text: &str) -> bool {
 
 /// The 32-byte row hash of the tracked values (already canonical), per the encoding above.
 pub fn row_hash<'a>(values: impl IntoIterator<Item = (ColumnKind, Option<&'a str>)>) -> [u8; 32] {
-    let mut hasher = blake3::Hasher::new();
-    hasher.update(&[HASH_VERSION as u8]);
+    let mut hasher = RowHasher::default();
+    hasher.start();
     for (kind, value) in values {
+        hasher.push(kind, value);
+    }
+    hasher.finish()
+}
+
+/// The same encoding fed one value at a time, into a buffer that is reused from row to
+/// row (the staging hot path hashes millions of rows without allocating).
+#[derive(Debug, Default)]
+pub struct RowHasher {
+    buf: Vec<u8>,
+}
+
+impl RowHasher {
+    /// Begins a row.
+    pub fn start(&mut self) {
+        self.buf.clear();
+        self.buf.push(HASH_VERSION as u8);
+    }
+
+    /// Adds the next tracked value (already canonical).
+    pub fn push(&mut self, kind: ColumnKind, value: Option<&str>) {
         match value {
-            None => {
-                hasher.update(&[0u8]);
-            }
+            None => self.buf.push(0),
             Some(text) => {
                 let len = u32::try_from(text.len()).expect("a value shorter than 4 GiB");
-                hasher.update(&[kind.tag()]);
-                hasher.update(&len.to_le_bytes());
-                hasher.update(text.as_bytes());
+                self.buf.push(kind.tag());
+                self.buf.extend_from_slice(&len.to_le_bytes());
+                self.buf.extend_from_slice(text.as_bytes());
             }
         }
     }
-    *hasher.finalize().as_bytes()
+
+    /// The row's hash.
+    pub fn finish(&self) -> [u8; 32] {
+        *blake3::hash(&self.buf).as_bytes()
+    }
 }
 
 /// A source row ready for staging: its values (keys, Type 2, Type 1, tiebreak, in layout

@@ -56,6 +56,23 @@ pub enum ExtractError {
     },
 }
 
+impl ExtractError {
+    /// A change-column value that did not read as a timestamp, with the hint that fits.
+    pub fn bad_change_column(plan: &Plan, reason: crate::ts::TimestampError) -> ExtractError {
+        let hint = match reason {
+            crate::ts::TimestampError::NoZone(_) => {
+                "; set source.timezone to the zone these values are in, e.g. \"UTC\""
+            }
+            _ => "; store RFC 3339 timestamps, e.g. 2026-10-05T09:30:00Z",
+        };
+        ExtractError::BadTimestamp {
+            column: plan.source.updated_at.name().into(),
+            reason,
+            hint,
+        }
+    }
+}
+
 /// One source column as the catalog describes it.
 #[derive(Clone, Debug, Serialize)]
 pub struct SourceColumn {
@@ -303,7 +320,10 @@ impl SourceSchema {
             .current
             .iter()
             .map(|c| {
-                let t: &Col = tracked.iter().find(|t| t.bare == c.name()).expect("validated by config");
+                let t: &Col = tracked
+                    .iter()
+                    .find(|t| t.bare == c.name())
+                    .expect("validated by config");
                 let bare = format!("current_{}", c.name());
                 CurrentCol {
                     source: t.name.clone(),
@@ -313,7 +333,14 @@ impl SourceSchema {
                 }
             })
             .collect();
-        Ok(Layout { keys, tracked, type1, current, tiebreak, updated_at_kind: u.kind })
+        Ok(Layout {
+            keys,
+            tracked,
+            type1,
+            current,
+            tiebreak,
+            updated_at_kind: u.kind,
+        })
     }
 }
 
@@ -470,6 +497,68 @@ pub fn spawn_key_reader(
 ) -> Result<(RowBatches, tokio::task::JoinHandle<Conn>), ExtractError> {
     let sql = sql::statement(conn.backend(), "extract", "keys", &extract_context(plan, layout, None))?;
     Ok(spawn_stream(conn, sql, Vec::new()))
+}
+
+/// What [`spawn_raw_reader`] reads.
+#[derive(Clone, Copy, Debug)]
+pub enum RawRead<'a> {
+    /// The rows of a window, as [`spawn_reader`] selects them.
+    Window(&'a Window),
+    /// The full key list, as [`spawn_key_reader`] selects it.
+    Keys,
+}
+
+/// Pieces of the source's COPY text output (about 1 MiB each, whole rows, escapes intact).
+pub type RawChunks = mpsc::Receiver<Result<Vec<u8>, DbError>>;
+
+/// Size of the pieces [`spawn_raw_reader`] sends.
+const RAW_CHUNK: usize = 1 << 20;
+
+/// Like [`spawn_reader`] and [`spawn_key_reader`] for a PostgreSQL source, without
+/// taking the rows apart: the COPY text goes on as it came, for a PostgreSQL target to
+/// read with `COPY … FROM STDIN` in the same format. Memory stays flat: at most a few
+/// pieces are in flight.
+pub fn spawn_raw_reader(
+    mut conn: Conn,
+    plan: &Plan,
+    layout: &Layout,
+    read: RawRead<'_>,
+) -> Result<(RawChunks, tokio::task::JoinHandle<Conn>), ExtractError> {
+    let sql = match read {
+        RawRead::Window(w) => sql::statement(conn.backend(), "extract", "rows", &extract_context(plan, layout, Some(w)))?,
+        RawRead::Keys => sql::statement(conn.backend(), "extract", "keys", &extract_context(plan, layout, None))?,
+    };
+    let (tx, rx) = mpsc::channel(4);
+    let handle = tokio::spawn(async move {
+        use futures::StreamExt;
+        let err = |source| DbError::Query {
+            what: "reading the source".into(),
+            source,
+        };
+        let result = async {
+            let Conn::Postgres(c) = &mut conn else {
+                return Err(err(sqlx::Error::Protocol("raw COPY needs a PostgreSQL source".into())));
+            };
+            let mut stream = c.copy_out_raw(&sql).await.map_err(err)?;
+            let mut piece: Vec<u8> = Vec::with_capacity(RAW_CHUNK + (64 << 10));
+            while let Some(chunk) = stream.next().await {
+                piece.extend_from_slice(&chunk.map_err(err)?);
+                if piece.len() >= RAW_CHUNK && tx.send(Ok(std::mem::take(&mut piece))).await.is_err() {
+                    return Ok(());
+                }
+            }
+            if !piece.is_empty() {
+                let _ = tx.send(Ok(piece)).await;
+            }
+            Ok(())
+        }
+        .await;
+        if let Err(e) = result {
+            let _ = tx.send(Err(e)).await;
+        }
+        conn
+    });
+    Ok((rx, handle))
 }
 
 fn spawn_stream(mut conn: Conn, sql: String, params: Vec<Param>) -> (RowBatches, tokio::task::JoinHandle<Conn>) {

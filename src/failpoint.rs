@@ -25,6 +25,8 @@ pub async fn check(setting: Option<&str>, here: &'static str) -> Result<(), crat
         return Ok(());
     }
     if action == "sleep" {
+        // Crash tests wait for this line before they kill the process.
+        tracing::warn!("failpoint {here}: sleeping until killed");
         tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
     }
     Err(crate::Error::Failpoint(here))

@@ -12,7 +12,9 @@ use serde::Serialize;
 pub struct HistoryRow {
     /// Surrogate key (none for a tombstone).
     pub surrogate_key: Option<i64>,
-    /// Attribute values by column name, Type 2 then Type 1.
+    /// Attribute values by column name, Type 2 then Type 1 (in JSON, an object in that
+    /// order, so `jq '.versions[].values.email'` works).
+    #[serde(serialize_with = "values_as_object")]
     pub values: Vec<(String, Option<String>)>,
     /// Start of the interval.
     pub valid_from: String,
@@ -24,6 +26,15 @@ pub struct HistoryRow {
     pub is_deleted: bool,
     /// The run that appended the log row.
     pub load_id: i64,
+}
+
+fn values_as_object<S: serde::Serializer>(values: &[(String, Option<String>)], s: S) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut map = s.serialize_map(Some(values.len()))?;
+    for (name, value) in values {
+        map.serialize_entry(name, value)?;
+    }
+    map.end()
 }
 
 /// Parses `--key` arguments: `V` for a one-column key, or `COLUMN=VALUE` per column, in

@@ -16,8 +16,11 @@
 //! reads the source; [`dedupe`], [`detect`], [`log`], [`rebuild`] are the stages;
 //! [`reconcile`] finds hard deletes; [`state`] holds locks, watermarks and run records;
 //! [`pipeline`] orchestrates one load; [`db`] is the backend seam (SQLite and
-//! PostgreSQL) and loads the SQL of `sql/<backend>/`. The library never prints and never
-//! reads the environment: the `dimlog` binary ([`cli`]) does that.
+//! PostgreSQL) and loads the SQL of `sql/<backend>/`. For people rather than pipelines:
+//! [`inspect`] reads histories and status back, [`timeline`] draws a key's history as an
+//! SVG, and [`scaffold`] guesses a starter config from a source table (`dimlog new`).
+//! The library never prints and never reads the environment: the `dimlog` binary
+//! ([`cli`]) does that.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), dimlog::Error> {
@@ -45,8 +48,10 @@ pub mod lookup;
 pub mod pipeline;
 pub mod rebuild;
 pub mod reconcile;
+pub mod scaffold;
 pub mod state;
 pub mod tables;
+pub mod timeline;
 pub mod ts;
 pub mod verify;
 

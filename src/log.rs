@@ -102,20 +102,38 @@ pub async fn rehash_current_versions(
     let backend = conn.backend();
     run_named(conn, "classify", &["rehash"], ctx).await?;
     let count_sql = sql::statement(backend, "classify", "rehash_count", ctx)?;
-    let n = conn.query_i64s("counting carried-over versions", &count_sql, &[]).await?.first().copied().unwrap_or(0);
+    let n = conn
+        .query_i64s("counting carried-over versions", &count_sql, &[])
+        .await?
+        .first()
+        .copied()
+        .unwrap_or(0);
     if n == 0 {
         return Ok(0);
     }
     let reserve = sql::statement(backend, "append", "reserve", ctx)?;
-    let next = conn.query_i64s("reserving log ids", &reserve, &[Param::Text(dimension.into())]).await?;
+    let next = conn
+        .query_i64s("reserving log ids", &reserve, &[Param::Text(dimension.into())])
+        .await?;
     let next_log = next.get(1).copied().unwrap_or(1);
     let insert = sql::statement(backend, "append", "rehash_append", ctx)?;
-    conn.execute("log/rehash", &insert, &[Param::I64(next_log), Param::I64(load_id), Param::Ts(loaded_at)]).await?;
+    conn.execute(
+        "log/rehash",
+        &insert,
+        &[Param::I64(next_log), Param::I64(load_id), Param::Ts(loaded_at)],
+    )
+    .await?;
     let advance = sql::statement(backend, "append", "advance", ctx)?;
     conn.execute(
         "reserving log ids",
         &advance,
-        &[Param::Text(dimension.into()), Param::I64(0), Param::I64(n), Param::I64(load_id), Param::Ts(loaded_at)],
+        &[
+            Param::Text(dimension.into()),
+            Param::I64(0),
+            Param::I64(n),
+            Param::I64(load_id),
+            Param::Ts(loaded_at),
+        ],
     )
     .await?;
     Ok(n)

@@ -6,7 +6,7 @@
 //! record, the watermark) commits in one transaction of the target, so a crash anywhere
 //! leaves the previous state and the retry loads everything.
 
-use crate::config::{HardDeletes, Plan};
+use crate::config::{Backend, HardDeletes, Plan};
 use crate::db::{Conn, DbError};
 use crate::detect::{stage_row, ColumnKind, StagedRow};
 use crate::extract::{self, Layout, SourceSchema, Window};
@@ -107,6 +107,9 @@ pub struct RunReport {
     pub started_at: Micros,
     /// Pipeline clock at the end.
     pub finished_at: Micros,
+    /// Always null here: a report is of a run that did not fail. Present so that
+    /// `run --json` has every key of `dimlog_runs` (spec section 3).
+    pub error: Option<String>,
     /// True when nothing was committed on purpose.
     pub dry_run: bool,
 }
@@ -156,19 +159,42 @@ pub async fn run(
     let started = now();
     state::lock(&mut session.target, plan, opts.wait).await?;
     let result = async {
-        let (stored, change) = tables::init_allowing_change(&mut session.target, plan, &session.layout)
-            .await
-            .map_err(|e| match e {
-                tables::InitError::Db(d) => Error::Db(state::locked_or(d, plan)),
-                tables::InitError::Config(c) => Error::Config(c),
-            })?;
-        if let Some(c) = &change {
-            if !opts.accept_config_change {
-                return Err(Error::Config(crate::config::ConfigError::invalid("track.columns", c.refusal())));
-            }
+        // A dry run writes nothing, not even the tables: it creates them inside the load's
+        // transaction, which it rolls back.
+        if opts.dry_run {
+            session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
         }
-        let migration = change.map(|c| (stored, c));
-        session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
+        let prepared = async {
+            let (stored, change) =
+                tables::init_allowing_change_in(&mut session.target, plan, &session.layout, !opts.dry_run)
+                    .await
+                    .map_err(|e| match e {
+                        tables::InitError::Db(d) => Error::Db(state::locked_or(d, plan)),
+                        tables::InitError::Config(c) => Error::Config(c),
+                    })?;
+            if let Some(c) = &change {
+                if !opts.accept_config_change {
+                    return Err(Error::Config(crate::config::ConfigError::invalid(
+                        "track.columns",
+                        c.refusal(),
+                    )));
+                }
+            }
+            Ok(change.map(|c| (stored, c)))
+        }
+        .await;
+        let migration = match prepared {
+            Ok(m) => m,
+            Err(e) => {
+                if opts.dry_run {
+                    session.target.rollback().await;
+                }
+                return Err(e);
+            }
+        };
+        if !opts.dry_run {
+            session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
+        }
         let mut bounds = RunBounds::default();
         match load(session, plan, opts, observer, started, &mut bounds, migration.as_ref()).await {
             Ok(report) => Ok(report),
@@ -265,7 +291,11 @@ async fn load(
     if let Some((_, change)) = migration.filter(|(_, c)| c.rehash_needed()) {
         observer.phase("carrying current versions over to the new column set");
         let mut ctx = session.ctx.clone();
-        ctx.retained = change.retained().iter().map(|c| crate::ident::Ident::column(c).map(|i| i.quoted()).unwrap_or_default()).collect();
+        ctx.retained = change
+            .retained()
+            .iter()
+            .map(|c| crate::ident::Ident::column(c).map(|i| i.quoted()).unwrap_or_default())
+            .collect();
         rehashed = log::rehash_current_versions(&mut session.target, &ctx, &plan.name, run_id, now()).await?;
     }
     let reconcile_now = opts.reconcile_deletes || plan.hard_deletes == HardDeletes::Reconcile;
@@ -364,6 +394,7 @@ async fn load(
         },
         started_at: started,
         finished_at,
+        error: None,
         dry_run: opts.dry_run,
     })
 }
@@ -377,6 +408,11 @@ pub async fn stage_window(
     window: &Window,
     observer: &dyn Observer,
 ) -> Result<(i64, Option<Micros>), Error> {
+    let both_postgres = session.target.backend() == Backend::Postgres
+        && session.source.as_ref().map(Conn::backend) == Some(Backend::Postgres);
+    if both_postgres {
+        return stage_window_copy(session, plan, window, observer).await;
+    }
     let layout = &session.layout;
     let kinds: Vec<ColumnKind> = layout.read_columns().iter().map(|c| c.kind).collect();
     let n = kinds.len();
@@ -409,20 +445,7 @@ pub async fn stage_window(
             let ts = match Micros::parse(&ts_text, plan.source.timezone.as_ref()) {
                 Ok(t) => t,
                 Err(reason) => {
-                    let hint = match reason {
-                        crate::ts::TimestampError::NoZone(_) => {
-                            "; set source.timezone to the zone these values are in, e.g. \"UTC\""
-                        }
-                        _ => "; store RFC 3339 timestamps, e.g. 2026-10-05T09:30:00Z",
-                    };
-                    failure = Some(
-                        extract::ExtractError::BadTimestamp {
-                            column: plan.source.updated_at.name().into(),
-                            reason,
-                            hint,
-                        }
-                        .into(),
-                    );
+                    failure = Some(extract::ExtractError::bad_change_column(plan, reason).into());
                     break;
                 }
             };
@@ -464,6 +487,49 @@ pub async fn stage_window(
         .into());
     }
     Ok((rows_read, max_read))
+}
+
+/// [`stage_window`] from PostgreSQL to PostgreSQL: the source's COPY text streams into one
+/// `COPY dimlog_raw FROM STDIN` through a [`dedupe::CopyStager`], never parsed into rows.
+async fn stage_window_copy(
+    session: &mut Session,
+    plan: &Plan,
+    window: &Window,
+    observer: &dyn Observer,
+) -> Result<(i64, Option<Micros>), Error> {
+    let mut stager = dedupe::CopyStager::new(plan, &session.layout, *window);
+    let source = session.source.take().expect("source connection present");
+    let (mut chunks, handle) =
+        extract::spawn_raw_reader(source, plan, &session.layout, extract::RawRead::Window(window))?;
+    let columns = dedupe::Stager::new(&session.ctx).columns().to_vec();
+    let copied = dedupe::copy_into(
+        &mut session.target,
+        "staging source rows",
+        "dimlog_raw",
+        &columns,
+        &mut chunks,
+        |piece, out| -> Result<(), Error> {
+            stager.feed(piece, out)?;
+            observer.rows_read(stager.rows_read as u64);
+            Ok(())
+        },
+    )
+    .await;
+    drop(chunks);
+    let source = handle
+        .await
+        .map_err(|e| Error::Internal(format!("the reader task failed: {e}")))?;
+    session.source = Some(source);
+    copied?;
+    stager.finish()?;
+    if let Some(i) = stager.null_keys.iter().position(|&c| c > 0) {
+        return Err(extract::ExtractError::NullKey {
+            column: session.layout.keys[i].bare.clone(),
+            count: stager.null_keys[i],
+        }
+        .into());
+    }
+    Ok((stager.rows_read, stager.max_read))
 }
 
 /// Rebuilds the whole dimension from the log (`dimlog rebuild`), under the lock, in one

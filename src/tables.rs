@@ -169,7 +169,11 @@ impl DimensionRecord {
             key_columns: names(&layout.keys),
             tracked_columns: names(&layout.tracked),
             type1_columns: names(&layout.type1),
-            current_columns: layout.current.iter().map(|c| c.bare.trim_start_matches("current_").to_string()).collect(),
+            current_columns: layout
+                .current
+                .iter()
+                .map(|c| c.bare.trim_start_matches("current_").to_string())
+                .collect(),
             column_types: layout
                 .keys
                 .iter()
@@ -211,9 +215,23 @@ pub async fn init_allowing_change(
     plan: &Plan,
     layout: &Layout,
 ) -> Result<(DimensionRecord, Option<ConfigChange>), InitError> {
+    init_allowing_change_in(conn, plan, layout, true).await
+}
+
+/// Like [`init_allowing_change`]; with `own_transaction` false it runs inside the
+/// caller's open transaction and neither commits nor rolls back, so a dry run that rolls
+/// back leaves an empty target empty.
+pub async fn init_allowing_change_in(
+    conn: &mut Conn,
+    plan: &Plan,
+    layout: &Layout,
+    own_transaction: bool,
+) -> Result<(DimensionRecord, Option<ConfigChange>), InitError> {
     let ctx = SqlContext::new(plan, layout, conn.backend());
     let backend = conn.backend();
-    conn.begin().await?;
+    if own_transaction {
+        conn.begin().await?;
+    }
     let result: Result<(DimensionRecord, Option<ConfigChange>), InitError> = async {
         run_all(conn, "init", &ctx).await?;
         run_named(
@@ -254,6 +272,9 @@ pub async fn init_allowing_change(
         Ok((stored.clone(), ConfigChange::between(&stored, &wanted)))
     }
     .await;
+    if !own_transaction {
+        return result;
+    }
     match result {
         Ok(r) => {
             conn.commit().await?;
@@ -285,7 +306,10 @@ pub async fn read_record(conn: &mut Conn, plan: &Plan) -> Result<Option<Dimensio
     Ok(Some(DimensionRecord {
         key_columns: parse(&r[0]),
         tracked_columns: parse(&r[1]),
-        type1_columns: parse::<Vec<String>>(&r[2]).into_iter().filter(|c| !c.starts_with("current:")).collect(),
+        type1_columns: parse::<Vec<String>>(&r[2])
+            .into_iter()
+            .filter(|c| !c.starts_with("current:"))
+            .collect(),
         current_columns: parse::<Vec<String>>(&r[2])
             .into_iter()
             .filter_map(|c| c.strip_prefix("current:").map(String::from))
@@ -322,7 +346,11 @@ impl DimensionRecord {
     /// Type 1 columns plus the Type 6 twins (stored as `current:<col>`), for the
     /// `type1_columns` field of `dimlog_dimensions`.
     pub fn type1_with_current(&self) -> Vec<String> {
-        self.type1_columns.iter().cloned().chain(self.current_columns.iter().map(|c| format!("current:{c}"))).collect()
+        self.type1_columns
+            .iter()
+            .cloned()
+            .chain(self.current_columns.iter().map(|c| format!("current:{c}")))
+            .collect()
     }
 }
 
@@ -379,7 +407,11 @@ impl ConfigChange {
     /// Type 2 columns in both sets: a current version is carried over only when the
     /// source agrees with it on all of them.
     pub fn retained(&self) -> Vec<String> {
-        self.tracked_after.iter().filter(|c| self.tracked_before.contains(c)).cloned().collect()
+        self.tracked_after
+            .iter()
+            .filter(|c| self.tracked_before.contains(c))
+            .cloned()
+            .collect()
     }
 
     /// What changed, in words.
@@ -389,13 +421,23 @@ impl ConfigChange {
             let removed: Vec<&String> = before.iter().filter(|c| !after.contains(c)).collect();
             let mut out = Vec::new();
             if !added.is_empty() {
-                out.push(format!("{what} added: {}", added.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
+                out.push(format!(
+                    "{what} added: {}",
+                    added.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                ));
             }
             if !removed.is_empty() {
-                out.push(format!("{what} removed: {}", removed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")));
+                out.push(format!(
+                    "{what} removed: {}",
+                    removed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                ));
             }
             if out.is_empty() && before != after {
-                out.push(format!("{what} reordered: {} -> {}", before.join(", "), after.join(", ")));
+                out.push(format!(
+                    "{what} reordered: {} -> {}",
+                    before.join(", "),
+                    after.join(", ")
+                ));
             }
             out
         };
@@ -419,7 +461,14 @@ impl ConfigChange {
 
 /// Applies an accepted change inside the run's transaction: adds the new columns to the
 /// log and records the new column sets. The dimension is rebuilt afterwards.
-pub async fn apply_change(conn: &mut Conn, plan: &Plan, ctx: &SqlContext, stored: &DimensionRecord, wanted: &DimensionRecord, change: &ConfigChange) -> Result<(), DbError> {
+pub async fn apply_change(
+    conn: &mut Conn,
+    plan: &Plan,
+    ctx: &SqlContext,
+    stored: &DimensionRecord,
+    wanted: &DimensionRecord,
+    change: &ConfigChange,
+) -> Result<(), DbError> {
     for (name, _) in &change.new_log_columns {
         let col = ctx.attr_defs.iter().find(|c| &c.bare == name).cloned();
         let Some(col) = col else { continue };

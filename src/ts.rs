@@ -39,6 +39,29 @@ impl Micros {
         Micros(self.0.saturating_add(micros))
     }
 
+    /// Reads exactly the fixed-width text form (`2026-10-05T09:30:00.000000Z`, what
+    /// [`Micros::to_text`] writes and the PostgreSQL extract selects), without a general
+    /// parser; `None` for anything else (then use [`Micros::parse`]).
+    pub fn parse_fixed(b: &[u8]) -> Option<Micros> {
+        if b.len() != 27
+            || b[4] != b'-'
+            || b[7] != b'-'
+            || b[10] != b'T'
+            || b[13] != b':'
+            || b[16] != b':'
+            || b[19] != b'.'
+            || b[26] != b'Z'
+        {
+            return None;
+        }
+        let num = |r: std::ops::Range<usize>| -> Option<u32> {
+            b[r].iter().try_fold(0u32, |n, &d| d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0')))
+        };
+        let date = NaiveDate::from_ymd_opt(num(0..4)? as i32, num(5..7)?, num(8..10)?)?;
+        let t = date.and_hms_micro_opt(num(11..13)?, num(14..16)?, num(17..19)?, num(20..26)?)?;
+        Some(Micros(t.and_utc().timestamp_micros()))
+    }
+
     /// Parses a timestamp that carries its own offset (RFC 3339, or PostgreSQL's text
     /// output); a value without one is interpreted in `zone` when given, else refused.
     pub fn parse(text: &str, zone: Option<&chrono_tz::Tz>) -> Result<Micros, TimestampError> {
@@ -128,6 +151,27 @@ mod tests {
         ));
         let z: chrono_tz::Tz = "Europe/Paris".parse().unwrap();
         assert_eq!(Micros::parse("2026-10-05 11:30:00", Some(&z)).unwrap(), a);
+    }
+
+    #[test]
+    fn fixed_form_reads_like_the_general_parser() {
+        for text in [
+            "2026-10-05T09:30:00.000000Z",
+            "1970-01-01T00:00:00.000001Z",
+            "1969-12-31T23:59:59.999999Z",
+            "2024-02-29T12:00:00.500000Z",
+            "9999-12-31T00:00:00.000000Z",
+        ] {
+            assert_eq!(Micros::parse_fixed(text.as_bytes()), Micros::parse(text, None).ok(), "{text}");
+        }
+        for text in [
+            "2026-10-05 09:30:00+00",
+            "2026-02-30T00:00:00.000000Z",
+            "2026-10-05T09:30:00.00000xZ",
+            "2026-10-05T24:00:00.000000Z",
+        ] {
+            assert_eq!(Micros::parse_fixed(text.as_bytes()), None, "{text}");
+        }
     }
 
     #[test]

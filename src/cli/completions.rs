@@ -10,9 +10,18 @@ pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
 }
 
-/// Runs `completions`.
-pub fn run(args: CompletionsArgs) -> Result<i32, Error> {
+/// Runs `completions`; with `--json` the script comes as `{"shell", "script"}`.
+pub fn run(args: CompletionsArgs, out: &super::Output) -> Result<i32, Error> {
     let mut cmd = super::Cli::command();
-    clap_complete::generate(args.shell, &mut cmd, "dimlog", &mut std::io::stdout());
+    if out.json {
+        let mut script = Vec::new();
+        clap_complete::generate(args.shell, &mut cmd, "dimlog", &mut script);
+        out.print_json(&serde_json::json!({
+            "shell": args.shell.to_string(),
+            "script": String::from_utf8_lossy(&script),
+        }));
+    } else {
+        clap_complete::generate(args.shell, &mut cmd, "dimlog", &mut std::io::stdout());
+    }
     Ok(0)
 }

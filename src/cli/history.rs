@@ -4,13 +4,30 @@ use super::{load_plan, output::table, GlobalArgs, Output};
 use crate::inspect;
 use crate::pipeline::Session;
 use crate::Error;
+use std::path::{Path, PathBuf};
 
-/// Show every version of one key (and its tombstones), oldest first.
+/// Show every version of one key (and its tombstones), oldest first: as a table, or as
+/// an SVG timeline with one bar per version labelled with what changed.
 #[derive(Debug, clap::Args)]
 pub struct HistoryArgs {
     /// The natural key: VALUE for a one-column key, else COLUMN=VALUE once per column.
     #[arg(long = "key", value_name = "K[=V]", required = true, num_args = 1..)]
     pub key: Vec<String>,
+    /// table (text on stdout) or svg (a timeline, to --out or stdout).
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// The file the SVG is written to (default: stdout; required with --json).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+}
+
+/// How `history` shows the versions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// An aligned text table.
+    Table,
+    /// An SVG timeline.
+    Svg,
 }
 
 /// Runs `history`.
@@ -19,6 +36,9 @@ pub async fn run(global: &GlobalArgs, args: HistoryArgs, out: &Output) -> Result
     let mut session = Session::open(&plan).await?;
     let key = inspect::key_values(&session.layout, &args.key)?;
     let rows = inspect::history(&mut session.target, &session.ctx, &session.layout, &key).await?;
+    if args.format == Format::Svg {
+        return write_svg(&plan, &key, &rows, args.out.as_deref(), out);
+    }
     if out.json {
         out.print_json(&serde_json::json!({"dimension": plan.name, "key": key, "versions": rows}));
         return Ok(0);
@@ -57,4 +77,55 @@ pub fn render(rows: &[inspect::HistoryRow]) -> String {
         })
         .collect();
     table(&headers, &body)
+}
+
+/// Draws the timeline and writes it to `path` (or stdout).
+fn write_svg(
+    plan: &crate::config::Plan,
+    key: &[String],
+    rows: &[inspect::HistoryRow],
+    path: Option<&Path>,
+    out: &Output,
+) -> Result<i32, Error> {
+    if out.json && path.is_none() {
+        return Err(Error::Usage(
+            "--format svg --json: give --out FILE for the SVG (stdout carries the JSON)".into(),
+        ));
+    }
+    let versions = rows.iter().filter(|r| !r.is_deleted).count();
+    let tombstones = rows.len() - versions;
+    let title = format!(
+        "{} {}: {versions} version(s), {tombstones} tombstone(s)",
+        plan.name,
+        key.join(", ")
+    );
+    let svg = crate::timeline::render_svg(&title, rows).map_err(|e| match e {
+        crate::timeline::TimelineError::Empty => Error::Unknown(format!(
+            "key {key:?} has no versions in {}; no SVG written",
+            plan.target.dimension
+        )),
+        other => Error::Internal(other.to_string()),
+    })?;
+    match path {
+        Some(p) => std::fs::write(p, &svg).map_err(|e| Error::Usage(format!("cannot write {}: {e}", p.display())))?,
+        None => {
+            use std::io::Write;
+            let _ = std::io::stdout().lock().write_all(svg.as_bytes());
+        }
+    }
+    if out.json {
+        out.print_json(&serde_json::json!({
+            "dimension": plan.name,
+            "key": key,
+            "svg": path,
+            "versions": versions,
+            "tombstones": tombstones,
+        }));
+    } else if let Some(p) = path {
+        out.line(format!(
+            "wrote {}: {versions} version(s), {tombstones} tombstone(s)",
+            p.display()
+        ));
+    }
+    Ok(0)
 }

@@ -7,6 +7,8 @@ mod demo;
 mod history;
 mod init;
 mod lookup;
+mod man;
+mod new;
 mod output;
 mod rebuild;
 mod run;
@@ -23,7 +25,13 @@ pub use output::Output;
 /// Builds SCD Type 2 dimensions from changing source tables: an append-only version
 /// log, rebuilt into a dimension with LEAD-derived valid_from / valid_to.
 #[derive(Debug, Parser)]
-#[command(name = "dimlog", version, propagate_version = true, max_term_width = 100)]
+#[command(
+    name = "dimlog",
+    version,
+    propagate_version = true,
+    max_term_width = 100,
+    after_help = "Exit codes: 0 success; 1 the run failed and nothing was committed; 2 usage or config error;\n3 `verify` found a discrepancy. Start with `dimlog demo`, or `dimlog new` for your own table."
+)]
 pub struct Cli {
     /// Options every command takes.
     #[command(flatten)]
@@ -35,6 +43,7 @@ pub struct Cli {
 
 /// Options shared by every command.
 #[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalArgs {
     /// The config file.
     #[arg(long, global = true, default_value = "dimlog.toml", value_name = "PATH")]
@@ -73,8 +82,28 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// A self-contained demonstration on an embedded SQLite database.
     Demo(demo::DemoArgs),
+    /// Write a commented starter config for a source table.
+    New(new::NewArgs),
     /// Print shell completions generated from this CLI.
     Completions(completions::CompletionsArgs),
+    /// Print or write man pages generated from this CLI.
+    Man(man::ManArgs),
+}
+
+/// Parses the command line, exiting on `--help`, `--version` or a usage error. With
+/// `--json` anywhere on the line, a usage error is printed as the usual JSON error object
+/// (exit 2), so an orchestrator parsing stdout never sees clap's text instead.
+pub fn parse() -> Cli {
+    match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) if e.use_stderr() && std::env::args_os().any(|a| a == "--json") => {
+            let message = e.to_string();
+            let message = message.trim().trim_start_matches("error: ");
+            Output::new(true).error(&Error::Usage(message.to_string()));
+            std::process::exit(2)
+        }
+        Err(e) => e.exit(),
+    }
 }
 
 /// Loads the plan, applying `DIMLOG_SOURCE_URL` / `DIMLOG_TARGET_URL`.
@@ -138,7 +167,9 @@ pub async fn main_with(cli: Cli) -> i32 {
         Command::Status(a) => status::run(&cli.global, a, &out).await,
         Command::Verify(a) => verify::run(&cli.global, a, &out).await,
         Command::Demo(a) => demo::run(&cli.global, a, &out).await,
-        Command::Completions(a) => completions::run(a),
+        Command::New(a) => new::run(&cli.global, a, &out).await,
+        Command::Completions(a) => completions::run(a, &out),
+        Command::Man(a) => man::run(&cli.global, a, &out),
     };
     match result {
         Ok(code) => code,

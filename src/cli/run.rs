@@ -112,8 +112,15 @@ pub fn summary(r: &RunReport) -> String {
         text.push_str(&format!(", {} type 1 updates", r.type1_updates));
     }
     if let Some(change) = &r.config_change {
-        text.push_str(&format!(", config change accepted ({change}): {} current versions carried over", r.rehashed));
+        text.push_str(&format!(
+            ", config change accepted ({change}): {} current versions carried over",
+            r.rehashed
+        ));
     }
-    text.push_str(&format!("; watermark {} -> {}", opt(r.watermark_before), opt(r.high_watermark)));
+    text.push_str(&format!(
+        "; watermark {} -> {}",
+        opt(r.watermark_before),
+        opt(r.high_watermark)
+    ));
     text
 }

@@ -162,6 +162,28 @@ impl Conn {
         let _ = self.execute_script("rollback", "ROLLBACK").await;
     }
 
+    /// Opens `COPY table (columns) FROM STDIN` on PostgreSQL, for COPY text that is
+    /// produced elsewhere (the source's own COPY output, passed through); SQLite has no
+    /// such thing, use [`Conn::bulk_insert`].
+    pub async fn copy_in_raw(
+        &mut self,
+        what: &str,
+        table: &str,
+        columns: &[String],
+    ) -> Result<postgres::CopyIn<'_>, DbError> {
+        let err = |source| DbError::Query {
+            what: what.into(),
+            source,
+        };
+        match self {
+            Conn::Postgres(c) => {
+                let sql = format!("COPY {table} ({}) FROM STDIN", columns.join(", "));
+                c.copy_in_raw(&sql).await.map(postgres::CopyIn).map_err(err)
+            }
+            Conn::Sqlite(_) => Err(err(sqlx::Error::Protocol("COPY needs a PostgreSQL target".into()))),
+        }
+    }
+
     /// Bulk-loads rows into a (staging) table: COPY on PostgreSQL, batched multi-row
     /// INSERTs on SQLite. `kinds` says how each column binds on SQLite.
     pub async fn bulk_insert(
@@ -216,12 +238,19 @@ impl From<crate::detect::ColumnKind> for BindKind {
 
 /// Hex text in PostgreSQL's bytea form, `\x0a1b…`.
 pub fn bytea_hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(2 + bytes.len() * 2);
-    s.push_str("\\x");
+    let mut s = Vec::with_capacity(2 + bytes.len() * 2);
+    s.extend_from_slice(b"\\x");
+    push_hex(&mut s, bytes);
+    String::from_utf8(s).expect("hex digits are ASCII")
+}
+
+/// Appends `bytes` as lowercase hex digits.
+pub fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     for b in bytes {
-        s.push_str(&format!("{b:02x}"));
+        out.push(DIGITS[usize::from(b >> 4)]);
+        out.push(DIGITS[usize::from(b & 15)]);
     }
-    s
 }
 
 /// Reads `\x…` hex back into bytes.

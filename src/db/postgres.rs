@@ -137,40 +137,67 @@ fn parse_line(line: &[u8]) -> Result<Vec<Option<String>>, String> {
             continue;
         }
         let mut v = Vec::with_capacity(raw.len());
-        let mut i = 0;
-        while i < raw.len() {
-            let b = raw[i];
-            if b == b'\\' && i + 1 < raw.len() {
-                i += 1;
-                match raw[i] {
-                    b'n' => v.push(b'\n'),
-                    b't' => v.push(b'\t'),
-                    b'r' => v.push(b'\r'),
-                    b'b' => v.push(8),
-                    b'f' => v.push(12),
-                    b'v' => v.push(11),
-                    d @ b'0'..=b'7' => {
-                        let mut n = u32::from(d - b'0');
-                        let mut k = 1;
-                        while k < 3 && i + 1 < raw.len() && (b'0'..=b'7').contains(&raw[i + 1]) {
-                            i += 1;
-                            k += 1;
-                            n = n * 8 + u32::from(raw[i] - b'0');
-                        }
-                        v.push(n as u8);
-                    }
-                    other => v.push(other),
-                }
-            } else {
-                v.push(b);
-            }
-            i += 1;
-        }
+        copy_unescape(raw, &mut v);
         fields.push(Some(
             String::from_utf8(v).map_err(|e| format!("copy output is not utf-8: {e}"))?,
         ));
     }
     Ok(fields)
+}
+
+/// Undoes the escapes of one COPY text field (not `\N`, which is NULL), appending the
+/// value's bytes to `out`.
+pub fn copy_unescape(raw: &[u8], out: &mut Vec<u8>) {
+    let mut i = 0;
+    while i < raw.len() {
+        let b = raw[i];
+        if b == b'\\' && i + 1 < raw.len() {
+            i += 1;
+            match raw[i] {
+                b'n' => out.push(b'\n'),
+                b't' => out.push(b'\t'),
+                b'r' => out.push(b'\r'),
+                b'b' => out.push(8),
+                b'f' => out.push(12),
+                b'v' => out.push(11),
+                d @ b'0'..=b'7' => {
+                    let mut n = u32::from(d - b'0');
+                    let mut k = 1;
+                    while k < 3 && i + 1 < raw.len() && (b'0'..=b'7').contains(&raw[i + 1]) {
+                        i += 1;
+                        k += 1;
+                        n = n * 8 + u32::from(raw[i] - b'0');
+                    }
+                    out.push(n as u8);
+                }
+                other => out.push(other),
+            }
+        } else {
+            out.push(b);
+        }
+        i += 1;
+    }
+}
+
+/// An open `COPY … FROM STDIN` that takes COPY text as it comes (see
+/// [`crate::db::Conn::copy_in_raw`]).
+pub struct CopyIn<'c>(pub(super) sqlx::postgres::PgCopyIn<&'c mut PgConnection>);
+
+impl CopyIn<'_> {
+    /// Sends a piece of COPY text (whole rows or not).
+    pub async fn send(&mut self, data: Vec<u8>) -> Result<(), sqlx::Error> {
+        self.0.send(data).await.map(drop)
+    }
+
+    /// Ends the COPY; the rows are in the table.
+    pub async fn finish(self) -> Result<u64, sqlx::Error> {
+        self.0.finish().await
+    }
+
+    /// Cancels the COPY; nothing of it stays.
+    pub async fn abort(self, why: &str) {
+        let _ = self.0.abort(why).await;
+    }
 }
 
 #[cfg(test)]

@@ -44,6 +44,7 @@ templates!(
     "inspect",
     "lookup",
     "verify",
+    "scaffold",
 );
 
 fn environment() -> &'static Environment<'static> {

@@ -1,0 +1,694 @@
+//! Speed at scale (issues 3, 5 and 9): dimlog on N-row PostgreSQL dimensions next to the
+//! floor PostgreSQL itself sets on the same rows, plus SQLite and a chunked backfill.
+//!
+//! ```text
+//! cargo bench --bench scale                              # N = 100k and 1M
+//! cargo bench --bench scale -- --rows 100000,1000000,10000000
+//! cargo bench --bench scale -- --sections pg             # pg | sqlite | backfill
+//! ```
+//!
+//! It starts its own PostgreSQL like the tests do (`TEST_DATABASE_URL`, Docker, or local
+//! server binaries; see tests/support/pg.rs). Each dimlog operation runs in a child
+//! process (this binary again, see benches/common), so wall time and peak RSS are
+//! per scenario. Results and their interpretation: docs/performance.md.
+
+#[path = "../tests/support/pg.rs"]
+mod pg;
+
+mod common;
+
+use common::{count, print_table, run_child, timed, write_config, ChildResult, Job};
+use futures::StreamExt;
+use sqlx::{Connection, Executor, PgConnection};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// S1 reads everything up to here.
+const U1: &str = "2028-12-31T00:00:00Z";
+/// S2's changes land in the hour after this.
+const S2_AT: &str = "2029-01-02T00:00:00Z";
+const U2: &str = "2029-01-02T02:00:00Z";
+const U3: &str = "2029-01-02T03:00:00Z";
+const U4: &str = "2029-01-02T04:00:00Z";
+/// S2x (S2's absolute change size on another N) lands the next day.
+const S2X_AT: &str = "2029-01-03T00:00:00Z";
+const U2X: &str = "2029-01-03T02:00:00Z";
+const UR: &str = "2029-01-04T00:00:00Z";
+
+struct Args {
+    rows: Vec<u64>,
+    sections: Vec<String>,
+    sqlite_rows: u64,
+    backfill_rows: u64,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        rows: vec![100_000, 1_000_000],
+        sections: vec!["pg".into(), "sqlite".into(), "backfill".into()],
+        sqlite_rows: 1_000_000,
+        backfill_rows: 1_000_000,
+    };
+    let list = |v: Option<String>| -> Vec<String> {
+        v.unwrap_or_default()
+            .split(',')
+            .map(|s| s.trim().replace('_', ""))
+            .filter(|s| !s.is_empty())
+            .collect()
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--rows" => args.rows = list(it.next()).iter().map(|s| s.parse().expect("--rows N,N")).collect(),
+            "--sections" => args.sections = list(it.next()),
+            "--sqlite-rows" => args.sqlite_rows = list(it.next())[0].parse().expect("--sqlite-rows N"),
+            "--backfill-rows" => args.backfill_rows = list(it.next())[0].parse().expect("--backfill-rows N"),
+            "--bench" => {}
+            other => panic!("unknown argument {other}; use --rows N,N --sections pg,sqlite,backfill"),
+        }
+    }
+    args
+}
+
+fn main() {
+    common::child_main_if_requested();
+    let args = parse_args();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    runtime.block_on(async {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        println!("# dimlog scale benchmark");
+        println!("machine: {} cores, {}", cores(), pg_version().await);
+        if args.sections.iter().any(|s| s == "pg") {
+            pg_section(&args.rows, dir.path()).await;
+        }
+        if args.sections.iter().any(|s| s == "sqlite") {
+            sqlite_section(args.sqlite_rows, dir.path()).await;
+        }
+        if args.sections.iter().any(|s| s == "backfill") {
+            backfill_section(args.backfill_rows, dir.path()).await;
+        }
+    });
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+async fn pg_version() -> String {
+    let url = pg::fresh_database().await;
+    let mut c = connect(&url).await;
+    let v: String = sqlx::query_scalar("SELECT version()").fetch_one(&mut c).await.unwrap();
+    v.split(" on ").next().unwrap_or(&v).to_string()
+}
+
+async fn connect(url: &str) -> PgConnection {
+    PgConnection::connect(url)
+        .await
+        .unwrap_or_else(|e| panic!("connect: {e}"))
+}
+
+/// Runs `;`-separated statements one by one (VACUUM refuses a multi-statement string).
+async fn exec(c: &mut PgConnection, sql: &str) -> u64 {
+    let mut rows = 0;
+    for statement in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        rows += c
+            .execute(sqlx::raw_sql(statement))
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"))
+            .rows_affected();
+    }
+    rows
+}
+
+fn pg_config(dir: &Path, file: &str, source: &str, target: &str, table: &str, history: &str) -> std::path::PathBuf {
+    write_config(
+        dir,
+        file,
+        &format!(
+            r#"name = "customer"
+
+[source]
+url = "{source}"
+table = "{table}"
+key = ["customer_id"]
+updated_at = "updated_at"
+lookback = "15m"
+history = "{history}"
+
+[target]
+url = "{target}"
+log = "customer_versions"
+dimension = "dim_customer"
+surrogate_key = "customer_sk"
+
+[track]
+columns = ["email", "tier", "country"]
+"#
+        ),
+    )
+}
+
+fn run_job(config: &Path, upper: &str, reconcile: bool) -> Job {
+    Job::Run {
+        config: config.to_path_buf(),
+        upper: upper.into(),
+        reconcile_deletes: reconcile,
+        full_refresh: false,
+    }
+}
+
+/// The source table: N customers with distinct `updated_at` spread 10 s apart from
+/// 2025-01-01 (N = 1M spans 116 days), with a primary key and an index on the change
+/// column (a watermark read needs one, or every incremental read scans the table).
+async fn generate_source(c: &mut PgConnection, n: u64) {
+    exec(
+        c,
+        &format!(
+            "CREATE TABLE src_customers (customer_id bigint, email text, tier text, country text, updated_at timestamptz);
+             INSERT INTO src_customers
+             SELECT i, 'user' || i || '@example.com',
+                    (ARRAY['bronze','silver','gold','platinum'])[1 + i % 4],
+                    (ARRAY['NL','DE','FR','US','GB','JP','BR'])[1 + i % 7],
+                    timestamptz '2025-01-01 00:00:00+00' + ((i * 37) % {n}) * interval '10 seconds'
+             FROM generate_series(1, {n}) i;
+             ALTER TABLE src_customers ADD PRIMARY KEY (customer_id);
+             CREATE INDEX src_customers_updated_at ON src_customers (updated_at);
+             VACUUM ANALYZE src_customers;"
+        ),
+    )
+    .await;
+}
+
+/// Updates `updated` rows (ids ≡ `off_u` mod step), inserts `inserted` new ids from
+/// `next_id`, hard-deletes `deleted` rows (ids ≡ `off_d` mod dstep), all with
+/// `updated_at` in the hour after `at`. With `late_candidates`, every tenth updated row
+/// lands in the last ten minutes of that hour, so S4 can slot a late version before it.
+#[allow(clippy::too_many_arguments)]
+async fn apply_change(
+    c: &mut PgConnection,
+    n: u64,
+    next_id: &mut u64,
+    (updated, inserted, deleted): (u64, u64, u64),
+    at: &str,
+    off_u: u64,
+    off_d: u64,
+    late_candidates: bool,
+) {
+    let step = n / updated;
+    let late = if late_candidates {
+        format!("WHEN customer_id % {} = 0 THEN timestamptz '{at}' + interval '50 minutes' + ((customer_id / {step}) % 59) * interval '1 second'", step * 10)
+    } else {
+        String::new()
+    };
+    exec(
+        c,
+        &format!(
+            "UPDATE src_customers SET tier = tier || '+',
+                    updated_at = CASE {late} ELSE timestamptz '{at}' + ((customer_id / {step}) % 3000) * interval '1 second' END
+             WHERE customer_id <= {n} AND customer_id % {step} = {off_u}"
+        ),
+    )
+    .await;
+    let first = *next_id;
+    *next_id += inserted;
+    exec(
+        c,
+        &format!(
+            "INSERT INTO src_customers
+             SELECT i, 'new' || i || '@example.com', 'new', 'NL', timestamptz '{at}' + (i % 3000) * interval '1 second'
+             FROM generate_series({first}, {}) i",
+            *next_id - 1
+        ),
+    )
+    .await;
+    let dstep = n / deleted;
+    exec(
+        c,
+        &format!("DELETE FROM src_customers WHERE customer_id <= {n} AND customer_id % {dstep} = {off_d}"),
+    )
+    .await;
+    exec(c, "ANALYZE src_customers").await;
+}
+
+/// What a bench run measured for one N.
+#[derive(Default)]
+struct Measured {
+    floor_out: f64,
+    floor_in: f64,
+    floor_lead: f64,
+    floor_count: f64,
+    runs: BTreeMap<&'static str, ChildResult>,
+}
+
+impl Measured {
+    fn floor(&self) -> f64 {
+        self.floor_out + self.floor_in + self.floor_lead
+    }
+}
+
+/// The floor: what PostgreSQL needs to move and derive the same N rows without dimlog.
+async fn measure_floor(source: &str, target: &str, m: &mut Measured) {
+    let mut s = connect(source).await;
+    let mut t = connect(target).await;
+    // The same SELECT dimlog's extract renders for this table.
+    let select = "COPY (SELECT customer_id::text, email::text, tier::text, country::text, \
+                  to_char((updated_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
+                  FROM src_customers) TO STDOUT";
+    let (secs, chunks) = timed(async {
+        let mut stream = s.copy_out_raw(select).await.unwrap();
+        let mut chunks = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            chunks.push(chunk.unwrap());
+        }
+        chunks
+    })
+    .await;
+    m.floor_out = secs;
+    exec(
+        &mut t,
+        "CREATE TEMP TABLE floor_in (customer_id bigint, email text, tier text, country text, updated_at timestamptz)",
+    )
+    .await;
+    let (secs, ()) = timed(async {
+        let mut copy = t.copy_in_raw("COPY floor_in FROM STDIN").await.unwrap();
+        for chunk in chunks {
+            copy.send(chunk).await.unwrap();
+        }
+        copy.finish().await.unwrap();
+    })
+    .await;
+    m.floor_in = secs;
+    let (secs, _) = timed(exec(
+        &mut t,
+        "CREATE TABLE floor_lead AS
+         SELECT f.*, LEAD(updated_at) OVER (PARTITION BY customer_id ORDER BY updated_at) AS next_from
+         FROM floor_in f",
+    ))
+    .await;
+    m.floor_lead = secs;
+    exec(&mut t, "DROP TABLE floor_lead; DROP TABLE floor_in").await;
+    let (secs, _) = timed(exec(&mut s, "SELECT count(*) FROM src_customers")).await;
+    m.floor_count = secs;
+}
+
+async fn pg_for(n: u64, dir: &Path, with_s2x: bool) -> Measured {
+    let source = pg::fresh_database().await;
+    let target = pg::fresh_database().await;
+    let mut src = connect(&source).await;
+    let (gen, _) = timed(generate_source(&mut src, n)).await;
+    eprintln!("[{}] source generated in {gen:.1}s", count(n));
+    let mut m = Measured::default();
+    measure_floor(&source, &target, &mut m).await;
+    let config = pg_config(
+        dir,
+        &format!("pg-{n}.toml"),
+        &source,
+        &target,
+        "src_customers",
+        "latest",
+    );
+    let step = |name: &'static str, job: Job, m: &mut Measured| {
+        let r = run_child(&job);
+        eprintln!(
+            "[{}] {name}: {:.2}s, {:.0} MB peak; {}",
+            count(n),
+            r.wall,
+            r.rss_mb(),
+            r.phase_summary()
+        );
+        m.runs.insert(name, r);
+    };
+    step("S1", run_job(&config, U1, false), &mut m);
+    let mut next_id = n + 1;
+    apply_change(
+        &mut src,
+        n,
+        &mut next_id,
+        (n / 100, n / 1000, n / 2000),
+        S2_AT,
+        0,
+        1,
+        true,
+    )
+    .await;
+    step("S2", run_job(&config, U2, true), &mut m);
+    step("S3", run_job(&config, U3, false), &mut m);
+    // S4: every tenth key updated in S2 moves back 5-14 minutes before its S2 change,
+    // with new values: a version between the original and the S2 one, inside the lookback.
+    exec(
+        &mut src,
+        &format!(
+            "UPDATE src_customers SET country = 'ZZ',
+                    updated_at = timestamptz '{S2_AT}' + interval '45 minutes' + ((customer_id / {}) % 59) * interval '1 second'
+             WHERE customer_id <= {n} AND customer_id % {} = 0",
+            n / (n / 100),
+            n / (n / 1000)
+        ),
+    )
+    .await;
+    step("S4", run_job(&config, U4, false), &mut m);
+    if with_s2x {
+        // S2's change size at 1M (10k updated, 1k inserted, 500 deleted) on this N.
+        let mut next = next_id;
+        apply_change(
+            &mut src,
+            n,
+            &mut next,
+            (10_000, 1_000, 500),
+            S2X_AT,
+            (n / 10_000) / 2,
+            3,
+            false,
+        )
+        .await;
+        step("S2x", run_job(&config, U2X, true), &mut m);
+    }
+    // Issue 9: 0.05% hard-deleted, reconciled; then verify against the source.
+    exec(
+        &mut src,
+        &format!("DELETE FROM src_customers WHERE customer_id <= {n} AND customer_id % 2000 = 7"),
+    )
+    .await;
+    step("R", run_job(&config, UR, true), &mut m);
+    step(
+        "V",
+        Job::Verify {
+            config: config.clone(),
+            against_source: true,
+        },
+        &mut m,
+    );
+    step("RB", Job::Rebuild { config: config.clone() }, &mut m);
+    m
+}
+
+async fn pg_section(rows: &[u64], dir: &Path) {
+    let mut all: Vec<(u64, Measured)> = Vec::new();
+    let has_1m = rows.contains(&1_000_000);
+    for &n in rows {
+        let m = pg_for(n, dir, has_1m && n != 1_000_000).await;
+        all.push((n, m));
+    }
+    println!();
+    println!("## PostgreSQL: dimlog runs next to the floor (wall seconds; peak RSS of the run's process)");
+    println!();
+    let mut table = vec![vec![
+        "N".to_string(),
+        "scenario".into(),
+        "seconds".into(),
+        "peak RSS MB".into(),
+        "where the time goes (s)".into(),
+    ]];
+    for (n, m) in &all {
+        let f = |name: &str, secs: f64, what: &str| {
+            vec![count(*n), name.into(), format!("{secs:.2}"), "".into(), what.into()]
+        };
+        table.push(f(
+            "floor: COPY out",
+            m.floor_out,
+            "COPY (SELECT … same columns as dimlog's extract) TO STDOUT, streamed, discarded",
+        ));
+        table.push(f(
+            "floor: COPY in",
+            m.floor_in,
+            "COPY … FROM STDIN of those bytes into a TEMP table (not WAL-logged)",
+        ));
+        table.push(f(
+            "floor: CTAS LEAD",
+            m.floor_lead,
+            "CREATE TABLE AS … LEAD(updated_at) OVER (PARTITION BY customer_id ORDER BY updated_at)",
+        ));
+        table.push(f("floor: sum", m.floor(), "the three above"));
+        table.push(f(
+            "floor: count(*)",
+            m.floor_count,
+            "SELECT count(*) FROM src_customers",
+        ));
+        let label = |k: &str| match k {
+            "S1" => "S1 initial load",
+            "S2" => "S2 1%/0.1%/0.05% upd/ins/del, reconciled",
+            "S2x" => "S2x 10k/1k/500 upd/ins/del, reconciled",
+            "S3" => "S3 no change",
+            "S4" => "S4 late versions (0.1%)",
+            "R" => "R reconcile 0.05% deleted",
+            "V" => "V verify --against-source",
+            "RB" => "RB dimlog rebuild",
+            _ => "?",
+        };
+        for k in ["S1", "S2", "S2x", "S3", "S4", "R", "V", "RB"] {
+            if let Some(r) = m.runs.get(k) {
+                let counts = &r.report;
+                let detail = match k {
+                    "V" => r.phase_summary(),
+                    "RB" => String::new(),
+                    _ => format!(
+                        "read {}, versions {}, late {}, tombstones {}; {}",
+                        counts["rows_read"],
+                        counts["versions"],
+                        counts["late_versions"],
+                        counts["tombstones"],
+                        r.phase_summary()
+                    ),
+                };
+                table.push(vec![
+                    count(*n),
+                    label(k).into(),
+                    format!("{:.2}", r.wall),
+                    format!("{:.0}", r.rss_mb()),
+                    detail,
+                ]);
+            }
+        }
+    }
+    print_table(&table);
+    println!();
+    println!("## Targets");
+    println!();
+    let find = |n: u64| all.iter().find(|(k, _)| *k == n).map(|(_, m)| m);
+    let mut targets = vec![vec![
+        "target".to_string(),
+        "measured".into(),
+        "goal".into(),
+        "met".into(),
+    ]];
+    let mut push = |what: String, v: f64, goal: &str, ok: bool, unit: &str| {
+        targets.push(vec![
+            what,
+            format!("{v:.2}{unit}"),
+            goal.into(),
+            if ok { "yes" } else { "NO" }.into(),
+        ]);
+    };
+    if let Some(m) = find(1_000_000) {
+        let s1 = m.runs["S1"].wall;
+        push(
+            "S1@1M / floor@1M".into(),
+            s1 / m.floor(),
+            "<= 1.5",
+            s1 / m.floor() <= 1.5,
+            "",
+        );
+        let s3 = m.runs["S3"].wall;
+        push("S3@1M / S1@1M".into(), 100.0 * s3 / s1, "< 5%", s3 / s1 < 0.05, "%");
+        push(
+            "peak RSS S1@1M".into(),
+            m.runs["S1"].rss_mb(),
+            "< 100 MB",
+            m.runs["S1"].rss_mb() < 100.0,
+            " MB",
+        );
+        if let Some(small) = find(100_000).and_then(|s| s.runs.get("S2x")) {
+            let big = &m.runs["S2"];
+            let r = big.wall / small.wall;
+            push(
+                "S2@1M / S2x@100k (same 10k/1k/500 change)".into(),
+                r,
+                "<= 1.3",
+                r <= 1.3,
+                "",
+            );
+            let rec = |c: &ChildResult| c.wall - c.phase("reconciling");
+            let r2 = rec(big) / rec(small);
+            push(
+                "  the same without the reconcile phase".into(),
+                r2,
+                "(for reading)",
+                r2 <= 1.3,
+                "",
+            );
+        }
+        let rr = &m.runs["R"];
+        push(
+            "R@1M reconcile phase / count(*)".into(),
+            rr.phase("reconciling") / m.floor_count,
+            "(issue 9)",
+            true,
+            "x",
+        );
+        let v = &m.runs["V"];
+        push(
+            "V@1M verify --against-source / count(*)".into(),
+            v.wall / m.floor_count,
+            "(issue 9)",
+            true,
+            "x",
+        );
+    }
+    print_table(&targets);
+}
+
+async fn sqlite_section(n: u64, dir: &Path) {
+    let src_path = dir.join(format!("source-{n}.db"));
+    let tgt_path = dir.join(format!("warehouse-{n}.db"));
+    let _ = std::fs::remove_file(&src_path);
+    let _ = std::fs::remove_file(&tgt_path);
+    let (gen, _) = timed(async {
+        use sqlx::sqlite::SqliteConnectOptions;
+        use sqlx::ConnectOptions;
+        let mut c = SqliteConnectOptions::new()
+            .filename(&src_path)
+            .create_if_missing(true)
+            .connect()
+            .await
+            .unwrap();
+        c.execute(sqlx::raw_sql(&format!(
+            "CREATE TABLE src_customers (customer_id INTEGER PRIMARY KEY, email TEXT, tier TEXT, country TEXT, updated_at TEXT);
+             WITH RECURSIVE c(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM c WHERE i < {n})
+             INSERT INTO src_customers
+             SELECT i, 'user' || i || '@example.com',
+                    CASE i % 4 WHEN 0 THEN 'bronze' WHEN 1 THEN 'silver' WHEN 2 THEN 'gold' ELSE 'platinum' END,
+                    CASE i % 7 WHEN 0 THEN 'NL' WHEN 1 THEN 'DE' WHEN 2 THEN 'FR' WHEN 3 THEN 'US' WHEN 4 THEN 'GB' WHEN 5 THEN 'JP' ELSE 'BR' END,
+                    strftime('%Y-%m-%dT%H:%M:%SZ', 1735689600 + ((i * 37) % {n}) * 10, 'unixepoch')
+             FROM c;"
+        )))
+        .await
+        .unwrap();
+    })
+    .await;
+    eprintln!("[sqlite {}] source generated in {gen:.1}s", count(n));
+    let config = write_config(
+        dir,
+        "sqlite.toml",
+        &format!(
+            r#"name = "customer"
+
+[source]
+url = "sqlite://{}"
+table = "src_customers"
+key = ["customer_id"]
+updated_at = "updated_at"
+lookback = "15m"
+
+[target]
+url = "sqlite://{}"
+log = "customer_versions"
+dimension = "dim_customer"
+surrogate_key = "customer_sk"
+
+[track]
+columns = ["email", "tier", "country"]
+"#,
+            src_path.display(),
+            tgt_path.display()
+        ),
+    );
+    let r = run_child(&run_job(&config, U1, false));
+    let r3 = run_child(&run_job(&config, U3, false));
+    println!();
+    println!("## SQLite (source and target SQLite files): S1 at {}", count(n));
+    println!();
+    let mut table = vec![vec!["scenario".to_string(), "seconds".into(), "peak RSS MB".into()]];
+    table.push(vec![
+        "S1 initial load".into(),
+        format!("{:.2}", r.wall),
+        format!("{:.0}", r.rss_mb()),
+    ]);
+    table.push(vec![
+        "S3 no change".into(),
+        format!("{:.2}", r3.wall),
+        format!("{:.0}", r3.rss_mb()),
+    ]);
+    print_table(&table);
+    println!();
+    println!("S1 phases:");
+    println!();
+    let mut phases = vec![vec!["phase".to_string(), "seconds".into(), "share".into()]];
+    for (name, secs) in &r.phases {
+        phases.push(vec![
+            name.clone(),
+            format!("{secs:.2}"),
+            format!("{:.0}%", 100.0 * secs / r.wall),
+        ]);
+    }
+    print_table(&phases);
+}
+
+/// Issue 3: a 30-chunk backfill over a landing table (history = "all").
+async fn backfill_section(n: u64, dir: &Path) {
+    let source = pg::fresh_database().await;
+    let target = pg::fresh_database().await;
+    let mut src = connect(&source).await;
+    let keys = n / 4;
+    exec(
+        &mut src,
+        &format!(
+            "CREATE TABLE landing_customers (customer_id bigint, email text, tier text, country text, updated_at timestamptz);
+             INSERT INTO landing_customers
+             SELECT 1 + i % {keys}, 'user' || (1 + i % {keys}) || '@example.com',
+                    'tier' || (i / {keys}), 'NL',
+                    timestamptz '2026-01-01 00:00:00+00' + (i::float8 / {n} * 30 * 86400) * interval '1 second'
+             FROM generate_series(0, {n} - 1) i;
+             CREATE INDEX ON landing_customers (updated_at);
+             VACUUM ANALYZE landing_customers;"
+        ),
+    )
+    .await;
+    let config = pg_config(dir, "backfill.toml", &source, &target, "landing_customers", "all");
+    let r = run_child(&Job::Backfill {
+        config,
+        from: "2026-01-01T00:00:00Z".into(),
+        to: "2026-01-31T00:00:00Z".into(),
+        chunk_seconds: 86_400,
+    });
+    let mut s = connect(&source).await;
+    let (out, _) = timed(async {
+        let mut stream = s
+            .copy_out_raw("COPY (SELECT customer_id::text, email, tier, country, to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM landing_customers) TO STDOUT")
+            .await
+            .unwrap();
+        while let Some(c) = stream.next().await {
+            c.unwrap();
+        }
+    })
+    .await;
+    println!();
+    println!(
+        "## Backfill (issue 3): {} landing rows, {} keys, history = \"all\", 30 chunks of 1 day",
+        count(n),
+        count(keys)
+    );
+    println!();
+    let mut table = vec![vec![
+        "what".to_string(),
+        "seconds".into(),
+        "peak RSS MB".into(),
+        "detail".into(),
+    ]];
+    table.push(vec![
+        "dimlog backfill (30 chunks)".into(),
+        format!("{:.2}", r.wall),
+        format!("{:.0}", r.rss_mb()),
+        format!("{:.2} s per chunk; {}", r.wall / 30.0, r.phase_summary()),
+    ]);
+    table.push(vec![
+        "floor: COPY out of the whole landing table".into(),
+        format!("{out:.2}"),
+        "".into(),
+        "".into(),
+    ]);
+    print_table(&table);
+}

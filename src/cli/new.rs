@@ -1,0 +1,183 @@
+//! `dimlog new`: writes a starter config guessed from the source table.
+
+use super::{GlobalArgs, Output};
+use crate::config::{Backend, DbUrl};
+use crate::db::Conn;
+use crate::ident::Ident;
+use crate::scaffold::{self, Request};
+use crate::Error;
+use std::path::{Path, PathBuf};
+
+/// Write a commented starter config for a source table: its primary key as the natural
+/// key, the likely change column, a soft-delete flag if there is one, every other column
+/// tracked, and a SQLite target (warehouse.db) beside the config. Where a guess would be
+/// a coin toss it writes a TODO instead, lists the candidates and exits 2.
+#[derive(Debug, clap::Args)]
+pub struct NewArgs {
+    /// The source database (postgres://… or sqlite://…; a relative SQLite path is taken
+    /// from the working directory and rewritten relative to the config).
+    #[arg(long, value_name = "URL")]
+    pub source_url: String,
+    /// The source table (name or schema.name).
+    #[arg(long, value_name = "T")]
+    pub table: String,
+    /// Where to write the config [default: the --config path, dimlog.toml].
+    #[arg(long, value_name = "PATH")]
+    pub out: Option<PathBuf>,
+    /// Overwrite the file if it exists.
+    #[arg(long)]
+    pub force: bool,
+    /// The change column, when the guess is wrong or there are several candidates.
+    #[arg(long, value_name = "C")]
+    pub updated_at: Option<String>,
+    /// The natural key column (repeat for a composite key), when the table has no primary
+    /// key or it is not the natural key.
+    #[arg(long = "key", value_name = "C")]
+    pub key: Vec<String>,
+    /// The target database [default: sqlite://warehouse.db beside the config].
+    #[arg(long, value_name = "URL")]
+    pub target_url: Option<String>,
+}
+
+/// An absolute form of `p` (relative to the working directory), without touching the
+/// file system.
+fn absolute(p: &Path) -> Result<PathBuf, Error> {
+    std::path::absolute(p).map_err(|e| Error::Usage(format!("cannot resolve {}: {e}", p.display())))
+}
+
+/// The URL as the config file should hold it: a relative SQLite path (taken from the
+/// working directory, as every flag is) is rewritten relative to the config's folder,
+/// or made absolute when the database is not under it; a password is left out.
+fn url_for_file(flag: &str, raw: &str, config_dir: &Path) -> Result<(String, bool), Error> {
+    if let Some(rest) = raw.strip_prefix("sqlite://").or_else(|| raw.strip_prefix("sqlite:")) {
+        let (path, query) = match rest.split_once('?') {
+            Some((p, q)) => (p, Some(q)),
+            None => (rest, None),
+        };
+        if path.is_empty() || path == ":memory:" {
+            return Err(Error::Usage(format!(
+                "{flag} {raw:?}: give the path of a SQLite file, e.g. sqlite://source.db"
+            )));
+        }
+        let full = absolute(Path::new(path))?;
+        let shown = match full.strip_prefix(config_dir) {
+            Ok(rel) if !rel.as_os_str().is_empty() => rel.to_path_buf(),
+            _ => full,
+        };
+        let mut url = format!("sqlite://{}", shown.display());
+        if let Some(q) = query {
+            url.push('?');
+            url.push_str(q);
+        }
+        return Ok((url, false));
+    }
+    match url::Url::parse(raw) {
+        Ok(mut u) if u.password().is_some() => {
+            let _ = u.set_password(None);
+            Ok((u.to_string(), true))
+        }
+        _ => Ok((raw.to_string(), false)),
+    }
+}
+
+/// Runs `new`.
+pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32, Error> {
+    let path = args.out.clone().unwrap_or_else(|| global.config.clone());
+    if path.exists() && !args.force {
+        return Err(Error::Usage(format!(
+            "{} exists; choose another --out, or pass --force to overwrite it",
+            path.display()
+        )));
+    }
+    let table = Ident::table(&args.table).map_err(|e| Error::Usage(format!("--table: {e}")))?;
+    let source = DbUrl::parse("--source-url", &args.source_url, None)?;
+    let config_dir = absolute(&path)?.parent().map(Path::to_path_buf).unwrap_or_default();
+    let (source_url, had_password) = url_for_file("--source-url", &args.source_url, &config_dir)?;
+    let (target_url, target_password) = match &args.target_url {
+        Some(t) => {
+            DbUrl::parse("--target-url", t, None)?;
+            url_for_file("--target-url", t, &config_dir)?
+        }
+        None => ("sqlite://warehouse.db".to_string(), false),
+    };
+    let mut header_notes = Vec::new();
+    if had_password || target_password {
+        header_notes
+            .push("Passwords are not written here: set PGPASSWORD, use ~/.pgpass, or give the full URL in".to_string());
+        header_notes.push("DIMLOG_SOURCE_URL / DIMLOG_TARGET_URL.".to_string());
+    }
+    let request = Request {
+        table,
+        source_url,
+        target_url,
+        key: args.key.clone(),
+        updated_at: args.updated_at.clone(),
+        header_notes,
+    };
+    let mut conn = Conn::connect(&source).await?;
+    let profile = scaffold::profile(&mut conn, &request).await?;
+    let generated = scaffold::generate(&request, &profile)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::Usage(format!("cannot create the folder {}: {e}", dir.display())))?;
+    }
+    std::fs::write(&path, &generated.toml)
+        .map_err(|e| Error::Usage(format!("cannot write {}: {e}", path.display())))?;
+    let code = if generated.todo.is_empty() { 0 } else { 2 };
+    if out.json {
+        out.print_json(&serde_json::json!({
+            "config": path,
+            "table": request.table.to_string(),
+            "backend": match profile.backend { Backend::Sqlite => "sqlite", Backend::Postgres => "postgres" },
+            "name": generated.name,
+            "key": generated.key,
+            "updated_at": generated.updated_at,
+            "deleted_flag": generated.deleted_flag,
+            "timezone": generated.timezone,
+            "tracked_columns": generated.tracked,
+            "skipped_columns": generated.skipped.iter().map(|(c, why)| serde_json::json!({"column": c, "reason": why})).collect::<Vec<_>>(),
+            "todo": generated.todo,
+            "ready": code == 0,
+        }));
+        return Ok(code);
+    }
+    out.line(format!(
+        "wrote {}: key ({}), change column {}, {} tracked column(s){}",
+        path.display(),
+        generated.key.join(", "),
+        generated.updated_at.as_deref().unwrap_or("(to choose)"),
+        generated.tracked.len(),
+        generated
+            .deleted_flag
+            .as_deref()
+            .map(|d| format!(", soft deletes from {d}"))
+            .unwrap_or_default()
+    ));
+    for (c, why) in &generated.skipped {
+        eprintln!("note: `{c}` is not tracked: {why}");
+    }
+    if code == 0 {
+        out.line(format!(
+            "review it, then load with: dimlog --config {} run",
+            path.display()
+        ));
+        return Ok(0);
+    }
+    for t in &generated.todo {
+        eprintln!("todo: {}: {}", t.setting, t.message);
+        if !t.flag.is_empty() {
+            let example = t.candidates.first().map(String::as_str).unwrap_or("C");
+            eprintln!(
+                "      pick one: rerun with {} {example} --force, or edit {} in {}",
+                t.flag,
+                t.setting,
+                path.display()
+            );
+        }
+    }
+    eprintln!(
+        "{} is written but needs the choice(s) above before `dimlog run` (exit 2)",
+        path.display()
+    );
+    Ok(code)
+}

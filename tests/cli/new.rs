@@ -1,0 +1,307 @@
+//! `dimlog new` on SQLite and PostgreSQL tables: the generated config is snapshotted, and a
+//! config without TODOs runs unedited (and a second run appends nothing).
+
+use super::{assert_code, dimlog, dimlog_env, json, text};
+use crate::support::fixture::{assert_snapshot, on_both_backends, Fixture};
+use dimlog::config::Backend;
+
+on_both_backends!(
+    new_with_a_primary_key_runs_unedited,
+    new_without_a_primary_key_uses_a_unique_id,
+    new_without_a_key_leaves_a_todo,
+    new_with_several_timestamps_asks_to_pick,
+    new_on_a_timestamp_without_time_zone_sets_utc,
+);
+
+const UPPER: &str = "2026-11-01T00:00:00Z";
+
+fn backend_name(fx: &Fixture) -> &'static str {
+    match fx.backend {
+        Backend::Sqlite => "sqlite",
+        Backend::Postgres => "postgres",
+    }
+}
+
+/// The `--source-url` to pass: SQLite relative to the fixture's dir (the test runs there,
+/// so the config gets a relative path too), PostgreSQL as is.
+fn source_url(fx: &Fixture) -> String {
+    match fx.backend {
+        Backend::Sqlite => "sqlite://source.db".into(),
+        Backend::Postgres => fx.source_url.clone(),
+    }
+}
+
+/// A timestamp-with-zone type on each backend.
+fn tstz(fx: &Fixture) -> &'static str {
+    match fx.backend {
+        Backend::Sqlite => "TEXT",
+        Backend::Postgres => "timestamptz",
+    }
+}
+
+/// Environment for runs: the config never holds a password, so hand it over as libpq does.
+fn password_env(fx: &Fixture) -> Vec<(&'static str, String)> {
+    match url::Url::parse(&fx.source_url) {
+        Ok(u) if fx.backend == Backend::Postgres => u
+            .password()
+            .map(|p| vec![("PGPASSWORD", p.to_string())])
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+fn run_generated(fx: &Fixture, config: &str, extra: &[&str]) -> std::process::Output {
+    let env = password_env(fx);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut args = vec!["--config", config];
+    args.extend_from_slice(extra);
+    dimlog_env(fx.dir(), &args, &env)
+}
+
+/// Reads the generated file with the PostgreSQL URL (port, database name) redacted.
+fn generated(fx: &Fixture, name: &str) -> String {
+    let text = std::fs::read_to_string(fx.dir().join(name)).expect("the generated config");
+    text.lines()
+        .map(|l| {
+            if l.starts_with("url = \"postgres") {
+                let end = l[7..].find('"').map_or(l.len(), |e| e + 8);
+                format!("url = \"<test database>\"{}", &l[end..])
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n"
+}
+
+/// `dimlog new` with the given table and extra flags, writing `out`.
+fn new(fx: &Fixture, table: &str, out: &str, extra: &[&str]) -> std::process::Output {
+    let url = source_url(fx);
+    let mut args = vec!["new", "--source-url", url.as_str(), "--table", table, "--out", out];
+    args.extend_from_slice(extra);
+    dimlog(fx.dir(), &args)
+}
+
+/// Runs the generated config twice with the same upper bound: the first loads `rows`
+/// versions, the second appends nothing.
+fn runs_twice(fx: &Fixture, config: &str, rows: i64) {
+    let first = run_generated(fx, config, &["run", "--json", "--upper", UPPER]);
+    assert_code(&first, 0, "first run of the generated config");
+    let first = json(&first, "run --json");
+    assert_eq!(first["versions"], rows, "{first}");
+    assert_eq!(first["status"], "succeeded", "{first}");
+    let second = run_generated(fx, config, &["run", "--json", "--upper", UPPER]);
+    assert_code(&second, 0, "second run of the generated config");
+    let second = json(&second, "run --json");
+    for count in ["versions", "corrections", "tombstones"] {
+        assert_eq!(second[count], 0, "a rerun appended {count}: {second}");
+    }
+    let verify = run_generated(fx, config, &["verify"]);
+    assert_code(&verify, 0, "verify after the generated config ran");
+}
+
+async fn new_with_a_primary_key_runs_unedited(mut fx: Fixture) {
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'pro', 'FR', '2026-10-01T09:00:00Z'),
+             (2, 'bob@example.com', NULL, 'DE', '2026-10-01T10:00:00Z')",
+    )
+    .await;
+    let out = new(&fx, "src_customers", "new.toml", &["--json"]);
+    assert_code(&out, 0, "new");
+    let report = json(&out, "new --json");
+    assert_eq!(report["key"], serde_json::json!(["customer_id"]), "{report}");
+    assert_eq!(report["updated_at"], "updated_at");
+    assert_eq!(report["deleted_flag"], "is_deleted");
+    assert_eq!(
+        report["tracked_columns"],
+        serde_json::json!(["email", "tier", "country"])
+    );
+    assert_eq!(report["ready"], true);
+    let toml = generated(&fx, "new.toml");
+    assert_snapshot(
+        &format!("new__primary_key__{}", backend_name(&fx)),
+        "dimlog new on a table with a primary key",
+        &toml,
+    );
+    runs_twice(&fx, "new.toml", 2);
+
+    // An existing file is never overwritten without --force.
+    std::fs::write(fx.dir().join("new.toml"), "# mine\n").expect("write");
+    let again = new(&fx, "src_customers", "new.toml", &[]);
+    assert_code(&again, 2, "new over an existing file");
+    assert!(text(&again.stderr).contains("--force"), "{}", text(&again.stderr));
+    assert_eq!(std::fs::read_to_string(fx.dir().join("new.toml")).unwrap(), "# mine\n");
+    let forced = new(&fx, "src_customers", "new.toml", &["--force"]);
+    assert_code(&forced, 0, "new --force");
+    assert!(text(&forced.stdout).contains("dimlog --config new.toml run"));
+}
+
+async fn new_without_a_primary_key_uses_a_unique_id(mut fx: Fixture) {
+    let ddl = format!(
+        "CREATE TABLE src_products (product_id bigint, name text, price numeric(10,2), updated_at {} NOT NULL)",
+        tstz(&fx)
+    );
+    fx.exec(&ddl).await;
+    fx.exec(
+        "INSERT INTO src_products VALUES
+             (1, 'lamp', 10.50, '2026-10-01T09:00:00Z'),
+             (2, 'desk', 99.00, '2026-10-01T09:30:00Z'),
+             (3, 'chair', NULL, '2026-10-02T09:30:00Z')",
+    )
+    .await;
+    let out = new(&fx, "src_products", "products.toml", &[]);
+    assert_code(&out, 0, "new");
+    let toml = generated(&fx, "products.toml");
+    assert!(toml.contains("key = [\"product_id\"]"), "{toml}");
+    assert!(
+        toml.contains("`product_id` looks unique (3 rows, 3 distinct values)"),
+        "{toml}"
+    );
+    assert_snapshot(
+        &format!("new__unique_id__{}", backend_name(&fx)),
+        "dimlog new on a table without a primary key but with a unique product_id",
+        &toml,
+    );
+    runs_twice(&fx, "products.toml", 3);
+}
+
+async fn new_without_a_key_leaves_a_todo(mut fx: Fixture) {
+    let ddl = format!(
+        "CREATE TABLE readings (sensor text, reading double precision, updated_at {} NOT NULL)",
+        tstz(&fx)
+    );
+    fx.exec(&ddl).await;
+    let out = new(&fx, "readings", "readings.toml", &[]);
+    assert_code(&out, 2, "new without any key");
+    let stderr = text(&out.stderr);
+    assert!(stderr.contains("source.key") && stderr.contains("--key"), "{stderr}");
+    let toml = generated(&fx, "readings.toml");
+    assert!(toml.contains("TODO_natural_key"), "{toml}");
+    assert_snapshot(
+        &format!("new__no_key__{}", backend_name(&fx)),
+        "dimlog new on a table with no primary key and no id column",
+        &toml,
+    );
+    // The placeholder fails validation, pointing back at the comment.
+    let run = run_generated(&fx, "readings.toml", &["run", "--upper", UPPER]);
+    assert_code(&run, 2, "run with the placeholder key");
+    let stderr = text(&run.stderr);
+    assert!(
+        stderr.contains("`source.key`") && stderr.contains("dimlog new"),
+        "{stderr}"
+    );
+    // Choosing the key on the command line makes it ready.
+    let out = new(&fx, "readings", "readings.toml", &["--key", "sensor", "--force"]);
+    assert_code(&out, 0, "new --key");
+    let run = run_generated(&fx, "readings.toml", &["run", "--upper", UPPER]);
+    assert_code(&run, 0, "run with the chosen key");
+}
+
+async fn new_with_several_timestamps_asks_to_pick(mut fx: Fixture) {
+    let t = tstz(&fx);
+    let ddl = format!(
+        "CREATE TABLE orders (order_id bigint PRIMARY KEY, status text, created_at {t}, shipped_at {t}, delivered_at {t})"
+    );
+    fx.exec(&ddl).await;
+    fx.exec(
+        "INSERT INTO orders VALUES
+             (1, 'shipped', '2026-10-01T09:00:00Z', '2026-10-02T09:00:00Z', NULL),
+             (2, 'delivered', '2026-10-01T10:00:00Z', '2026-10-02T10:00:00Z', '2026-10-03T10:00:00Z')",
+    )
+    .await;
+    let out = new(&fx, "orders", "orders.toml", &[]);
+    assert_code(&out, 2, "new with several timestamps");
+    let stderr = text(&out.stderr);
+    for c in ["shipped_at", "delivered_at", "--updated-at"] {
+        assert!(stderr.contains(c), "the message must name {c}: {stderr}");
+    }
+    let toml = generated(&fx, "orders.toml");
+    assert!(toml.contains("updated_at = \"TODO_change_column\""), "{toml}");
+    assert_snapshot(
+        &format!("new__several_timestamps__{}", backend_name(&fx)),
+        "dimlog new on a table with several timestamps and none named like a change column",
+        &toml,
+    );
+    let out = new(&fx, "orders", "orders.toml", &["--json", "--force"]);
+    assert_code(&out, 2, "new --json with several timestamps");
+    let report = json(&out, "new --json");
+    assert_eq!(report["ready"], false);
+    assert_eq!(report["todo"][0]["setting"], "source.updated_at", "{report}");
+    assert_eq!(
+        report["todo"][0]["candidates"],
+        serde_json::json!(["created_at", "shipped_at", "delivered_at"]),
+        "{report}"
+    );
+    let out = new(&fx, "orders", "orders.toml", &["--updated-at", "shipped_at", "--force"]);
+    assert_code(&out, 0, "new --updated-at");
+    let toml = generated(&fx, "orders.toml");
+    assert!(toml.contains("updated_at = \"shipped_at\""), "{toml}");
+    runs_twice(&fx, "orders.toml", 2);
+}
+
+async fn new_on_a_timestamp_without_time_zone_sets_utc(mut fx: Fixture) {
+    let t = match fx.backend {
+        Backend::Sqlite => "TEXT",
+        Backend::Postgres => "timestamp",
+    };
+    let ddl = format!("CREATE TABLE accounts (id integer PRIMARY KEY, plan text, last_modified {t} NOT NULL)");
+    fx.exec(&ddl).await;
+    fx.exec("INSERT INTO accounts VALUES (1, 'free', '2026-10-01 09:00:00'), (2, 'team', '2026-10-01 10:00:00')")
+        .await;
+    let out = new(&fx, "accounts", "accounts.toml", &[]);
+    assert_code(&out, 0, "new");
+    let toml = generated(&fx, "accounts.toml");
+    assert!(toml.contains("updated_at = \"last_modified\""), "{toml}");
+    assert!(toml.contains("timezone = \"UTC\""), "{toml}");
+    assert_snapshot(
+        &format!("new__no_time_zone__{}", backend_name(&fx)),
+        "dimlog new on a change column without a time zone",
+        &toml,
+    );
+    runs_twice(&fx, "accounts.toml", 2);
+}
+
+/// The PostgreSQL-to-PostgreSQL recipe: `new --target-url`, then schema-qualified log and
+/// dimension names; run, rebuild, verify and history all work on them.
+#[tokio::test]
+async fn new_with_a_postgres_target_and_schema_qualified_tables() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec(
+        "CREATE SCHEMA marts; CREATE SCHEMA dl;
+         INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'pro', 'FR', '2026-10-01T09:00:00Z')",
+    )
+    .await;
+    let url = fx.source_url.clone();
+    let out = new(&fx, "public.src_customers", "pg.toml", &["--target-url", url.as_str()]);
+    assert_code(&out, 0, "new --target-url");
+    let path = fx.dir().join("pg.toml");
+    let toml = std::fs::read_to_string(&path).expect("the generated config");
+    assert!(toml.contains("table = \"public.src_customers\""), "{toml}");
+    assert!(toml.contains("name = \"src_customers\""), "{toml}");
+    let toml = toml
+        .replace("log = \"src_customers_versions\"", "log = \"dl.customer_versions\"")
+        .replace(
+            "dimension = \"dim_src_customers\"",
+            "dimension = \"marts.dim_customer\"",
+        );
+    std::fs::write(&path, toml).expect("write");
+    runs_twice(&fx, "pg.toml", 1);
+    fx.exec("UPDATE src_customers SET tier = 'basic', updated_at = '2026-10-02T09:00:00Z'")
+        .await;
+    let run = run_generated(&fx, "pg.toml", &["run", "--upper", UPPER]);
+    assert_code(&run, 0, "run");
+    for args in [&["rebuild"][..], &["verify", "--against-source"][..]] {
+        let out = run_generated(&fx, "pg.toml", args);
+        assert_code(&out, 0, &args.join(" "));
+    }
+    let history = run_generated(&fx, "pg.toml", &["--json", "history", "--key", "1"]);
+    assert_code(&history, 0, "history");
+    assert_eq!(json(&history, "history")["versions"].as_array().map(Vec::len), Some(2));
+    let rows = fx
+        .target_query("SELECT count(*)::text FROM marts.dim_customer WHERE is_current")
+        .await;
+    assert_eq!(rows[0][0].as_deref(), Some("1"));
+}

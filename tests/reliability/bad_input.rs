@@ -1,0 +1,502 @@
+//! Bad input, through the binary: each fails with a clear message and the exit code of
+//! spec section 4, and commits nothing (measured against a dimension loaded before).
+
+use std::io::{Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use dimlog::config::Backend;
+
+use super::cli::{self, CliOutput};
+use crate::support::fixture::{on_both_backends, Dump, Fixture};
+
+on_both_backends!(
+    null_natural_key_fails_the_run,
+    null_updated_at_fails_the_run,
+    duplicate_key_and_timestamp_is_deterministic_and_counted,
+    unknown_table_is_a_config_error,
+    unknown_column_is_a_config_error,
+    injected_identifiers_are_refused,
+    a_dropped_tracked_column_is_named,
+    a_retyped_tracked_column_names_the_migration,
+);
+
+const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
+const FIRST: &str = "2026-03-02T09:30:00Z";
+const NEXT: &str = "2026-03-02T10:00:00Z";
+
+/// The target as a loaded dimension left it, and the config that loaded it.
+struct Before {
+    config: String,
+    log: Dump,
+    dimension: Dump,
+    state: Dump,
+    runs: usize,
+}
+
+/// Loads one row of `table` with the binary, and returns the target as it is then.
+async fn loaded(fx: &mut Fixture, table: &str) -> Before {
+    fx.exec(&format!(
+        "INSERT INTO {table} (customer_id, email, tier, country, updated_at) \
+         VALUES (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    let out = cli::run(&fx.config_path(), &["run", "--upper", FIRST]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    Before {
+        config: fx.config().to_string(),
+        log: fx.log().await,
+        dimension: fx.dimension().await,
+        state: fx.state().await,
+        runs: fx.runs().await.rows.len(),
+    }
+}
+
+/// The message of `error: …` on stderr.
+fn message(out: &CliOutput) -> &str {
+    out.stderr
+        .trim()
+        .strip_prefix("error: ")
+        .unwrap_or_else(|| panic!("no `error: ` line: {out:?}"))
+}
+
+/// Log, dimension and state are unchanged; a run record added since is `failed`, with the
+/// message the user saw. Restores the config that loaded the dimension, to read them.
+async fn assert_nothing_committed(fx: &mut Fixture, before: &Before, out: &CliOutput) {
+    fx.set_config(before.config.clone());
+    assert_eq!(fx.log().await, before.log, "the log changed");
+    assert_eq!(fx.dimension().await, before.dimension, "the dimension changed");
+    assert_eq!(fx.state().await, before.state, "the watermark changed");
+    let runs = fx.runs().await;
+    for r in &runs.records()[before.runs..] {
+        assert_eq!(r["status"].as_deref(), Some("failed"), "{runs:?}");
+        assert_eq!(r["error"].as_deref(), Some(message(out)), "{runs:?}");
+    }
+}
+
+/// A change of key 1 that must not be committed along with the bad rows.
+async fn change_key_1(fx: &mut Fixture, table: &str) {
+    fx.exec(&format!(
+        "INSERT INTO {table} (customer_id, email, tier, country, updated_at) \
+         VALUES (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:40:00Z')"
+    ))
+    .await;
+}
+
+async fn null_natural_key_fails_the_run(mut fx: Fixture) {
+    fx.use_feed().await;
+    let before = loaded(&mut fx, "src_feed").await;
+    change_key_1(&mut fx, "src_feed").await;
+    fx.exec(
+        "INSERT INTO src_feed (customer_id, email, tier, country, updated_at) VALUES
+             (NULL, 'x@example.com', 'pro', 'FR', '2026-03-02T09:41:00Z'),
+             (NULL, 'y@example.com', 'pro', 'FR', '2026-03-02T09:42:00Z')",
+    )
+    .await;
+    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(
+        message(&out),
+        "2 source rows in the window have a NULL natural key `customer_id` (source.key); \
+         fix them at the source or exclude them with source.query"
+    );
+    assert_nothing_committed(&mut fx, &before, &out).await;
+}
+
+async fn null_updated_at_fails_the_run(mut fx: Fixture) {
+    fx.create_source_table("src_nullable", true, false).await;
+    fx.set_setting("table", "\"src_nullable\"");
+    let before = loaded(&mut fx, "src_nullable").await;
+    fx.exec(
+        "UPDATE src_nullable SET tier = 'pro', updated_at = '2026-03-02T09:40:00Z' WHERE customer_id = 1;
+         INSERT INTO src_nullable (customer_id, email, tier, country, updated_at) VALUES
+             (2, 'bob@example.com', 'pro', 'DE', NULL),
+             (3, 'cyd@example.com', 'pro', 'NL', NULL)",
+    )
+    .await;
+    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(
+        message(&out),
+        "2 source rows have a NULL `updated_at` (source.updated_at): they would never be loaded; \
+         fix them at the source or exclude them with source.query"
+    );
+    assert_nothing_committed(&mut fx, &before, &out).await;
+}
+
+/// A PostgreSQL `timestamp` (no time zone) change column is refused before anything is
+/// written, naming source.timezone; setting it fixes the run.
+#[tokio::test]
+async fn a_naive_timestamp_column_needs_source_timezone_on_postgres() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec(
+        "CREATE TABLE src_naive (customer_id bigint PRIMARY KEY, email text, tier text, country text, \
+         is_deleted boolean NOT NULL DEFAULT false, updated_at timestamp NOT NULL);
+         INSERT INTO src_naive (customer_id, email, tier, country, updated_at)
+         VALUES (1, 'ann@example.com', 'free', 'FR', '2026-03-02 09:00:00')",
+    )
+    .await;
+    fx.set_setting("table", "\"src_naive\"");
+    let out = cli::run(&fx.config_path(), &["run", "--upper", FIRST]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_eq!(
+        message(&out),
+        "setting `source.timezone`: the change column `updated_at` is `timestamp without time zone`, \
+         which has no time zone; set source.timezone to the zone its values are in, e.g. \"UTC\""
+    );
+    assert!(!fx.target_has_table("dimlog_runs").await, "something was written");
+
+    fx.edit_config("safety_lag = \"0s\"", "safety_lag = \"0s\"\ntimezone = \"Europe/Paris\"");
+    let out = cli::run(&fx.config_path(), &["run", "--upper", FIRST]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    // 09:00 in Paris is 08:00 UTC.
+    assert_eq!(
+        fx.dimension().await.values("valid_from"),
+        [Some("2026-03-02T08:00:00.000000Z".to_string())]
+    );
+}
+
+/// SQLite text without an offset fails the run (exit 1), naming the column and the fix.
+#[tokio::test]
+async fn a_timestamp_without_offset_fails_the_run_on_sqlite() {
+    let mut fx = Fixture::sqlite().await;
+    let before = loaded(&mut fx, "src_customers").await;
+    fx.exec(&format!("{INSERT} (2, 'bob@example.com', 'pro', 'DE', '2026-03-02 09:40:00')"))
+        .await;
+    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_eq!(
+        message(&out),
+        "source column `updated_at` (source.updated_at): timestamp \"2026-03-02 09:40:00\" has no time zone; \
+         set source.timezone to the zone these values are in, e.g. \"UTC\""
+    );
+    assert_nothing_committed(&mut fx, &before, &out).await;
+
+    fx.edit_config("safety_lag = \"0s\"", "safety_lag = \"0s\"\ntimezone = \"UTC\"");
+    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(fx.count("dim_customer").await, 2);
+}
+
+/// Two rows of one key with one timestamp and different values: the same one wins
+/// whatever order they were written in, and the other is counted as dropped.
+async fn duplicate_key_and_timestamp_is_deterministic_and_counted(mut fx: Fixture) {
+    let rows = [
+        "(1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')",
+        "(1, 'ann@example.org', 'pro', 'FR', '2026-03-02T09:00:00Z')",
+    ];
+    let mut twin = Fixture::on(fx.backend).await;
+    let mut results = Vec::new();
+    for (fx, order) in [(&mut fx, [0, 1]), (&mut twin, [1, 0])] {
+        fx.create_source_table("src_dups", false, true).await;
+        fx.set_setting("table", "\"src_dups\"");
+        for i in order {
+            fx.exec(&format!(
+                "INSERT INTO src_dups (customer_id, email, tier, country, updated_at) VALUES {}",
+                rows[i]
+            ))
+            .await;
+        }
+        let out = cli::run(&fx.config_path(), &["run", "--json", "--upper", FIRST]);
+        assert_eq!(out.code, Some(0), "{out:?}");
+        let report: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("one JSON object");
+        assert_eq!(
+            [
+                &report["rows_read"],
+                &report["rows_after_dedupe"],
+                &report["duplicates_dropped"],
+                &report["versions"]
+            ],
+            [2, 1, 1, 1],
+            "{out:?}"
+        );
+        // Reading the tie again picks the same row: nothing new.
+        let again = cli::run(&fx.config_path(), &["run", "--json", "--upper", FIRST]);
+        let again: serde_json::Value = serde_json::from_str(again.stdout.trim()).expect("one JSON object");
+        assert_eq!([&again["duplicates_dropped"], &again["versions"]], [1, 0]);
+        results.push(fx.dimension().await);
+    }
+    assert_eq!(results[0], results[1], "the winner depends on the order the rows were written in");
+}
+
+async fn unknown_table_is_a_config_error(mut fx: Fixture) {
+    let before = loaded(&mut fx, "src_customers").await;
+    fx.set_setting("table", "\"no_such_table\"");
+    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_eq!(
+        message(&out),
+        "setting `source.table`: table no_such_table does not exist in the source database (or has no columns); \
+         check the name and schema"
+    );
+    assert_nothing_committed(&mut fx, &before, &out).await;
+}
+
+async fn unknown_column_is_a_config_error(mut fx: Fixture) {
+    let before = loaded(&mut fx, "src_customers").await;
+    fx.set_setting("columns", "[\"email\", \"tier\", \"no_such_column\"]");
+    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_eq!(
+        message(&out),
+        "setting `track.columns`: column `no_such_column` is not in the source; it has: \
+         customer_id, email, tier, country, is_deleted, updated_at"
+    );
+    assert_nothing_committed(&mut fx, &before, &out).await;
+}
+
+/// `x"; DROP TABLE y; --` as a table, a column and a key: refused as a config error
+/// naming the setting, and y survives on both sides.
+async fn injected_identifiers_are_refused(mut fx: Fixture) {
+    const EVIL: &str = r#"'x"; DROP TABLE y; --'"#;
+    fx.exec("CREATE TABLE y (id integer); INSERT INTO y VALUES (1)").await;
+    if fx.backend == Backend::Sqlite {
+        fx.target_exec("CREATE TABLE y (id integer); INSERT INTO y VALUES (1)")
+            .await;
+    }
+    let before = loaded(&mut fx, "src_customers").await;
+    for (setting, line) in [
+        ("source.table", format!("table = {EVIL}")),
+        ("track.columns", format!("columns = [\"email\", {EVIL}]")),
+        ("source.key", format!("key = [{EVIL}]")),
+    ] {
+        let key = line.split(" = ").next().expect("a key");
+        fx.set_setting(key, line.split_once(" = ").expect("a value").1);
+        let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+        assert_eq!(out.code, Some(2), "{out:?}");
+        assert_eq!(
+            message(&out),
+            format!(
+                "setting `{setting}`: \"x\\\"; DROP TABLE y; --\" is not a valid name: \
+                 use letters, digits and _ (not first), optionally schema.name"
+            )
+        );
+        assert_nothing_committed(&mut fx, &before, &out).await;
+        assert_eq!(fx.source_query("SELECT CAST(count(*) AS TEXT) FROM y").await, [[Some("1".to_string())]]);
+        assert_eq!(fx.target_query("SELECT CAST(count(*) AS TEXT) FROM y").await, [[Some("1".to_string())]]);
+    }
+}
+
+async fn a_dropped_tracked_column_is_named(mut fx: Fixture) {
+    let before = loaded(&mut fx, "src_customers").await;
+    fx.exec("ALTER TABLE src_customers DROP COLUMN tier").await;
+    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_eq!(
+        message(&out),
+        "setting `track.columns`: column `tier` is not in the source; it has: \
+         customer_id, email, country, is_deleted, updated_at"
+    );
+    assert_nothing_committed(&mut fx, &before, &out).await;
+}
+
+async fn a_retyped_tracked_column_names_the_migration(mut fx: Fixture) {
+    let before = loaded(&mut fx, "src_customers").await;
+    let (from, to) = match fx.backend {
+        Backend::Postgres => {
+            fx.exec("ALTER TABLE src_customers ALTER COLUMN tier TYPE integer USING length(tier)")
+                .await;
+            ("text", "integer")
+        }
+        Backend::Sqlite => {
+            // SQLite cannot change a column's type in place: rebuild the table.
+            fx.exec(
+                "ALTER TABLE src_customers RENAME TO src_old;
+                 CREATE TABLE src_customers (customer_id INTEGER PRIMARY KEY, email TEXT, tier INTEGER, \
+                     country TEXT, is_deleted BOOLEAN NOT NULL DEFAULT false, updated_at TEXT NOT NULL);
+                 INSERT INTO src_customers SELECT customer_id, email, length(tier), country, is_deleted, updated_at \
+                     FROM src_old;
+                 DROP TABLE src_old",
+            )
+            .await;
+            ("TEXT", "INTEGER")
+        }
+    };
+    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert_eq!(
+        message(&out),
+        format!(
+            "setting `track.columns`: source column `tier` changed type from {from} to {to}; alter the log \
+             and dimension columns to {to} (ALTER TABLE … ALTER COLUMN tier TYPE {to}), then update \
+             dimlog_dimensions.column_types"
+        )
+    );
+    assert_nothing_committed(&mut fx, &before, &out).await;
+}
+
+const SECRET: &str = "hunter2secret";
+
+/// Runs `dimlog run` (plain, `--json`, and `-vv`) and checks each exits 1 with a
+/// connection error that shows the URL redacted and never the password.
+fn assert_connect_error_hides_password(config: &std::path::Path, redacted_url: &str, cause: &str) -> String {
+    let mut first = None;
+    for extra in [&[][..], &["--json"][..], &["-vv"][..]] {
+        let mut args = vec!["run", "--upper", NEXT];
+        args.extend_from_slice(extra);
+        let out = cli::run(config, &args);
+        assert_eq!(out.code, Some(1), "{out:?}");
+        assert!(!out.all().contains(SECRET), "the password was printed: {out:?}");
+        let text = if extra == ["--json"] {
+            let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("one JSON object");
+            assert_eq!(v["error"]["kind"], "connect", "{out:?}");
+            v["error"]["message"].as_str().expect("a message").to_string()
+        } else {
+            let line = out.stderr.lines().last().unwrap_or_default();
+            line.strip_prefix("error: ").unwrap_or(line).to_string()
+        };
+        assert!(
+            text.starts_with(&format!("cannot connect to {redacted_url}: ")),
+            "{text}"
+        );
+        assert!(text.contains(cause), "{text}");
+        first.get_or_insert(text);
+    }
+    first.expect("ran")
+}
+
+/// A stand-in PostgreSQL server that asks for an MD5 password and refuses it, as a real
+/// server does for a wrong password (28P01). Returns its port and a count of the
+/// password messages it received.
+fn refusing_server() -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let attempts = Arc::new(AtomicUsize::new(0));
+    let seen = attempts.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            if refuse(stream).is_ok() {
+                seen.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    (port, attempts)
+}
+
+fn refuse(mut s: TcpStream) -> std::io::Result<()> {
+    let read_i32 = |s: &mut TcpStream| -> std::io::Result<i32> {
+        let mut b = [0u8; 4];
+        s.read_exact(&mut b)?;
+        Ok(i32::from_be_bytes(b))
+    };
+    loop {
+        let len = read_i32(&mut s)?;
+        let code = read_i32(&mut s)?;
+        let mut rest = vec![0u8; usize::try_from(len - 8).unwrap_or(0)];
+        s.read_exact(&mut rest)?;
+        // SSLRequest and GSSENCRequest: not supported here.
+        if code == 80_877_103 || code == 80_877_104 {
+            s.write_all(b"N")?;
+            continue;
+        }
+        break;
+    }
+    // AuthenticationMD5Password with a salt.
+    s.write_all(&[b'R', 0, 0, 0, 12, 0, 0, 0, 5, 1, 2, 3, 4])?;
+    let mut tag = [0u8; 1];
+    s.read_exact(&mut tag)?;
+    let len = read_i32(&mut s)?;
+    let mut password = vec![0u8; usize::try_from(len - 4).unwrap_or(0)];
+    s.read_exact(&mut password)?;
+    if tag[0] != b'p' {
+        return Err(std::io::Error::other("no password message"));
+    }
+    let mut fields = Vec::new();
+    for (t, v) in [
+        (b'S', "FATAL"),
+        (b'V', "FATAL"),
+        (b'C', "28P01"),
+        (b'M', "password authentication failed for user \"dimlog\""),
+    ] {
+        fields.push(t);
+        fields.extend_from_slice(v.as_bytes());
+        fields.push(0);
+    }
+    fields.push(0);
+    let mut msg = vec![b'E'];
+    msg.extend_from_slice(&(fields.len() as i32 + 4).to_be_bytes());
+    msg.extend_from_slice(&fields);
+    s.write_all(&msg)?;
+    s.flush()
+}
+
+/// A wrong password, in source.url and in target.url: exit 1, the server's refusal, the
+/// URL with `***`, and the password nowhere in the output.
+#[tokio::test]
+async fn a_wrong_password_is_never_printed() {
+    let (port, attempts) = refusing_server();
+    let url = format!("postgres://dimlog:{SECRET}@127.0.0.1:{port}/warehouse");
+    let redacted = format!("postgres://dimlog:***@127.0.0.1:{port}/warehouse");
+    let mut fx = Fixture::sqlite().await;
+    let before = loaded(&mut fx, "src_customers").await;
+    let good = fx.config().to_string();
+
+    let source_url = fx.source_url.clone();
+    fx.edit_config(&format!("url = \"{source_url}\""), &format!("url = \"{url}\""));
+    let shown = assert_connect_error_hides_password(
+        &fx.config_path(),
+        &redacted,
+        "password authentication failed for user \"dimlog\"",
+    );
+    assert_eq!(
+        shown,
+        format!(
+            "cannot connect to {redacted}: error returned from database: \
+             password authentication failed for user \"dimlog\""
+        )
+    );
+    fx.set_config(good.clone());
+    let target_url = fx.target_url.clone();
+    fx.edit_config(&format!("url = \"{target_url}\""), &format!("url = \"{url}\""));
+    assert_connect_error_hides_password(
+        &fx.config_path(),
+        &redacted,
+        "password authentication failed for user \"dimlog\"",
+    );
+    // From the environment, too.
+    fx.set_config(good);
+    let mut cmd = cli::command(&fx.config_path());
+    cmd.env("DIMLOG_SOURCE_URL", &url);
+    let out = cli::run_with(cmd, &["run", "--upper", NEXT]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(!out.all().contains(SECRET), "{out:?}");
+    assert!(out.stderr.contains(&redacted), "{out:?}");
+    assert_eq!(attempts.load(Ordering::SeqCst), 7, "every run reached the password exchange");
+
+    assert_eq!(fx.log().await, before.log);
+    assert_eq!(fx.dimension().await, before.dimension);
+    assert_eq!(fx.state().await, before.state);
+}
+
+/// A real server refusing a role that does not exist, with a password in the URL.
+#[tokio::test]
+async fn a_refused_role_is_never_printed_with_its_password() {
+    let database = crate::support::pg::fresh_database().await;
+    let mut url = url::Url::parse(&database).expect("url");
+    url.set_username("dimlog_no_such_role").expect("user");
+    url.set_password(Some(SECRET)).expect("password");
+    let mut redacted = url.clone();
+    redacted.set_password(Some("***")).expect("password");
+    let mut fx = Fixture::sqlite().await;
+    loaded(&mut fx, "src_customers").await;
+    let source_url = fx.source_url.clone();
+    fx.edit_config(&format!("url = \"{source_url}\""), &format!("url = \"{url}\""));
+    assert_connect_error_hides_password(&fx.config_path(), redacted.as_str(), "dimlog_no_such_role");
+}
+
+/// Nothing listens at the host and port: exit 1 at once, the URL redacted.
+#[tokio::test]
+async fn an_unreachable_host_is_never_printed_with_its_password() {
+    let port = {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        listener.local_addr().expect("addr").port()
+    };
+    let url = format!("postgres://dimlog:{SECRET}@127.0.0.1:{port}/warehouse");
+    let redacted = format!("postgres://dimlog:***@127.0.0.1:{port}/warehouse");
+    let mut fx = Fixture::sqlite().await;
+    loaded(&mut fx, "src_customers").await;
+    let target_url = fx.target_url.clone();
+    fx.edit_config(&format!("url = \"{target_url}\""), &format!("url = \"{url}\""));
+    assert_connect_error_hides_password(&fx.config_path(), &redacted, "Connection refused");
+}

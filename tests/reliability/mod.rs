@@ -1,0 +1,14 @@
+//! Reliability (issue 6), on SQLite and PostgreSQL: a property test against an oracle of
+//! spec section 1, runs that meet each other at the dimension's lock, processes killed
+//! mid-run, a real late commit, and bad input that must fail clearly and commit nothing.
+//! `MESSAGES.md` beside this file lists the message a user sees for each bad input.
+
+mod bad_input;
+mod cli;
+#[cfg(feature = "failpoints")]
+mod concurrency;
+mod late_commit;
+mod model;
+mod property;
+#[cfg(feature = "failpoints")]
+mod sigkill;

@@ -1,0 +1,9 @@
+//! The core pipeline's scenarios, each written once and run on SQLite and PostgreSQL
+//! (`<scenario>::sqlite`, `<scenario>::postgres`), with the same insta snapshot for both.
+
+mod cli;
+#[cfg(feature = "failpoints")]
+mod crash;
+mod history;
+mod rules;
+mod types;
