@@ -153,11 +153,7 @@ pub async fn run(
     let all = chunks(opts.from, opts.to, opts.chunk_micros)?;
     let role = role(opts.from, opts.to);
     crate::tables::init(&mut session.target, plan, &session.layout)
-        .await
-        .map_err(|e| match e {
-            crate::tables::InitError::Db(d) => Error::Db(d),
-            crate::tables::InitError::Config(c) => Error::Config(c),
-        })?;
+        .await?;
     let states = chunk_states(&mut session.target, plan, &role, &all).await?;
     let mut outcomes = Vec::new();
     let mut stop = false;

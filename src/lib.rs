@@ -96,6 +96,15 @@ pub enum Error {
     Internal(String),
 }
 
+impl From<tables::InitError> for Error {
+    fn from(e: tables::InitError) -> Self {
+        match e {
+            tables::InitError::Db(d) => Error::Db(d),
+            tables::InitError::Config(c) => Error::Config(c),
+        }
+    }
+}
+
 impl Error {
     /// Turns a discrepancy into a run failure (exit 1) for commands where "not found"
     /// means the command failed rather than that a check found something.

@@ -143,16 +143,7 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         Ok(report)
     }
     .await;
-    match result {
-        Ok(r) => {
-            conn.commit().await?;
-            Ok(r)
-        }
-        Err(e) => {
-            conn.rollback().await;
-            Err(e)
-        }
-    }
+    conn.finish(result).await
 }
 
 /// One version's interval and surrogate key.

@@ -275,16 +275,7 @@ pub async fn init_allowing_change_in(
     if !own_transaction {
         return result;
     }
-    match result {
-        Ok(r) => {
-            conn.commit().await?;
-            Ok(r)
-        }
-        Err(e) => {
-            conn.rollback().await;
-            Err(e)
-        }
-    }
+    conn.finish(result).await
 }
 
 fn to_json<T: Serialize>(value: &T) -> String {

@@ -127,11 +127,7 @@ pub async fn verify(
     observer: &dyn Observer,
 ) -> Result<VerifyReport, Error> {
     crate::tables::init(&mut session.target, plan, &session.layout)
-        .await
-        .map_err(|e| match e {
-            crate::tables::InitError::Db(d) => Error::Db(d),
-            crate::tables::InitError::Config(c) => Error::Config(c),
-        })?;
+        .await?;
     session.target.begin().await?;
     let result = checks(session, plan, against_source, observer).await;
     session.target.rollback().await;

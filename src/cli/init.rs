@@ -16,10 +16,7 @@ pub async fn run(global: &GlobalArgs, _args: InitArgs, out: &Output) -> Result<i
     crate::state::lock(&mut session.target, &plan, true).await?;
     let record = crate::tables::init(&mut session.target, &plan, &session.layout).await;
     crate::state::unlock(&mut session.target, &plan).await;
-    let record = record.map_err(|e| match e {
-        crate::tables::InitError::Db(d) => Error::Db(d),
-        crate::tables::InitError::Config(c) => Error::Config(c),
-    })?;
+    let record = record?;
     if out.json {
         out.print_json(&serde_json::json!({
             "dimension": plan.name,

@@ -18,11 +18,7 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
     let plan = load_plan(global)?;
     let mut session = Session::open(&plan).await?;
     crate::tables::init(&mut session.target, &plan, &session.layout)
-        .await
-        .map_err(|e| match e {
-            crate::tables::InitError::Db(d) => Error::Db(d),
-            crate::tables::InitError::Config(c) => Error::Config(c),
-        })?;
+        .await?;
     let newest = {
         let source = session.source.as_mut().expect("source connection");
         crate::extract::source_newest(source, &plan, &session.layout).await?

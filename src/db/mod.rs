@@ -157,6 +157,20 @@ impl Conn {
         self.execute_script("commit", "COMMIT").await
     }
 
+    /// Ends the transaction by its outcome: commit on success, roll back on error.
+    pub async fn finish<T, E: From<DbError>>(&mut self, result: Result<T, E>) -> Result<T, E> {
+        match result {
+            Ok(v) => {
+                self.commit().await?;
+                Ok(v)
+            }
+            Err(e) => {
+                self.rollback().await;
+                Err(e)
+            }
+        }
+    }
+
     /// Rolls back; errors are ignored because the connection is dropped afterwards anyway.
     pub async fn rollback(&mut self) {
         let _ = self.execute_script("rollback", "ROLLBACK").await;
