@@ -173,6 +173,7 @@ impl<'p> CopyStager<'p> {
         if ts_field == NULL {
             return Ok(());
         }
+        // A form parse_fixed reads is also valid timestamptz input: it passes through.
         let (ts, canonical_ts) = match Micros::parse_fixed(ts_field) {
             Some(t) => (t, true),
             None => {
@@ -294,8 +295,12 @@ pub async fn copy_into<E: From<DbError>>(
 }
 
 /// Deduplicates the staged rows into `dimlog_stage`; returns how many remain.
+///
+/// When the source's primary key lies within the natural key, no key can appear twice
+/// in one read, so the staged rows are taken over as they are instead of being sorted.
 pub async fn dedupe(conn: &mut Conn, ctx: &SqlContext) -> Result<i64, DbError> {
-    run_named(conn, "dedupe", &["dedupe"], ctx).await?;
+    let step = if ctx.unique_key { "adopt" } else { "dedupe" };
+    run_named(conn, "dedupe", &[step], ctx).await?;
     if conn.backend() == crate::config::Backend::Postgres {
         run_named(conn, "stage", &["analyze"], ctx).await?;
     }

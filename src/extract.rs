@@ -129,6 +129,9 @@ pub struct Layout {
     pub tiebreak: Option<Col>,
     /// Kind of the change column.
     pub updated_at_kind: ColumnKind,
+    /// The source is a table whose primary key lies within the natural key, so one read
+    /// holds at most one row per key and dedupe has nothing to do.
+    pub unique_key: bool,
 }
 
 impl Layout {
@@ -333,6 +336,10 @@ impl SourceSchema {
                 }
             })
             .collect();
+        let pk: Vec<&SourceColumn> = self.columns.iter().filter(|c| c.pk_position.is_some()).collect();
+        let unique_key = matches!(plan.source.relation, Relation::Table(_))
+            && !pk.is_empty()
+            && pk.iter().all(|c| plan.source.key.iter().any(|k| k.name() == c.name));
         Ok(Layout {
             keys,
             tracked,
@@ -340,6 +347,7 @@ impl SourceSchema {
             current,
             tiebreak,
             updated_at_kind: u.kind,
+            unique_key,
         })
     }
 }

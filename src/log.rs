@@ -45,7 +45,7 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbEr
 }
 
 /// Appends the classified changes to the log under the given load id, reserving their
-/// surrogate keys and log ids, and lists the touched keys in `dimlog_touched`.
+/// surrogate keys and log ids.
 pub async fn append(
     conn: &mut Conn,
     ctx: &SqlContext,
@@ -85,7 +85,14 @@ pub async fn append(
         ],
     )
     .await?;
-    run_named(conn, "append", &["touched"], ctx).await
+    Ok(())
+}
+
+/// True when the log has no rows at all (before a dimension's first load).
+pub async fn is_empty(conn: &mut Conn, ctx: &SqlContext) -> Result<bool, DbError> {
+    let sql = sql::statement(conn.backend(), "append", "is_empty", ctx)?;
+    let v = conn.query_i64s("looking at the log", &sql, &[]).await?;
+    Ok(v.first() == Some(&1))
 }
 
 /// After a change of the Type 2 column set: carries each key's current version over to

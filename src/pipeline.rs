@@ -200,7 +200,9 @@ pub async fn run(
             Ok(report) => Ok(report),
             Err(e) => {
                 session.target.rollback().await;
-                if !opts.dry_run && !matches!(e, Error::Db(DbError::Locked(_))) {
+                // A crash simulated after commit has nothing to record: the run committed.
+                let committed = matches!(e, Error::Failpoint("after_commit"));
+                if !opts.dry_run && !committed && !matches!(e, Error::Db(DbError::Locked(_))) {
                     let _ = state::record_failure(
                         &mut session.target,
                         plan,
@@ -322,6 +324,14 @@ async fn load(
     let changes = log::classify(&mut session.target, &session.ctx).await?;
     let finished_at = now();
     if changes.total > 0 {
+        // A first load fills an empty log and dimension: their secondary indexes are
+        // built once at the end rather than updated row by row.
+        let first_load = migration.is_none() && log::is_empty(&mut session.target, &session.ctx).await?;
+        let dropped = if first_load {
+            Some(tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?)
+        } else {
+            None
+        };
         observer.phase("appending to the log");
         log::append(
             &mut session.target,
@@ -333,7 +343,12 @@ async fn load(
         )
         .await?;
         failpoint::check(fp, "after_append").await?;
-        if migration.is_none() {
+        if let Some(dropped) = dropped {
+            observer.phase("rebuilding the dimension");
+            rebuild::rebuild_in_place(&mut session.target, &session.ctx).await?;
+            observer.phase("building indexes");
+            tables::restore_indexes(&mut session.target, &session.ctx, dropped).await?;
+        } else if migration.is_none() {
             observer.phase("rebuilding touched keys");
             rebuild::rebuild_touched(&mut session.target, &session.ctx).await?;
         }

@@ -9,9 +9,22 @@ use crate::config::Backend;
 use crate::db::{Conn, DbError};
 use crate::tables::{run_named, SqlContext};
 
-/// Rebuilds the dimension rows of the keys in `dimlog_touched`.
+/// Rebuilds the dimension rows of the keys the classified changes touch (listed in
+/// `dimlog_touched`).
 pub async fn rebuild_touched(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
+    run_named(conn, "rebuild", &["touched"], ctx).await?;
+    if conn.backend() == Backend::Postgres {
+        // The rebuild joins the log and the dimension with it: give the planner its size.
+        run_named(conn, "rebuild", &["analyze_touched"], ctx).await?;
+    }
     run_named(conn, "rebuild", &["delete_touched", "insert_touched"], ctx).await
+}
+
+/// Rebuilds every key in place, inside the caller's transaction: after a first load
+/// into an empty log every log row is new, so this is the touched-keys rebuild without
+/// the list of keys to join.
+pub async fn rebuild_in_place(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
+    run_named(conn, "rebuild", &["delete_all", "insert_all"], ctx).await
 }
 
 /// Rebuilds the whole dimension into a new table and swaps it in, inside the caller's

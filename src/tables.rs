@@ -62,6 +62,11 @@ pub struct SqlContext {
     pub column: Option<Col>,
     /// `source.history = "all"`.
     pub history_all: bool,
+    /// One read holds at most one row per key (see [`Layout::unique_key`]).
+    pub unique_key: bool,
+    /// The log's and the dimension's indexes other than their primary keys, qualified
+    /// (see [`drop_indexes_for_first_load`]).
+    pub secondary_indexes: Vec<String>,
     /// The far-future `valid_to` literal.
     pub sentinel: String,
 }
@@ -85,6 +90,18 @@ impl SqlContext {
             None => Ident::table(&new_pk),
         };
         let q = |c: &Col| c.name.clone();
+        let qualified = |table: &Ident, index: String| match table.schema() {
+            Some(s) => Ident::table(&format!("{s}.{index}"))
+                .map(|i| i.quoted())
+                .unwrap_or_else(|_| quoted_name(index)),
+            None => quoted_name(index),
+        };
+        let secondary_indexes = vec![
+            qualified(&t.log, format!("{log_bare}_key_idx")),
+            qualified(&t.log, format!("{log_bare}_load_idx")),
+            qualified(&t.dimension, format!("{bare}_key_idx")),
+            qualified(&t.dimension, format!("{bare}_current_idx")),
+        ];
         SqlContext {
             log: t.log.quoted(),
             dim: t.dimension.quoted(),
@@ -109,6 +126,8 @@ impl SqlContext {
             retained: Vec::new(),
             column: None,
             history_all: plan.source.history == History::All,
+            unique_key: layout.unique_key,
+            secondary_indexes,
             sentinel: match backend {
                 Backend::Postgres => format!("'{}'::timestamptz", FAR_FUTURE.to_text()),
                 Backend::Sqlite => format!("'{}'", FAR_FUTURE.to_text()),
@@ -132,6 +151,63 @@ pub async fn run_all<C: Serialize>(conn: &mut Conn, family: &str, ctx: &C) -> Re
         conn.execute(&format!("{family}/{name}"), &body, &[]).await?;
     }
     Ok(())
+}
+
+/// The indexes [`drop_indexes_for_first_load`] took off, for [`restore_indexes`].
+#[derive(Debug, Default)]
+pub struct DroppedIndexes {
+    /// (table, constraint, column) of each primary key dropped (PostgreSQL only).
+    primary_keys: Vec<(String, String, String)>,
+}
+
+/// Drops the log's and the dimension's indexes inside the caller's transaction, before
+/// a first load fills both empty tables: building an index once over a million rows
+/// costs a fraction of updating it row by row. Readers of the two tables wait for the
+/// commit; a rollback brings the indexes back. [`restore_indexes`] must follow in the
+/// same transaction. SQLite keeps its primary keys (the log's is its rowid).
+pub async fn drop_indexes_for_first_load(conn: &mut Conn, ctx: &SqlContext) -> Result<DroppedIndexes, DbError> {
+    let backend = conn.backend();
+    for index in &ctx.secondary_indexes {
+        let sql = sql::statement(backend, "tables", "drop_index", &serde_json::json!({ "index": index }))?;
+        conn.execute("tables/drop_index", &sql, &[]).await?;
+    }
+    let mut dropped = DroppedIndexes::default();
+    if backend == Backend::Postgres {
+        for (table, column) in [(&ctx.log, "log_id".to_string()), (&ctx.dim, ctx.sk.clone())] {
+            let find = sql::statement(backend, "tables", "primary_key_name", &serde_json::json!({}))?;
+            let rows = conn
+                .query_text("finding a primary key", &find, &[Param::Text(table.clone())])
+                .await?;
+            let Some(name) = rows.into_iter().next().and_then(|r| r.into_iter().next().flatten()) else {
+                continue;
+            };
+            let pk = (table.clone(), format!("\"{}\"", name.replace('"', "\"\"")), column);
+            let sql = sql::statement(backend, "tables", "drop_primary_key", &pk_context(&pk))?;
+            conn.execute("tables/drop_primary_key", &sql, &[]).await?;
+            dropped.primary_keys.push(pk);
+        }
+    }
+    Ok(dropped)
+}
+
+fn pk_context((table, name, column): &(String, String, String)) -> serde_json::Value {
+    serde_json::json!({ "table": table, "name": name, "column": column })
+}
+
+/// Builds the indexes [`drop_indexes_for_first_load`] dropped (the secondary ones with
+/// the same statements as [`init`]).
+pub async fn restore_indexes(conn: &mut Conn, ctx: &SqlContext, dropped: DroppedIndexes) -> Result<(), DbError> {
+    for pk in &dropped.primary_keys {
+        let sql = sql::statement(conn.backend(), "tables", "add_primary_key", &pk_context(pk))?;
+        conn.execute("tables/add_primary_key", &sql, &[]).await?;
+    }
+    run_named(
+        conn,
+        "tables",
+        &["log_index", "log_load_index", "dimension_index", "dimension_current_index"],
+        ctx,
+    )
+    .await
 }
 
 /// Runs the named statements of a template, in the given order.
@@ -268,7 +344,7 @@ pub async fn init_allowing_change_in(
         )
         .await?;
         let stored = read_record(conn, plan).await?.expect("registered above");
-        check_compatible(&stored, &wanted)?;
+        check_compatible(&stored, &wanted, plan, backend)?;
         Ok((stored.clone(), ConfigChange::between(&stored, &wanted)))
     }
     .await;
@@ -310,7 +386,12 @@ pub async fn read_record(conn: &mut Conn, plan: &Plan) -> Result<Option<Dimensio
     }))
 }
 
-fn check_compatible(stored: &DimensionRecord, wanted: &DimensionRecord) -> Result<(), ConfigError> {
+fn check_compatible(
+    stored: &DimensionRecord,
+    wanted: &DimensionRecord,
+    plan: &Plan,
+    backend: Backend,
+) -> Result<(), ConfigError> {
     if stored.key_columns != wanted.key_columns {
         return Err(ConfigError::invalid(
             "source.key",
@@ -323,14 +404,53 @@ fn check_compatible(stored: &DimensionRecord, wanted: &DimensionRecord) -> Resul
     for (name, ty) in &wanted.column_types {
         if let Some((_, old)) = stored.column_types.iter().find(|(n, _)| n == name) {
             if !old.eq_ignore_ascii_case(ty) {
+                let setting = if wanted.key_columns.contains(name) {
+                    "source.key"
+                } else if wanted.type1_columns.contains(name) {
+                    "track.type1"
+                } else {
+                    "track.columns"
+                };
                 return Err(ConfigError::invalid(
-                    "track.columns",
-                    format!("source column `{name}` changed type from {old} to {ty}; alter the log and dimension columns to {ty} (ALTER TABLE … ALTER COLUMN {name} TYPE {ty}), then update dimlog_dimensions.column_types"),
+                    setting,
+                    retype_refusal(plan, backend, name, old, ty),
                 ));
             }
         }
     }
     Ok(())
+}
+
+/// Why a retyped source column stops the load, and the migration that lets it go on:
+/// the log (and, through `dimlog rebuild`, the dimension) takes the new type, the stored
+/// column types follow, and a full refresh re-hashes the current versions as corrections
+/// (same surrogate keys), because the hash encodes each value's kind.
+fn retype_refusal(plan: &Plan, backend: Backend, name: &str, old: &str, new: &str) -> String {
+    let record = format!(
+        "UPDATE dimlog_dimensions SET column_types = replace(column_types, '{}', '{}') WHERE dimension = '{}';",
+        to_json(&(name, old)).replace('\'', "''"),
+        to_json(&(name, new)).replace('\'', "''"),
+        plan.name.replace('\'', "''"),
+    );
+    let migration = match backend {
+        Backend::Postgres => {
+            let col = quoted_name(name.to_string());
+            format!(
+                "ALTER TABLE {} ALTER COLUMN {col} TYPE {new} USING {col}::{new}; {record}",
+                plan.target.log.quoted()
+            )
+        }
+        Backend::Sqlite => format!(
+            "{record} (SQLite cannot change a declared column type; the log's {old} column holds the new values as they are)"
+        ),
+    };
+    format!(
+        "source column `{name}` changed type from {old} to {new} since the dimension was built; \
+         values of another type can hash differently, so loading them could re-version every key, and nothing was loaded. \
+         Migrate the target once: {migration} then run `dimlog rebuild` and `dimlog run --full-refresh` \
+         (a current version whose hash changes gets a correction: same surrogate key, no new version). \
+         Or keep the old type: point source.table at a view that casts `{name}` back to {old}"
+    )
 }
 
 impl DimensionRecord {

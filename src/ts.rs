@@ -39,26 +39,34 @@ impl Micros {
         Micros(self.0.saturating_add(micros))
     }
 
-    /// Reads exactly the fixed-width text form (`2026-10-05T09:30:00.000000Z`, what
-    /// [`Micros::to_text`] writes and the PostgreSQL extract selects), without a general
-    /// parser; `None` for anything else (then use [`Micros::parse`]).
+    /// Reads the two UTC forms dimlog meets by the million without a general parser:
+    /// its own fixed-width text (`2026-10-05T09:30:00.000000Z`, [`Micros::to_text`]) and
+    /// PostgreSQL's timestamptz output in a UTC session (`2026-10-05 09:30:00.5+00`).
+    /// `None` for anything else (then use [`Micros::parse`]). Both forms are also valid
+    /// PostgreSQL timestamptz input, meaning the same instant.
     pub fn parse_fixed(b: &[u8]) -> Option<Micros> {
-        if b.len() != 27
-            || b[4] != b'-'
-            || b[7] != b'-'
-            || b[10] != b'T'
-            || b[13] != b':'
-            || b[16] != b':'
-            || b[19] != b'.'
-            || b[26] != b'Z'
-        {
+        if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b' ') || b[13] != b':' || b[16] != b':' {
             return None;
         }
-        let num = |r: std::ops::Range<usize>| -> Option<u32> {
-            b[r].iter().try_fold(0u32, |n, &d| d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0')))
+        let num = |r: &[u8]| -> Option<u32> {
+            r.iter().try_fold(0u32, |n, &d| d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0')))
         };
-        let date = NaiveDate::from_ymd_opt(num(0..4)? as i32, num(5..7)?, num(8..10)?)?;
-        let t = date.and_hms_micro_opt(num(11..13)?, num(14..16)?, num(17..19)?, num(20..26)?)?;
+        let rest = &b[19..];
+        let (frac, zone) = match rest.first() {
+            Some(b'.') => {
+                let digits = rest[1..].iter().take_while(|d| d.is_ascii_digit()).count();
+                if !(1..=6).contains(&digits) {
+                    return None;
+                }
+                (num(&rest[1..1 + digits])? * 10u32.pow(6 - digits as u32), &rest[1 + digits..])
+            }
+            _ => (0, rest),
+        };
+        if zone != b"Z" && zone != b"+00" {
+            return None;
+        }
+        let date = NaiveDate::from_ymd_opt(num(&b[0..4])? as i32, num(&b[5..7])?, num(&b[8..10])?)?;
+        let t = date.and_hms_micro_opt(num(&b[11..13])?, num(&b[14..16])?, num(&b[17..19])?, frac)?;
         Some(Micros(t.and_utc().timestamp_micros()))
     }
 
@@ -161,11 +169,18 @@ mod tests {
             "1969-12-31T23:59:59.999999Z",
             "2024-02-29T12:00:00.500000Z",
             "9999-12-31T00:00:00.000000Z",
+            "2026-10-05 09:30:00+00",
+            "2026-10-05 09:30:00.5+00",
+            "2026-10-05 09:30:00.123456+00",
+            "2026-10-05T09:30:00Z",
         ] {
             assert_eq!(Micros::parse_fixed(text.as_bytes()), Micros::parse(text, None).ok(), "{text}");
         }
         for text in [
-            "2026-10-05 09:30:00+00",
+            "2026-10-05 09:30:00+02",
+            "2026-10-05 09:30:00",
+            "2026-10-05 09:30:00.1234567+00",
+            "2026-10-05 09:30:00.+00",
             "2026-02-30T00:00:00.000000Z",
             "2026-10-05T09:30:00.00000xZ",
             "2026-10-05T24:00:00.000000Z",

@@ -1,8 +1,12 @@
 //! The single integration-test binary. Test themes live in modules under `tests/<theme>/`,
 //! so cargo builds and links the crate's dependencies once instead of once per file.
 
+mod backfill;
 mod cli;
+mod columns;
+mod deletes;
 mod harness;
+mod lookup;
 mod reliability;
 mod scenarios;
 mod support;

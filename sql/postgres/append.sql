@@ -5,10 +5,9 @@
 SELECT next_surrogate_key::text, next_log_id::text FROM dimlog_dimensions WHERE dimension = $1 FOR UPDATE
 -- statement: append
 INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
-SELECT $1 + ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}, valid_from) - 1,
+SELECT $1 + ROW_NUMBER() OVER w - 1,
        CASE change_kind
-           WHEN 'version' THEN $2 + SUM(CASE WHEN change_kind = 'version' THEN 1 ELSE 0 END)
-                                     OVER (ORDER BY {{ keys|cols }}, valid_from ROWS UNBOUNDED PRECEDING) - 1
+           WHEN 'version' THEN $2 + SUM(CASE WHEN change_kind = 'version' THEN 1 ELSE 0 END) OVER w - 1
            WHEN 'correction' THEN p_sk
        END,
        {{ keys|cols }},
@@ -21,13 +20,13 @@ SELECT $1 + ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}, valid_from) - 1,
        $3,
        $4
 FROM dimlog_changes
+WINDOW w AS (ORDER BY {{ keys|cols }}, valid_from ROWS UNBOUNDED PRECEDING)
 -- statement: advance
 UPDATE dimlog_dimensions
 SET next_surrogate_key = next_surrogate_key + $2, next_log_id = next_log_id + $3, built_through_load = $4, updated_at = $5
 WHERE dimension = $1
--- statement: touched
-CREATE TEMP TABLE dimlog_touched ON COMMIT DROP AS
-SELECT DISTINCT {{ keys|cols }} FROM dimlog_changes
+-- statement: is_empty
+SELECT CASE WHEN EXISTS (SELECT 1 FROM {{ log }}) THEN '0' ELSE '1' END
 -- statement: rehash_append
 INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
 SELECT $1 + ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}) - 1, sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, false, row_hash, $2, $3

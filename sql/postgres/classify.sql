@@ -30,7 +30,10 @@ combined AS (
     FROM effective
     UNION ALL
     SELECT {{ keys|cols }}, valid_from, NULL::bigint, is_deleted, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, 1 AS src
-    FROM dimlog_stage
+    FROM dimlog_stage s
+{% if unique_key %}
+    WHERE EXISTS (SELECT 1 FROM effective e WHERE {{ keys|eqs("e", "s") }})
+{% endif %}
 ),
 sequenced AS (
     SELECT c.*,
@@ -75,6 +78,15 @@ SELECT {{ keys|cols }}, valid_from, row_hash{% for a in attrs %}, {{ a }}{% endf
        (newest_logged IS NOT NULL AND valid_from < newest_logged) AS is_late
 FROM typed
 WHERE final_kind IS NOT NULL
+{% if unique_key %}
+UNION ALL
+{# One staged row per key: a key the log has never seen has no predecessor, so its row
+   opens a version (a tombstone if it is deleted) without the window above. #}
+SELECT {{ keys|cols("s") }}, s.valid_from, s.row_hash{% for a in attrs %}, s.{{ a }}{% endfor %}, NULL::bigint,
+       CASE WHEN s.is_deleted THEN 'tombstone' ELSE 'version' END, false
+FROM dimlog_stage s
+WHERE NOT EXISTS (SELECT 1 FROM effective e WHERE {{ keys|eqs("e", "s") }})
+{% endif %}
 -- statement: counts
 SELECT count(*) FILTER (WHERE change_kind = 'version')::text,
        count(*) FILTER (WHERE change_kind = 'version' AND is_late)::text,

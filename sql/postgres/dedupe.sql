@@ -6,5 +6,7 @@ SELECT DISTINCT ON ({{ keys|cols }}{% if history_all %}, valid_from{% endif %})
        {{ keys|cols }}, {% if attrs %}{{ attrs|cols }}, {% endif %}valid_from, is_deleted, row_hash
 FROM dimlog_raw
 ORDER BY {{ keys|cols }}, valid_from DESC{% if tiebreak %}, dimlog_tiebreak DESC NULLS LAST{% endif %}, row_hash DESC, is_deleted DESC
+-- statement: adopt
+ALTER TABLE dimlog_raw RENAME TO dimlog_stage
 -- statement: count
 SELECT count(*)::text FROM dimlog_stage

@@ -22,7 +22,8 @@ WHERE f.ctid = m.rid AND f.{{ fact_sk }} IS DISTINCT FROM m.sk
 -- statement: counts
 SELECT count(*) FILTER (WHERE {{ fact_sk }} <> -1)::text, count(*) FILTER (WHERE {{ fact_sk }} = -1)::text FROM {{ facts }}
 -- statement: first_unknown
-SELECT {% for k in fact_keys %}{{ k }}::text, {% endfor %}{{ fact_at|pgts }} FROM {{ facts }} WHERE {{ fact_sk }} = -1 LIMIT 1
+SELECT {% for k in fact_keys %}{{ k }}::text, {% endfor %}{{ fact_at|pgts }} FROM {{ facts }} WHERE {{ fact_sk }} = -1
+ORDER BY {{ facts }}.{{ fact_at }}{% for k in fact_keys %}, {{ facts }}.{{ k }}{% endfor %} LIMIT 1
 -- statement: index_rows
 SELECT {% for k in keys %}d.{{ k }}::text, {% endfor %}(extract(epoch FROM d.valid_from) * 1000000)::bigint::text,
        (extract(epoch FROM d.valid_to) * 1000000)::bigint::text, d.{{ sk }}::text

@@ -36,11 +36,21 @@ LEFT JOIN (
 WHERE NOT y.is_deleted
 {% endmacro %}
 {% macro columns() %}{{ sk }}, {{ keys|cols }}{% for c in attrs %}, {{ c }}{% endfor %}{% for c in current_defs %}, {{ c.name }}{% endfor %}, valid_from, valid_to, is_current, row_hash, load_id{% endmacro %}
+-- statement: touched
+CREATE TEMP TABLE dimlog_touched ON COMMIT DROP AS
+SELECT DISTINCT {{ keys|cols }} FROM dimlog_changes
+-- statement: analyze_touched
+ANALYZE dimlog_touched
 -- statement: delete_touched
 DELETE FROM {{ dim }} d USING dimlog_touched t WHERE {{ keys|eqs("d", "t") }}
 -- statement: insert_touched
 INSERT INTO {{ dim }} ({{ columns() }})
 {{ derived(true) }}
+-- statement: delete_all
+DELETE FROM {{ dim }}
+-- statement: insert_all
+INSERT INTO {{ dim }} ({{ columns() }})
+{{ derived(false) }}
 -- statement: insert_new
 INSERT INTO {{ dim_new }} ({{ columns() }})
 {{ derived(false) }}

@@ -13,7 +13,7 @@ CREATE TEMP TABLE dimlog_raw (
 {% endif %}
     valid_from timestamptz NOT NULL,
     is_deleted boolean     NOT NULL,
-    row_hash   bytea       NOT NULL
+    row_hash   bytea
 ) ON COMMIT DROP
 -- statement: analyze
 ANALYZE dimlog_stage

@@ -48,3 +48,11 @@ ALTER TABLE {{ log }} ADD COLUMN {{ column.name }} {{ column.target_type }}
 UPDATE dimlog_dimensions
 SET tracked_columns = $1, type1_columns = $2, column_types = $3, hash_version = $4, updated_at = $5
 WHERE dimension = $6
+-- statement: drop_index
+DROP INDEX IF EXISTS {{ index }}
+-- statement: primary_key_name
+SELECT conname::text FROM pg_constraint WHERE conrelid = to_regclass($1) AND contype = 'p'
+-- statement: drop_primary_key
+ALTER TABLE {{ table }} DROP CONSTRAINT {{ name }}
+-- statement: add_primary_key
+ALTER TABLE {{ table }} ADD CONSTRAINT {{ name }} PRIMARY KEY ({{ column }})

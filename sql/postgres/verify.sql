@@ -54,4 +54,4 @@ WHERE d.is_current AND NOT EXISTS (SELECT 1 FROM dimlog_stage s WHERE NOT s.is_d
 SELECT {{ keytext("s.") }}, 'tracked values differ (source updated_at ' || {{ "s.valid_from"|pgts }} || ', dimension valid_from ' || {{ "d.valid_from"|pgts }} || ')'
 FROM dimlog_stage s
 JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
-WHERE NOT s.is_deleted AND s.row_hash <> d.row_hash
+WHERE NOT s.is_deleted AND (s.row_hash <> d.row_hash{% for c in t1 %} OR s.{{ c }} IS DISTINCT FROM d.{{ c }}{% endfor %})

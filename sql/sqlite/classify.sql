@@ -37,7 +37,10 @@ combined AS (
     FROM effective
     UNION ALL
     SELECT {{ keys|cols }}, valid_from, NULL, is_deleted, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, 1 AS src
-    FROM dimlog_stage
+    FROM dimlog_stage s
+{% if unique_key %}
+    WHERE EXISTS (SELECT 1 FROM effective e WHERE {{ keys|eqs("e", "s") }})
+{% endif %}
 ),
 sequenced AS (
     SELECT c.*,
@@ -82,6 +85,15 @@ SELECT {{ keys|cols }}, valid_from, row_hash{% for a in attrs %}, {{ a }}{% endf
        (newest_logged IS NOT NULL AND valid_from < newest_logged) AS is_late
 FROM typed
 WHERE final_kind IS NOT NULL
+{% if unique_key %}
+UNION ALL
+{# One staged row per key: a key the log has never seen has no predecessor, so its row
+   opens a version (a tombstone if it is deleted) without the window above. #}
+SELECT {{ keys|cols("s") }}, s.valid_from, s.row_hash{% for a in attrs %}, s.{{ a }}{% endfor %}, NULL,
+       CASE WHEN s.is_deleted THEN 'tombstone' ELSE 'version' END, 0
+FROM dimlog_stage s
+WHERE NOT EXISTS (SELECT 1 FROM effective e WHERE {{ keys|eqs("e", "s") }})
+{% endif %}
 -- statement: counts
 SELECT sum(change_kind = 'version'), sum(change_kind = 'version' AND is_late),
        sum(change_kind = 'correction'), sum(change_kind = 'tombstone'), sum(change_kind = 'type1'), count(*)

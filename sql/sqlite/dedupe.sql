@@ -12,5 +12,7 @@ FROM (
     FROM dimlog_raw r
 ) x
 WHERE dimlog_rn = 1
+-- statement: adopt
+ALTER TABLE temp.dimlog_raw RENAME TO dimlog_stage
 -- statement: count
 SELECT count(*) FROM dimlog_stage

@@ -13,7 +13,7 @@ CREATE TEMP TABLE dimlog_raw (
 {% endif %}
     valid_from TEXT    NOT NULL,
     is_deleted BOOLEAN NOT NULL,
-    row_hash   BLOB    NOT NULL
+    row_hash   BLOB
 )
 -- statement: analyze
 ANALYZE temp.dimlog_stage

@@ -47,3 +47,5 @@ ALTER TABLE {{ log }} ADD COLUMN {{ column.name }} {{ column.target_type }}
 UPDATE dimlog_dimensions
 SET tracked_columns = ?1, type1_columns = ?2, column_types = ?3, hash_version = ?4, updated_at = ?5
 WHERE dimension = ?6
+-- statement: drop_index
+DROP INDEX IF EXISTS {{ index }}

@@ -144,10 +144,17 @@ impl Conn {
     }
 
     /// Starts the run's transaction.
+    ///
+    /// On PostgreSQL the transaction also gets settings for dimlog's few large
+    /// statements: no JIT (its compile time costs more than it saves on these plans, and
+    /// estimates on fresh temp tables can make the planner think a statement is huge), and
+    /// sorts and hashes of a million staged rows done in memory rather than on disk.
     pub async fn begin(&mut self) -> Result<(), DbError> {
         let sql = match self {
             Conn::Sqlite(_) => "BEGIN IMMEDIATE",
-            Conn::Postgres(_) => "BEGIN",
+            Conn::Postgres(_) => {
+                "BEGIN; SET LOCAL jit = off; SET LOCAL work_mem = '256MB'; SET LOCAL maintenance_work_mem = '256MB'"
+            }
         };
         self.execute_script("begin transaction", sql).await
     }

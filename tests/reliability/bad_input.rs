@@ -61,6 +61,16 @@ fn message(out: &CliOutput) -> &str {
         .unwrap_or_else(|| panic!("no `error: ` line: {out:?}"))
 }
 
+/// The error message says each of `parts` (the setting, the column, the count, the fix),
+/// and nothing else went to stdout.
+fn assert_says(out: &CliOutput, parts: &[&str]) {
+    let text = message(out);
+    for part in parts {
+        assert!(text.contains(part), "the message does not say {part:?}: {out:?}");
+    }
+    assert_eq!(out.stdout, "", "{out:?}");
+}
+
 /// Log, dimension and state are unchanged; a run record added since is `failed`, with the
 /// message the user saw. Restores the config that loaded the dimension, to read them.
 async fn assert_nothing_committed(fx: &mut Fixture, before: &Before, out: &CliOutput) {
@@ -96,10 +106,14 @@ async fn null_natural_key_fails_the_run(mut fx: Fixture) {
     .await;
     let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
     assert_eq!(out.code, Some(1), "{out:?}");
-    assert_eq!(
-        message(&out),
-        "2 source rows in the window have a NULL natural key `customer_id` (source.key); \
-         fix them at the source or exclude them with source.query"
+    assert_says(
+        &out,
+        &[
+            "2 source rows",
+            "NULL natural key `customer_id`",
+            "source.key",
+            "source.query",
+        ],
     );
     assert_nothing_committed(&mut fx, &before, &out).await;
 }
@@ -117,10 +131,14 @@ async fn null_updated_at_fails_the_run(mut fx: Fixture) {
     .await;
     let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
     assert_eq!(out.code, Some(1), "{out:?}");
-    assert_eq!(
-        message(&out),
-        "2 source rows have a NULL `updated_at` (source.updated_at): they would never be loaded; \
-         fix them at the source or exclude them with source.query"
+    assert_says(
+        &out,
+        &[
+            "2 source rows",
+            "NULL `updated_at`",
+            "source.updated_at",
+            "never be loaded",
+        ],
     );
     assert_nothing_committed(&mut fx, &before, &out).await;
 }
@@ -140,14 +158,21 @@ async fn a_naive_timestamp_column_needs_source_timezone_on_postgres() {
     fx.set_setting("table", "\"src_naive\"");
     let out = cli::run(&fx.config_path(), &["run", "--upper", FIRST]);
     assert_eq!(out.code, Some(2), "{out:?}");
-    assert_eq!(
-        message(&out),
-        "setting `source.timezone`: the change column `updated_at` is `timestamp without time zone`, \
-         which has no time zone; set source.timezone to the zone its values are in, e.g. \"UTC\""
+    assert_says(
+        &out,
+        &[
+            "setting `source.timezone`",
+            "`updated_at`",
+            "timestamp without time zone",
+            "\"UTC\"",
+        ],
     );
     assert!(!fx.target_has_table("dimlog_runs").await, "something was written");
 
-    fx.edit_config("safety_lag = \"0s\"", "safety_lag = \"0s\"\ntimezone = \"Europe/Paris\"");
+    fx.edit_config(
+        "safety_lag = \"0s\"",
+        "safety_lag = \"0s\"\ntimezone = \"Europe/Paris\"",
+    );
     let out = cli::run(&fx.config_path(), &["run", "--upper", FIRST]);
     assert_eq!(out.code, Some(0), "{out:?}");
     // 09:00 in Paris is 08:00 UTC.
@@ -162,14 +187,20 @@ async fn a_naive_timestamp_column_needs_source_timezone_on_postgres() {
 async fn a_timestamp_without_offset_fails_the_run_on_sqlite() {
     let mut fx = Fixture::sqlite().await;
     let before = loaded(&mut fx, "src_customers").await;
-    fx.exec(&format!("{INSERT} (2, 'bob@example.com', 'pro', 'DE', '2026-03-02 09:40:00')"))
-        .await;
+    fx.exec(&format!(
+        "{INSERT} (2, 'bob@example.com', 'pro', 'DE', '2026-03-02 09:40:00')"
+    ))
+    .await;
     let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
     assert_eq!(out.code, Some(1), "{out:?}");
-    assert_eq!(
-        message(&out),
-        "source column `updated_at` (source.updated_at): timestamp \"2026-03-02 09:40:00\" has no time zone; \
-         set source.timezone to the zone these values are in, e.g. \"UTC\""
+    assert_says(
+        &out,
+        &[
+            "`updated_at`",
+            "\"2026-03-02 09:40:00\"",
+            "has no time zone",
+            "source.timezone",
+        ],
     );
     assert_nothing_committed(&mut fx, &before, &out).await;
 
@@ -217,7 +248,10 @@ async fn duplicate_key_and_timestamp_is_deterministic_and_counted(mut fx: Fixtur
         assert_eq!([&again["duplicates_dropped"], &again["versions"]], [1, 0]);
         results.push(fx.dimension().await);
     }
-    assert_eq!(results[0], results[1], "the winner depends on the order the rows were written in");
+    assert_eq!(
+        results[0], results[1],
+        "the winner depends on the order the rows were written in"
+    );
 }
 
 async fn unknown_table_is_a_config_error(mut fx: Fixture) {
@@ -225,11 +259,7 @@ async fn unknown_table_is_a_config_error(mut fx: Fixture) {
     fx.set_setting("table", "\"no_such_table\"");
     let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
     assert_eq!(out.code, Some(2), "{out:?}");
-    assert_eq!(
-        message(&out),
-        "setting `source.table`: table no_such_table does not exist in the source database (or has no columns); \
-         check the name and schema"
-    );
+    assert_says(&out, &["setting `source.table`", "no_such_table", "does not exist"]);
     assert_nothing_committed(&mut fx, &before, &out).await;
 }
 
@@ -238,10 +268,13 @@ async fn unknown_column_is_a_config_error(mut fx: Fixture) {
     fx.set_setting("columns", "[\"email\", \"tier\", \"no_such_column\"]");
     let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
     assert_eq!(out.code, Some(2), "{out:?}");
-    assert_eq!(
-        message(&out),
-        "setting `track.columns`: column `no_such_column` is not in the source; it has: \
-         customer_id, email, tier, country, is_deleted, updated_at"
+    assert_says(
+        &out,
+        &[
+            "setting `track.columns`",
+            "`no_such_column` is not in the source",
+            "customer_id, email, tier, country, is_deleted, updated_at",
+        ],
     );
     assert_nothing_committed(&mut fx, &before, &out).await;
 }
@@ -265,16 +298,23 @@ async fn injected_identifiers_are_refused(mut fx: Fixture) {
         fx.set_setting(key, line.split_once(" = ").expect("a value").1);
         let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
         assert_eq!(out.code, Some(2), "{out:?}");
-        assert_eq!(
-            message(&out),
-            format!(
-                "setting `{setting}`: \"x\\\"; DROP TABLE y; --\" is not a valid name: \
-                 use letters, digits and _ (not first), optionally schema.name"
-            )
+        assert_says(
+            &out,
+            &[
+                &format!("setting `{setting}`"),
+                r#""x\"; DROP TABLE y; --""#,
+                "not a valid name",
+            ],
         );
         assert_nothing_committed(&mut fx, &before, &out).await;
-        assert_eq!(fx.source_query("SELECT CAST(count(*) AS TEXT) FROM y").await, [[Some("1".to_string())]]);
-        assert_eq!(fx.target_query("SELECT CAST(count(*) AS TEXT) FROM y").await, [[Some("1".to_string())]]);
+        assert_eq!(
+            fx.source_query("SELECT CAST(count(*) AS TEXT) FROM y").await,
+            [[Some("1".to_string())]]
+        );
+        assert_eq!(
+            fx.target_query("SELECT CAST(count(*) AS TEXT) FROM y").await,
+            [[Some("1".to_string())]]
+        );
     }
 }
 
@@ -283,10 +323,13 @@ async fn a_dropped_tracked_column_is_named(mut fx: Fixture) {
     fx.exec("ALTER TABLE src_customers DROP COLUMN tier").await;
     let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
     assert_eq!(out.code, Some(2), "{out:?}");
-    assert_eq!(
-        message(&out),
-        "setting `track.columns`: column `tier` is not in the source; it has: \
-         customer_id, email, country, is_deleted, updated_at"
+    assert_says(
+        &out,
+        &[
+            "setting `track.columns`",
+            "`tier` is not in the source",
+            "customer_id, email, country, is_deleted, updated_at",
+        ],
     );
     assert_nothing_committed(&mut fx, &before, &out).await;
 }
@@ -315,23 +358,28 @@ async fn a_retyped_tracked_column_names_the_migration(mut fx: Fixture) {
     };
     let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
     assert_eq!(out.code, Some(2), "{out:?}");
-    assert_eq!(
-        message(&out),
-        format!(
-            "setting `track.columns`: source column `tier` changed type from {from} to {to}; alter the log \
-             and dimension columns to {to} (ALTER TABLE … ALTER COLUMN tier TYPE {to}), then update \
-             dimlog_dimensions.column_types"
-        )
+    // It names the column, both types, and the migration of the target's metadata (and,
+    // on PostgreSQL, of the log's column).
+    assert_says(
+        &out,
+        &[
+            "setting `track.columns`",
+            &format!("`tier` changed type from {from} to {to}"),
+            "dimlog_dimensions",
+        ],
     );
+    if fx.backend == Backend::Postgres {
+        assert_says(&out, &["ALTER TABLE", "customer_versions"]);
+    }
     assert_nothing_committed(&mut fx, &before, &out).await;
 }
 
 const SECRET: &str = "hunter2secret";
 
 /// Runs `dimlog run` (plain, `--json`, and `-vv`) and checks each exits 1 with a
-/// connection error that shows the URL redacted and never the password.
-fn assert_connect_error_hides_password(config: &std::path::Path, redacted_url: &str, cause: &str) -> String {
-    let mut first = None;
+/// connection error that shows the URL redacted, says `cause`, and never shows the
+/// password.
+fn assert_connect_error_hides_password(config: &std::path::Path, redacted_url: &str, cause: &str) {
     for extra in [&[][..], &["--json"][..], &["-vv"][..]] {
         let mut args = vec!["run", "--upper", NEXT];
         args.extend_from_slice(extra);
@@ -351,9 +399,7 @@ fn assert_connect_error_hides_password(config: &std::path::Path, redacted_url: &
             "{text}"
         );
         assert!(text.contains(cause), "{text}");
-        first.get_or_insert(text);
     }
-    first.expect("ran")
 }
 
 /// A stand-in PostgreSQL server that asks for an MD5 password and refuses it, as a real
@@ -434,17 +480,10 @@ async fn a_wrong_password_is_never_printed() {
 
     let source_url = fx.source_url.clone();
     fx.edit_config(&format!("url = \"{source_url}\""), &format!("url = \"{url}\""));
-    let shown = assert_connect_error_hides_password(
+    assert_connect_error_hides_password(
         &fx.config_path(),
         &redacted,
         "password authentication failed for user \"dimlog\"",
-    );
-    assert_eq!(
-        shown,
-        format!(
-            "cannot connect to {redacted}: error returned from database: \
-             password authentication failed for user \"dimlog\""
-        )
     );
     fx.set_config(good.clone());
     let target_url = fx.target_url.clone();
@@ -462,7 +501,11 @@ async fn a_wrong_password_is_never_printed() {
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(!out.all().contains(SECRET), "{out:?}");
     assert!(out.stderr.contains(&redacted), "{out:?}");
-    assert_eq!(attempts.load(Ordering::SeqCst), 7, "every run reached the password exchange");
+    assert_eq!(
+        attempts.load(Ordering::SeqCst),
+        7,
+        "every run reached the password exchange"
+    );
 
     assert_eq!(fx.log().await, before.log);
     assert_eq!(fx.dimension().await, before.dimension);

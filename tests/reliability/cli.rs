@@ -41,12 +41,7 @@ pub fn command(config: &Path) -> Command {
     if let Some(dir) = config.parent() {
         cmd.current_dir(dir);
     }
-    for var in [
-        "DIMLOG_FAILPOINT",
-        "DIMLOG_SOURCE_URL",
-        "DIMLOG_TARGET_URL",
-        "RUST_LOG",
-    ] {
+    for var in ["DIMLOG_FAILPOINT", "DIMLOG_SOURCE_URL", "DIMLOG_TARGET_URL", "RUST_LOG"] {
         cmd.env_remove(var);
     }
     cmd.stdin(Stdio::null());

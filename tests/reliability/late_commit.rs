@@ -3,6 +3,9 @@
 //! cannot see it, and the watermark moves past its stamp. After the commit, the next run
 //! loads it when `source.lookback` reaches back over the delay; with `lookback = "0s"` it
 //! is missed for good, and `verify --against-source` names the key (exit 3).
+//!
+//! The runs use fixed upper bounds; `verify --against-source` reads up to the source's
+//! clock, so the rows are stamped in the past.
 
 use dimlog::config::{Overrides, Plan};
 use dimlog::pipeline::{self, Quiet, RunOptions, RunReport, Session};
@@ -12,8 +15,8 @@ use super::cli;
 use crate::support::fixture::{ts, Fixture};
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
-const FIRST_UPPER: &str = "2026-05-04T10:00:00Z";
-const NEXT_UPPER: &str = "2026-05-04T10:05:00Z";
+const FIRST_UPPER: &str = "2020-05-04T10:00:00Z";
+const NEXT_UPPER: &str = "2020-05-04T10:05:00Z";
 
 async fn run(plan: &Plan, upper: &str) -> RunReport {
     let mut session = Session::open(plan).await.expect("session");
@@ -48,17 +51,21 @@ async fn a_late_commit_is_loaded_by_a_lookback_longer_than_its_delay() {
     let strict_plan = Plan::load(&strict, &Overrides::default()).expect("strict config");
     let plan = fx.plan();
 
-    fx.exec(&format!("{INSERT} (1, 'ann@example.com', 'free', 'FR', '2026-05-04T09:30:00Z')"))
-        .await;
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'free', 'FR', '2020-05-04T09:30:00Z')"
+    ))
+    .await;
     // The late writer: its row is stamped 09:59, a minute before the run's upper bound...
     let mut late = PgConnection::connect(&fx.source_url).await.expect("connect");
     late.execute("BEGIN").await.expect("begin");
-    late.execute(format!("{INSERT} (2, 'bob@example.com', 'pro', 'DE', '2026-05-04T09:59:00Z')").as_str())
+    late.execute(format!("{INSERT} (2, 'bob@example.com', 'pro', 'DE', '2020-05-04T09:59:00Z')").as_str())
         .await
         .expect("insert");
     // ...and a row stamped after it commits first.
-    fx.exec(&format!("{INSERT} (3, 'cyd@example.com', 'pro', 'NL', '2026-05-04T09:59:50Z')"))
-        .await;
+    fx.exec(&format!(
+        "{INSERT} (3, 'cyd@example.com', 'pro', 'NL', '2020-05-04T09:59:50Z')"
+    ))
+    .await;
 
     // Both runs read the source while the late transaction is open.
     for p in [&plan, &strict_plan] {
@@ -66,7 +73,7 @@ async fn a_late_commit_is_loaded_by_a_lookback_longer_than_its_delay() {
         assert_eq!((r.counts.rows_read, r.counts.versions), (2, 2), "{}", p.name);
         assert_eq!(
             r.high_watermark.map(|t| t.to_text()).as_deref(),
-            Some("2026-05-04T09:59:50.000000Z"),
+            Some("2020-05-04T09:59:50.000000Z"),
             "the watermark passed the late row's stamp"
         );
     }
@@ -79,16 +86,19 @@ async fn a_late_commit_is_loaded_by_a_lookback_longer_than_its_delay() {
     let r = run(&plan, NEXT_UPPER).await;
     assert_eq!(
         r.low_watermark.map(|t| t.to_text()).as_deref(),
-        Some("2026-05-04T09:54:50.000000Z")
+        Some("2020-05-04T09:54:50.000000Z")
     );
-    assert_eq!((r.counts.rows_read, r.counts.versions, r.counts.late_versions), (2, 1, 0));
+    assert_eq!(
+        (r.counts.rows_read, r.counts.versions, r.counts.late_versions),
+        (2, 1, 0)
+    );
     assert_eq!(keys(&fx.dimension().await), ["1", "2", "3"]);
 
     // Without lookback the row is behind the window, and stays missed.
     let r = run(&strict_plan, NEXT_UPPER).await;
     assert_eq!(
         r.low_watermark.map(|t| t.to_text()).as_deref(),
-        Some("2026-05-04T09:59:50.000000Z")
+        Some("2020-05-04T09:59:50.000000Z")
     );
     assert_eq!((r.counts.rows_read, r.counts.versions), (1, 0));
 
@@ -114,7 +124,10 @@ async fn a_late_commit_is_loaded_by_a_lookback_longer_than_its_delay() {
             let examples = c["examples"].as_array().expect("examples");
             (
                 c["name"].as_str().unwrap_or_default().to_string(),
-                examples.iter().map(|e| e.as_str().unwrap_or_default().to_string()).collect(),
+                examples
+                    .iter()
+                    .map(|e| e.as_str().unwrap_or_default().to_string())
+                    .collect(),
             )
         })
         .collect();

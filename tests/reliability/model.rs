@@ -217,6 +217,8 @@ pub struct Planned {
     pub counts: RunCounts,
     /// Live keys closed by reconciliation.
     pub reconciled: i64,
+    /// Of those, keys whose newest version was not before `upper` (closed 1 µs after it).
+    pub reconciled_after_upper: i64,
     /// Low side of the window.
     pub low: Option<Micros>,
     /// The watermark after the run.
@@ -302,6 +304,7 @@ impl Model {
         // tombstone at `upper`, or just after their newest version if that is later.
         let timelines = self.timelines();
         let mut reconciled = 0;
+        let mut reconciled_after_upper = 0;
         if spec.reconcile {
             let in_source: BTreeSet<i64> = source.rows.iter().map(|r| r.key).collect();
             let staged_keys: BTreeSet<i64> = staged.keys().map(|(k, _)| *k).collect();
@@ -314,6 +317,7 @@ impl Model {
                     let at = if *newest < spec.upper {
                         spec.upper
                     } else {
+                        reconciled_after_upper += 1;
                         newest.plus(1)
                     };
                     staged.insert((*key, at), Payload::Deleted);
@@ -343,7 +347,6 @@ impl Model {
                     Some((Payload::Deleted, None))
                 }
                 (Payload::Live(v), Some((_, (Payload::Live(pv), _)))) if pv == v => None,
-                (Payload::Live(v), _) if tl.range(at..).next().map(|(_, e)| e.0) == Some(Payload::Live(v)) && tl.range(at..).next().map(|(t, _)| *t) != Some(at) => None,
                 (Payload::Live(v), Some((p_from, (Payload::Live(_), p_sk)))) if p_from == at => {
                     counts.corrections += 1;
                     Some((Payload::Live(v), p_sk))
@@ -377,6 +380,7 @@ impl Model {
         Planned {
             counts,
             reconciled,
+            reconciled_after_upper,
             low,
             watermark,
             appended,
@@ -388,15 +392,16 @@ impl Model {
     pub fn commit(&mut self, planned: Planned) -> usize {
         let run = self.runs;
         self.runs += 1;
-        self.log.extend(planned.appended.into_iter().map(|r| LogRow { run, ..r }));
+        self.log
+            .extend(planned.appended.into_iter().map(|r| LogRow { run, ..r }));
         self.watermark = planned.watermark;
         self.next_sk = planned.next_sk;
         run
     }
 
-    /// 5. The dimension: per key, the latest log row of each valid_from, in order;
-    /// `valid_to` is the next valid_from or the sentinel; tombstones close the version
-    /// before them and are no rows.
+    /// The dimension (spec 1.5): per key, the latest log row of each valid_from, in
+    /// order; `valid_to` is the next valid_from or the sentinel; tombstones close the
+    /// version before them and are no rows.
     pub fn dimension(&self) -> Vec<DimRow> {
         let mut runs: BTreeMap<(i64, Micros), usize> = BTreeMap::new();
         for r in &self.log {

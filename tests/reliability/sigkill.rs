@@ -97,7 +97,11 @@ async fn a_killed_run_leaves_the_previous_state(mut fx: Fixture) {
         assert_eq!(report[field], expected[field], "{field}: {out:?}");
     }
     assert_eq!(
-        (report["versions"].as_i64(), report["tombstones"].as_i64(), report["corrections"].as_i64()),
+        (
+            report["versions"].as_i64(),
+            report["tombstones"].as_i64(),
+            report["corrections"].as_i64()
+        ),
         (Some(2), Some(1), Some(1))
     );
     assert_eq!(

@@ -478,6 +478,9 @@ impl Fixture {
                 (Backend::Sqlite, Render::Hex) => format!("CASE WHEN {c} IS NULL THEN NULL ELSE lower(hex({c})) END"),
             })
             .collect();
+        // Output columns get neutral aliases, so ORDER BY names the table's own columns
+        // (PostgreSQL would otherwise sort `log_id::text` as text: 1, 10, 2).
+        let exprs: Vec<String> = exprs.iter().enumerate().map(|(i, e)| format!("{e} AS dimlog_c{i}")).collect();
         format!("SELECT {} FROM {table} ORDER BY {order_by}", exprs.join(", "))
     }
 
@@ -667,5 +670,60 @@ impl Fixture {
         };
         assert_eq!(actual, expected, "the dimension is not the one derived from the log");
         assert_eq!(Micros::parse(SENTINEL, None).ok(), Some(FAR_FUTURE));
+    }
+}
+
+/// The `dimlog` binary, run against the fixture's config.
+impl Fixture {
+    /// `dimlog --config <the fixture's config> <args>`, run in the fixture's dir with none
+    /// of dimlog's environment variables, so results do not depend on the caller's shell.
+    pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        std::process::Command::new(env!("CARGO_BIN_EXE_dimlog"))
+            .arg("--config")
+            .arg(self.config_path())
+            .args(args)
+            .current_dir(self.dir())
+            .env_remove("DIMLOG_SOURCE_URL")
+            .env_remove("DIMLOG_TARGET_URL")
+            .env_remove("DIMLOG_FAILPOINT")
+            .env_remove("RUST_LOG")
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("run the dimlog binary")
+    }
+}
+
+/// Variants for Type 1 columns and Type 6 twins.
+impl Fixture {
+    /// Adds a `name` column to `src_customers` and tracks it as Type 1
+    /// (`[track] type1 = ["name"]`).
+    pub async fn with_type1_name(&mut self) {
+        self.exec("ALTER TABLE src_customers ADD COLUMN name text").await;
+        self.edit_config(
+            r#"columns = ["email", "tier", "country"]"#,
+            "columns = [\"email\", \"tier\", \"country\"]\ntype1 = [\"name\"]",
+        );
+    }
+
+    /// The whole dimension like [`Fixture::dimension`], with the `current_<col>` twins of
+    /// `[track] current_columns` after the attributes.
+    pub async fn dimension_with_current(&mut self) -> Dump {
+        let (plan, keys, attrs) = self.plan_columns();
+        let mut cols = vec![(plan.target.surrogate_key.quoted(), Render::Plain)];
+        cols.extend(keys.iter().map(|k| (k.clone(), Render::Plain)));
+        cols.extend(attrs.iter().map(|a| (a.clone(), Render::Plain)));
+        cols.extend(
+            plan.current
+                .iter()
+                .map(|c| (format!("\"current_{}\"", c.name()), Render::Plain)),
+        );
+        cols.extend([
+            ("valid_from".to_string(), Render::Ts),
+            ("valid_to".to_string(), Render::Ts),
+            ("is_current".to_string(), Render::Bool),
+            ("load_id".to_string(), Render::Plain),
+        ]);
+        let order = format!("{}, valid_from", keys.join(", "));
+        self.dump(&plan.target.dimension.quoted(), cols, &order).await
     }
 }
