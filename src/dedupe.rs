@@ -179,7 +179,8 @@ impl<'p> CopyStager<'p> {
             None => {
                 self.scratch.clear();
                 copy_unescape(ts_field, &mut self.scratch);
-                let text = std::str::from_utf8(&self.scratch).map_err(|_| protocol("the source sent text that is not UTF-8"))?;
+                let text = std::str::from_utf8(&self.scratch)
+                    .map_err(|_| protocol("the source sent text that is not UTF-8"))?;
                 let t = Micros::parse(text, self.plan.source.timezone.as_ref())
                     .map_err(|reason| ExtractError::bad_change_column(self.plan, reason))?;
                 (t, false)
@@ -227,7 +228,11 @@ impl<'p> CopyStager<'p> {
         } else {
             out.extend_from_slice(ts.to_text().as_bytes());
         }
-        out.extend_from_slice(if is_deleted { b"\ttrue\t\\\\x" } else { b"\tfalse\t\\\\x" });
+        out.extend_from_slice(if is_deleted {
+            b"\ttrue\t\\\\x"
+        } else {
+            b"\tfalse\t\\\\x"
+        });
         push_hex(out, &self.hasher.finish());
         out.push(b'\n');
         Ok(())

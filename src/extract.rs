@@ -533,7 +533,12 @@ pub fn spawn_raw_reader(
     read: RawRead<'_>,
 ) -> Result<(RawChunks, tokio::task::JoinHandle<Conn>), ExtractError> {
     let sql = match read {
-        RawRead::Window(w) => sql::statement(conn.backend(), "extract", "rows", &extract_context(plan, layout, Some(w)))?,
+        RawRead::Window(w) => sql::statement(
+            conn.backend(),
+            "extract",
+            "rows",
+            &extract_context(plan, layout, Some(w)),
+        )?,
         RawRead::Keys => sql::statement(conn.backend(), "extract", "keys", &extract_context(plan, layout, None))?,
     };
     let (tx, rx) = mpsc::channel(4);

@@ -13,7 +13,7 @@ use crate::db::{sql, BindKind, Conn, Param};
 use crate::extract::{self, Layout};
 use crate::tables::{run_named, SqlContext};
 use crate::ts::Micros;
-use crate::Error;
+use crate::{dedupe, Error};
 
 /// Stages tombstones for live keys missing from the source; returns the source
 /// connection (it was lent to the key reader) and how many keys will be closed.
@@ -26,6 +26,26 @@ pub async fn stage_missing_keys(
     upper: Micros,
     allow_mass_delete: bool,
 ) -> (Conn, Result<i64, Error>) {
+    let (source, result) = if source.backend() == Backend::Postgres && target.backend() == Backend::Postgres {
+        stage_keys_copy(source, target, plan, layout, ctx).await
+    } else {
+        stage_keys(source, target, plan, layout, ctx).await
+    };
+    let counted = match result {
+        Ok(()) => compare(target, ctx, plan, upper, allow_mass_delete).await,
+        Err(e) => Err(e),
+    };
+    (source, counted)
+}
+
+/// Stages the source's key list row by row (any backend).
+async fn stage_keys(
+    source: Conn,
+    target: &mut Conn,
+    plan: &Plan,
+    layout: &Layout,
+    ctx: &SqlContext,
+) -> (Conn, Result<(), Error>) {
     let (mut batches, handle) = match extract::spawn_key_reader(source, plan, layout) {
         Ok(r) => r,
         Err(e) => unreachable_source(e),
@@ -57,11 +77,46 @@ pub async fn stage_missing_keys(
         Ok(c) => c,
         Err(e) => panic!("the key reader task failed: {e}"),
     };
-    let counted = match result {
-        Ok(()) => compare(target, ctx, plan, upper, allow_mass_delete).await,
-        Err(e) => Err(e),
+    (source, result)
+}
+
+/// Stages the source's key list from PostgreSQL to PostgreSQL: the source's COPY text
+/// goes into `COPY dimlog_source_keys FROM STDIN` as it came, never parsed.
+async fn stage_keys_copy(
+    source: Conn,
+    target: &mut Conn,
+    plan: &Plan,
+    layout: &Layout,
+    ctx: &SqlContext,
+) -> (Conn, Result<(), Error>) {
+    let (mut chunks, handle) = match extract::spawn_raw_reader(source, plan, layout, extract::RawRead::Keys) {
+        Ok(r) => r,
+        Err(e) => unreachable_source(e),
     };
-    (source, counted)
+    let mut result: Result<(), Error> = run_named(target, "reconcile", &["keys_table"], ctx)
+        .await
+        .map_err(Error::from);
+    if result.is_ok() {
+        let columns: Vec<String> = layout.keys.iter().map(|c| c.name.clone()).collect();
+        result = dedupe::copy_into(
+            target,
+            "staging the source key list",
+            "dimlog_source_keys",
+            &columns,
+            &mut chunks,
+            |piece, out| -> Result<(), Error> {
+                out.extend_from_slice(piece);
+                Ok(())
+            },
+        )
+        .await;
+    }
+    drop(chunks);
+    let source = match handle.await {
+        Ok(c) => c,
+        Err(e) => panic!("the key reader task failed: {e}"),
+    };
+    (source, result)
 }
 
 fn unreachable_source(e: extract::ExtractError) -> ! {

@@ -204,7 +204,12 @@ pub async fn restore_indexes(conn: &mut Conn, ctx: &SqlContext, dropped: Dropped
     run_named(
         conn,
         "tables",
-        &["log_index", "log_load_index", "dimension_index", "dimension_current_index"],
+        &[
+            "log_index",
+            "log_load_index",
+            "dimension_index",
+            "dimension_current_index",
+        ],
         ctx,
     )
     .await

@@ -45,11 +45,18 @@ impl Micros {
     /// `None` for anything else (then use [`Micros::parse`]). Both forms are also valid
     /// PostgreSQL timestamptz input, meaning the same instant.
     pub fn parse_fixed(b: &[u8]) -> Option<Micros> {
-        if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b' ') || b[13] != b':' || b[16] != b':' {
+        if b.len() < 20
+            || b[4] != b'-'
+            || b[7] != b'-'
+            || !matches!(b[10], b'T' | b' ')
+            || b[13] != b':'
+            || b[16] != b':'
+        {
             return None;
         }
         let num = |r: &[u8]| -> Option<u32> {
-            r.iter().try_fold(0u32, |n, &d| d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0')))
+            r.iter()
+                .try_fold(0u32, |n, &d| d.is_ascii_digit().then(|| n * 10 + u32::from(d - b'0')))
         };
         let rest = &b[19..];
         let (frac, zone) = match rest.first() {
@@ -58,7 +65,10 @@ impl Micros {
                 if !(1..=6).contains(&digits) {
                     return None;
                 }
-                (num(&rest[1..1 + digits])? * 10u32.pow(6 - digits as u32), &rest[1 + digits..])
+                (
+                    num(&rest[1..1 + digits])? * 10u32.pow(6 - digits as u32),
+                    &rest[1 + digits..],
+                )
             }
             _ => (0, rest),
         };
@@ -174,7 +184,11 @@ mod tests {
             "2026-10-05 09:30:00.123456+00",
             "2026-10-05T09:30:00Z",
         ] {
-            assert_eq!(Micros::parse_fixed(text.as_bytes()), Micros::parse(text, None).ok(), "{text}");
+            assert_eq!(
+                Micros::parse_fixed(text.as_bytes()),
+                Micros::parse(text, None).ok(),
+                "{text}"
+            );
         }
         for text in [
             "2026-10-05 09:30:00+02",

@@ -126,8 +126,7 @@ pub async fn verify(
     against_source: bool,
     observer: &dyn Observer,
 ) -> Result<VerifyReport, Error> {
-    crate::tables::init(&mut session.target, plan, &session.layout)
-        .await?;
+    crate::tables::init(&mut session.target, plan, &session.layout).await?;
     session.target.begin().await?;
     let result = checks(session, plan, against_source, observer).await;
     session.target.rollback().await;

@@ -17,8 +17,7 @@ pub struct StatusArgs {
 pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
     let mut session = Session::open(&plan).await?;
-    crate::tables::init(&mut session.target, &plan, &session.layout)
-        .await?;
+    crate::tables::init(&mut session.target, &plan, &session.layout).await?;
     let newest = {
         let source = session.source.as_mut().expect("source connection");
         crate::extract::source_newest(source, &plan, &session.layout).await?

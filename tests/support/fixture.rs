@@ -480,7 +480,11 @@ impl Fixture {
             .collect();
         // Output columns get neutral aliases, so ORDER BY names the table's own columns
         // (PostgreSQL would otherwise sort `log_id::text` as text: 1, 10, 2).
-        let exprs: Vec<String> = exprs.iter().enumerate().map(|(i, e)| format!("{e} AS dimlog_c{i}")).collect();
+        let exprs: Vec<String> = exprs
+            .iter()
+            .enumerate()
+            .map(|(i, e)| format!("{e} AS dimlog_c{i}"))
+            .collect();
         format!("SELECT {} FROM {table} ORDER BY {order_by}", exprs.join(", "))
     }
 
