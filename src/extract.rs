@@ -414,6 +414,9 @@ fn extract_context(plan: &Plan, layout: &Layout, window: Option<&Window>) -> ser
         "low": window.and_then(|w| w.low).map(|t| t.to_text()),
         "high": window.map(|w| w.high.to_text()),
         "high_inclusive": window.is_none_or(|w| w.high_inclusive),
+        // Slack of the loose SQLite window, in days: a second for values with offsets,
+        // a day for naive local times (dimlog formats this number itself).
+        "slack_days": if plan.source.timezone.is_some() { "1.0" } else { "0.0000116" },
     })
 }
 

@@ -1,14 +1,15 @@
 {# Reading the source. SQLite keeps timestamps as text that may carry any offset, so
-   the window is applied loosely here (a day of slack either side, through julianday)
-   and exactly in Rust after each value is parsed. #}
+   the window is applied loosely here, through julianday (which converts offsets to UTC
+   but holds only about 40 µs of precision; naive local times with source.timezone need
+   up to 14 h), and exactly in Rust after each value is parsed. #}
 -- statement: rows
 SELECT {% for c in columns %}CAST({{ c.name }} AS TEXT), {% endfor %}
        CAST({{ updated_at }} AS TEXT)
        {% if deleted_flag %}, CAST({{ deleted_flag }} AS TEXT){% endif %}
 FROM {{ relation }}
 WHERE {{ updated_at }} IS NOT NULL
-{% if low %}  AND julianday({{ updated_at }}) >= julianday(?) - 1.0{% endif %}
-{% if high %}  AND julianday({{ updated_at }}) <= julianday(?) + 1.0{% endif %}
+{% if low %}  AND julianday({{ updated_at }}) >= julianday(?) - {{ slack_days }}{% endif %}
+{% if high %}  AND julianday({{ updated_at }}) <= julianday(?) + {{ slack_days }}{% endif %}
 -- statement: null_check
 SELECT count(*) FROM {{ relation }} WHERE {{ updated_at }} IS NULL
 -- statement: now
