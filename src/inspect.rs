@@ -108,6 +108,10 @@ pub struct Status {
     pub lag_seconds: Option<f64>,
     /// Newest first.
     pub runs: Vec<crate::state::RunRecord>,
+    /// The column sets and hash version the dimension was built with.
+    pub columns: Option<crate::tables::DimensionRecord>,
+    /// A config change that `dimlog run --accept-config-change` would apply, in words.
+    pub pending_config_change: Option<String>,
 }
 
 /// One watermark.
@@ -156,5 +160,7 @@ pub async fn status(
         source_newest: source_newest.map(|t| t.to_text()),
         lag_seconds,
         runs,
+        columns: None,
+        pending_config_change: None,
     })
 }

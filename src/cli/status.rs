@@ -17,17 +17,35 @@ pub struct StatusArgs {
 pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
     let mut session = Session::open(&plan).await?;
-    crate::tables::init(&mut session.target, &plan, &session.layout).await?;
+    let (record, change) = crate::tables::init_allowing_change(&mut session.target, &plan, &session.layout).await?;
     let newest = {
         let source = session.source.as_mut().expect("source connection");
         crate::extract::source_newest(source, &plan, &session.layout).await?
     };
-    let status = crate::inspect::status(&mut session.target, &plan, newest, args.runs).await?;
+    let mut status = crate::inspect::status(&mut session.target, &plan, newest, args.runs).await?;
+    status.columns = Some(record);
+    status.pending_config_change = change.map(|c| c.describe());
     if out.json {
         out.print_json(&status);
         return Ok(0);
     }
     out.line(format!("dimension {}", status.dimension));
+    if let Some(r) = &status.columns {
+        out.line(format!(
+            "tracks {} (row-hash encoding v{}){}{}",
+            r.tracked_columns.join(", "),
+            r.hash_version,
+            if r.type1_columns.is_empty() { String::new() } else { format!("; type 1: {}", r.type1_columns.join(", ")) },
+            if r.current_columns.is_empty() {
+                String::new()
+            } else {
+                format!("; current_: {}", r.current_columns.join(", "))
+            },
+        ));
+    }
+    if let Some(c) = &status.pending_config_change {
+        out.line(format!("config changed since the last run ({c}): `dimlog run --accept-config-change` applies it"));
+    }
     if status.watermarks.is_empty() {
         out.line("no watermark yet: no run has read anything");
     } else {
