@@ -39,6 +39,11 @@ fn main() {
                     .and_then(|v| v.replace('_', "").parse().ok())
                     .expect("--facts N")
             }
+            "--synthetic" => {
+                // Only the in-memory index, on generated versions: no database.
+                synthetic(versions, facts);
+                return;
+            }
             "--bench" => {}
             other => panic!("unknown argument {other}; use --versions N --facts N"),
         }
@@ -58,6 +63,44 @@ async fn exec(c: &mut PgConnection, sql: &str) {
             .await
             .unwrap_or_else(|e| panic!("{statement}: {e}"));
     }
+}
+
+/// The in-memory index alone, on `versions` generated versions (3 per key) and `facts`
+/// pseudo-random probes.
+fn synthetic(versions: u64, facts: u64) {
+    let keys = (versions / 3) as i64;
+    let day = 86_400_000_000i64;
+    let mut index = Index::default();
+    for k in 1..=keys {
+        let key = k.to_string();
+        for j in 0..3 {
+            let from = j * 100 * day + k * 1_000_000;
+            let to = if j == 2 { dimlog::ts::FAR_FUTURE.0 } else { from + 100 * day };
+            index.insert(&[&key], Micros(from), Micros(to), k * 3 + j);
+        }
+    }
+    index.seal();
+    let probes: Vec<(String, Micros)> = (1..=facts as i64)
+        .map(|f| ((1 + (f * 7919) % (keys * 102 / 100)).to_string(), Micros((f * 104_729) % (330 * day))))
+        .collect();
+    let rounds = 5;
+    let started = Instant::now();
+    let mut hits = 0u64;
+    for _ in 0..rounds {
+        for (k, t) in &probes {
+            if std::hint::black_box(index.lookup_joined(std::hint::black_box(k), *t)) != dimlog::lookup::UNKNOWN {
+                hits += 1;
+            }
+        }
+    }
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "synthetic index: {} versions, {} lookups in {secs:.2}s: {:.1}M lookups/s ({} hits per round)",
+        index.len(),
+        rounds * probes.len(),
+        (rounds * probes.len()) as f64 / secs / 1e6,
+        hits / rounds as u64
+    );
 }
 
 async fn bench(versions: u64, facts: u64) {
@@ -122,7 +165,7 @@ columns = ["email", "tier", "country"]
              INSERT INTO facts_a
              SELECT f, 1 + (f * 7919) % ({keys} * 102 / 100),
                     timestamptz '2024-12-01 00:00:00+00' + ((f * 104729) % {span}) * interval '1 second'
-             FROM generate_series(1, {facts}) f;
+             FROM generate_series(1::bigint, {facts}) f;
              CREATE TABLE facts_f AS SELECT * FROM facts_a;
              ALTER TABLE facts_f ADD COLUMN sk bigint;
              VACUUM ANALYZE facts_a; VACUUM ANALYZE facts_f; VACUUM ANALYZE dim_customer;"

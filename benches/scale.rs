@@ -202,7 +202,7 @@ async fn apply_change(
     let late = if late_candidates {
         format!("WHEN customer_id % {} = 0 THEN timestamptz '{at}' + interval '50 minutes' + ((customer_id / {step}) % 59) * interval '1 second'", step * 10)
     } else {
-        String::new()
+        "WHEN false THEN NULL".to_string()
     };
     exec(
         c,
@@ -256,7 +256,7 @@ async fn measure_floor(source: &str, target: &str, m: &mut Measured) {
     let mut t = connect(target).await;
     // The same SELECT dimlog's extract renders for this table.
     let select = "COPY (SELECT customer_id::text, email::text, tier::text, country::text, \
-                  to_char((updated_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') \
+                  (updated_at) \
                   FROM src_customers) TO STDOUT";
     let (secs, chunks) = timed(async {
         let mut stream = s.copy_out_raw(select).await.unwrap();
@@ -657,7 +657,7 @@ async fn backfill_section(n: u64, dir: &Path) {
     let mut s = connect(&source).await;
     let (out, _) = timed(async {
         let mut stream = s
-            .copy_out_raw("COPY (SELECT customer_id::text, email, tier, country, to_char(updated_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"') FROM landing_customers) TO STDOUT")
+            .copy_out_raw("COPY (SELECT customer_id::text, email, tier, country, updated_at FROM landing_customers) TO STDOUT")
             .await
             .unwrap();
         while let Some(c) = stream.next().await {

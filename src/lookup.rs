@@ -12,7 +12,7 @@ use crate::config::Backend;
 use crate::db::{sql, Conn, DbError, Param};
 use crate::ident::Ident;
 use crate::tables::SqlContext;
-use crate::ts::Micros;
+use crate::ts::{Micros, FAR_FUTURE};
 use crate::Error;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -154,13 +154,146 @@ struct Span {
     sk: i64,
 }
 
+/// A sealed step of a key's timeline: from `from` on (until the next step), `sk` is in
+/// effect. A gap (after a tombstone) is a step to [`UNKNOWN`], and so the end of every
+/// timeline is implied: 16 bytes a version instead of 24, so more of the index stays in
+/// cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(C)]
+struct Step {
+    from: i64,
+    sk: i64,
+}
+
 /// An in-memory point-in-time index over a dimension: per key, its versions sorted by
 /// `valid_from`, binary-searched. Keys are the text of the key columns (as the dimension
 /// stores them), joined with U+001F for composite keys.
+///
+/// Sealed, every key's versions lie next to each other in one array, and the key maps to
+/// its slice of it; a key that is the canonical text of an `i64` (most keys are) is
+/// hashed as that number, so a lookup costs a parse, one probe and one slice.
 #[derive(Debug, Default)]
 pub struct Index {
-    spans: FxHashMap<Box<str>, Vec<Span>>,
+    /// Versions added since the last [`Index::seal`].
+    pending: FxHashMap<Box<str>, Vec<Span>>,
+    /// Sealed keys that are canonical integers → (start, length) in `steps`.
+    ints: IntTable,
+    /// Every other sealed key → (start, length) in `steps`.
+    texts: FxHashMap<Box<str>, (u32, u32)>,
+    /// Sealed timelines, grouped by key, each group sorted by `from`.
+    steps: Vec<Step>,
     versions: usize,
+}
+
+/// A map from integer keys to their steps: open addressing with linear probing, one
+/// 64-byte slot (a cache line) per key holding the key and, for a key of at most three
+/// steps, the steps themselves; a lookup usually reads that one line. Longer timelines
+/// are read from [`Index`]'s step array.
+#[derive(Debug, Default)]
+struct IntTable {
+    /// `len == 0` marks an empty slot (every key has at least one step).
+    slots: Vec<IntSlot>,
+    shift: u32,
+}
+
+const INLINE_STEPS: usize = 3;
+
+#[derive(Clone, Copy, Debug, Default)]
+#[repr(C, align(64))]
+struct IntSlot {
+    key: i64,
+    start: u32,
+    len: u32,
+    inline: [Step; INLINE_STEPS],
+}
+
+impl Default for Step {
+    fn default() -> Step {
+        Step { from: 0, sk: UNKNOWN }
+    }
+}
+
+impl IntTable {
+    /// Room for `keys` keys, at most three quarters full.
+    fn with_capacity(keys: usize) -> IntTable {
+        let bits = (keys.max(1) * 4 / 3 + 1).next_power_of_two().trailing_zeros().max(4);
+        IntTable {
+            slots: vec![IntSlot::default(); 1 << bits],
+            shift: 64 - bits,
+        }
+    }
+
+    fn home(&self, key: i64) -> usize {
+        ((key as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.shift) as usize
+    }
+
+    /// Adds a key whose steps are `all[start..start + len]`.
+    fn insert(&mut self, key: i64, (start, len): (u32, u32), all: &[Step]) {
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        while self.slots[i].len != 0 && self.slots[i].key != key {
+            i = (i + 1) & mask;
+        }
+        let mut slot = IntSlot {
+            key,
+            start,
+            len,
+            ..IntSlot::default()
+        };
+        if len as usize <= INLINE_STEPS {
+            slot.inline[..len as usize].copy_from_slice(&all[start as usize..(start + len) as usize]);
+        }
+        self.slots[i] = slot;
+    }
+
+    /// The steps of `key`, given the step array they were inserted from.
+    fn get<'a>(&'a self, key: i64, all: &'a [Step]) -> Option<&'a [Step]> {
+        if self.slots.is_empty() {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            let s = &self.slots[i];
+            if s.len == 0 {
+                return None;
+            }
+            if s.key == key {
+                let len = s.len as usize;
+                return Some(if len <= INLINE_STEPS {
+                    &s.inline[..len]
+                } else {
+                    &all[s.start as usize..s.start as usize + len]
+                });
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
+    fn drain(&mut self) -> impl Iterator<Item = (i64, (u32, u32))> {
+        std::mem::take(&mut self.slots)
+            .into_iter()
+            .filter(|s| s.len != 0)
+            .map(|s| (s.key, (s.start, s.len)))
+    }
+}
+
+/// The `i64` whose canonical text (`i64::to_string`) `s` is, if any: no sign but a
+/// leading `-`, no leading zeros, no `-0`. So a key maps to an integer exactly when it
+/// is that integer's one spelling, and text keys like `007` stay text.
+fn canonical_int(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let digits = b.strip_prefix(b"-").unwrap_or(b);
+    match digits {
+        [] => return None,
+        [b'0'] if digits.len() == b.len() => return Some(0),
+        [b'0', ..] => return None,
+        _ => {}
+    }
+    if digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 /// The separator of composite key parts in [`Index::lookup_joined`].
@@ -192,7 +325,7 @@ impl Index {
     /// Adds a version (call [`Index::seal`] after the last).
     pub fn insert(&mut self, key: &[&str], valid_from: Micros, valid_to: Micros, sk: i64) {
         let joined = join_key(key);
-        self.spans.entry(joined.into_boxed_str()).or_default().push(Span {
+        self.pending.entry(joined.into_boxed_str()).or_default().push(Span {
             from: valid_from.0,
             to: valid_to.0,
             sk,
@@ -200,11 +333,53 @@ impl Index {
         self.versions += 1;
     }
 
-    /// Sorts each key's versions; required before lookups.
+    /// Sorts each key's versions and lays them out for lookups; required before lookups
+    /// (of the versions inserted since the last seal).
     pub fn seal(&mut self) {
-        for v in self.spans.values_mut() {
-            v.sort_unstable_by_key(|s| s.from);
+        if self.pending.is_empty() {
+            return;
         }
+        // Everything is laid out anew: keys sealed before may have new versions.
+        let mut groups = std::mem::take(&mut self.pending);
+        let sealed = std::mem::take(&mut self.steps);
+        let versions = |(start, len): (u32, u32)| {
+            let steps = &sealed[start as usize..(start + len) as usize];
+            steps.iter().enumerate().filter(|(_, s)| s.sk != UNKNOWN).map(|(i, s)| Span {
+                from: s.from,
+                to: steps.get(i + 1).map_or(FAR_FUTURE.0, |n| n.from),
+                sk: s.sk,
+            })
+        };
+        for (k, range) in self.ints.drain() {
+            groups.entry(k.to_string().into_boxed_str()).or_default().extend(versions(range));
+        }
+        for (k, range) in self.texts.drain() {
+            groups.entry(k).or_default().extend(versions(range));
+        }
+        let mut steps = Vec::with_capacity(self.versions);
+        let ints = groups.keys().filter(|k| canonical_int(k).is_some()).count();
+        self.ints = IntTable::with_capacity(ints);
+        for (key, mut group) in groups {
+            group.sort_unstable_by_key(|s| s.from);
+            let start = steps.len() as u32;
+            for (i, v) in group.iter().enumerate() {
+                steps.push(Step { from: v.from, sk: v.sk });
+                let next = group.get(i + 1).map(|n| n.from);
+                if v.to < FAR_FUTURE.0 && next.is_none_or(|n| v.to < n) {
+                    steps.push(Step { from: v.to, sk: UNKNOWN });
+                }
+            }
+            let range = (start, steps.len() as u32 - start);
+            match canonical_int(&key) {
+                Some(n) => {
+                    self.ints.insert(n, range, &steps);
+                }
+                None => {
+                    self.texts.insert(key, range);
+                }
+            }
+        }
+        self.steps = steps;
     }
 
     /// Number of versions held.
@@ -228,19 +403,24 @@ impl Index {
     /// Like [`Index::lookup`], for a key already joined with [`KEY_SEPARATOR`] (saves an
     /// allocation per composite-key fact).
     pub fn lookup_joined(&self, key: &str, at: Micros) -> i64 {
-        let Some(spans) = self.spans.get(key) else {
+        let steps = match canonical_int(key) {
+            Some(n) => self.ints.get(n, &self.steps),
+            None => self
+                .texts
+                .get(key)
+                .map(|&(start, len)| &self.steps[start as usize..(start + len) as usize]),
+        };
+        let Some(steps) = steps else {
             return UNKNOWN;
         };
-        let i = spans.partition_point(|s| s.from <= at.0);
+        if at >= FAR_FUTURE {
+            return UNKNOWN;
+        }
+        let i = steps.partition_point(|s| s.from <= at.0);
         if i == 0 {
             return UNKNOWN;
         }
-        let s = spans[i - 1];
-        if at.0 < s.to {
-            s.sk
-        } else {
-            UNKNOWN
-        }
+        steps[i - 1].sk
     }
 }
 
@@ -275,6 +455,42 @@ mod tests {
         assert_eq!(ix.lookup(&["1"], crate::ts::FAR_FUTURE.plus(-1)), 12);
         assert_eq!(ix.lookup(&["1"], crate::ts::FAR_FUTURE), UNKNOWN);
         assert_eq!(ix.lookup(&["2"], Micros(150)), UNKNOWN);
+    }
+
+    #[test]
+    fn integer_keys_only_match_their_one_spelling() {
+        let mut ix = Index::default();
+        ix.insert(&["42"], Micros(0), Micros(10), 1);
+        ix.insert(&["042"], Micros(0), Micros(10), 2);
+        ix.insert(&["-7"], Micros(0), Micros(10), 3);
+        ix.insert(&["0"], Micros(0), Micros(10), 4);
+        ix.insert(&["99999999999999999999"], Micros(0), Micros(10), 5);
+        ix.seal();
+        assert_eq!(ix.lookup(&["42"], Micros(5)), 1);
+        assert_eq!(ix.lookup(&["042"], Micros(5)), 2);
+        assert_eq!(ix.lookup(&["+42"], Micros(5)), UNKNOWN);
+        assert_eq!(ix.lookup(&["-7"], Micros(5)), 3);
+        assert_eq!(ix.lookup(&["0"], Micros(5)), 4);
+        assert_eq!(ix.lookup(&["-0"], Micros(5)), UNKNOWN);
+        assert_eq!(ix.lookup(&["99999999999999999999"], Micros(5)), 5);
+        assert_eq!(canonical_int("9223372036854775807"), Some(i64::MAX));
+        assert_eq!(canonical_int("-9223372036854775808"), Some(i64::MIN));
+        assert_eq!(canonical_int("9223372036854775808"), None);
+        assert_eq!(canonical_int("-"), None);
+    }
+
+    #[test]
+    fn sealing_again_keeps_earlier_versions() {
+        let mut ix = Index::default();
+        ix.insert(&["1"], Micros(0), Micros(10), 1);
+        ix.insert(&["a"], Micros(0), Micros(10), 2);
+        ix.seal();
+        ix.insert(&["1"], Micros(10), Micros(20), 3);
+        ix.seal();
+        assert_eq!(ix.lookup(&["1"], Micros(5)), 1);
+        assert_eq!(ix.lookup(&["1"], Micros(15)), 3);
+        assert_eq!(ix.lookup(&["a"], Micros(5)), 2);
+        assert_eq!(ix.len(), 3);
     }
 
     #[test]

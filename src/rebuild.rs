@@ -27,12 +27,29 @@ pub async fn rebuild_in_place(conn: &mut Conn, ctx: &SqlContext) -> Result<(), D
     run_named(conn, "rebuild", &["delete_all", "insert_all"], ctx).await
 }
 
+/// Creates the swap table and fills it with the whole dimension derived from the log
+/// (`dimlog rebuild`, and `verify` to compare). On PostgreSQL its primary key is built
+/// after the rows are in, once, rather than updated row by row.
+pub async fn build_swap_table(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
+    let swap = ctx.for_swap_table();
+    run_named(conn, "tables", &["dimension"], &swap).await?;
+    let pk = serde_json::json!({ "table": swap.dim, "name": swap.dim_pk, "column": swap.sk });
+    let postgres = conn.backend() == Backend::Postgres;
+    if postgres {
+        run_named(conn, "tables", &["drop_primary_key"], &pk).await?;
+    }
+    run_named(conn, "rebuild", &["insert_new"], ctx).await?;
+    if postgres {
+        run_named(conn, "tables", &["add_primary_key"], &pk).await?;
+    }
+    Ok(())
+}
+
 /// Rebuilds the whole dimension into a new table and swaps it in, inside the caller's
 /// transaction, so readers see the old table until commit.
 pub async fn rebuild_all(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
-    let swap = ctx.for_swap_table();
-    run_named(conn, "tables", &["dimension"], &swap).await?;
-    run_named(conn, "rebuild", &["insert_new", "drop_old", "rename_new"], ctx).await?;
+    build_swap_table(conn, ctx).await?;
+    run_named(conn, "rebuild", &["drop_old", "rename_new"], ctx).await?;
     if conn.backend() == Backend::Postgres {
         run_named(conn, "rebuild", &["rename_pk"], ctx).await?;
     }

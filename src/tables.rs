@@ -212,7 +212,13 @@ pub async fn restore_indexes(conn: &mut Conn, ctx: &SqlContext, dropped: Dropped
         ],
         ctx,
     )
-    .await
+    .await?;
+    if conn.backend() == Backend::Postgres {
+        // The next run's joins of a few touched keys with these tables need statistics
+        // to pick the indexes; autovacuum would only gather them some time later.
+        run_named(conn, "tables", &["analyze_log", "analyze_dimension"], ctx).await?;
+    }
+    Ok(())
 }
 
 /// Runs the named statements of a template, in the given order.

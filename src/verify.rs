@@ -12,7 +12,7 @@ use crate::config::Plan;
 use crate::db::{sql, Conn, DbError};
 use crate::extract::{self, Window};
 use crate::pipeline::{Observer, Session};
-use crate::tables::{run_named, SqlContext};
+use crate::tables::SqlContext;
 use crate::Error;
 use serde::Serialize;
 
@@ -146,8 +146,7 @@ async fn checks(
 ) -> Result<Vec<Check>, Error> {
     let ctx = session.ctx.clone();
     observer.phase("rebuilding from the log for comparison");
-    run_named(&mut session.target, "tables", &["dimension"], &ctx.for_swap_table()).await?;
-    run_named(&mut session.target, "rebuild", &["insert_new"], &ctx).await?;
+    crate::rebuild::build_swap_table(&mut session.target, &ctx).await?;
     let mut out = Vec::new();
     for check in INVARIANTS {
         observer.phase(check.0);

@@ -15,7 +15,7 @@ SELECT {{ keys|cols("d") }}, d.valid_from
 FROM {{ dim }} d
 WHERE d.is_current
   AND NOT EXISTS (SELECT 1 FROM dimlog_source_keys s WHERE {{ keys|eqs("s", "d") }})
-  AND NOT EXISTS (SELECT 1 FROM dimlog_stage st WHERE {{ keys|eqs("st", "d") }})
+  AND ({{ keys|cols("d") }}) NOT IN (SELECT {{ keys|cols }} FROM dimlog_stage)
 -- statement: counts
 SELECT (SELECT count(*) FROM dimlog_missing)::text, (SELECT count(*) FROM {{ dim }} WHERE is_current)::text
 -- statement: tombstones

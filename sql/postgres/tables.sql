@@ -56,3 +56,7 @@ SELECT conname::text FROM pg_constraint WHERE conrelid = to_regclass($1) AND con
 ALTER TABLE {{ table }} DROP CONSTRAINT {{ name }}
 -- statement: add_primary_key
 ALTER TABLE {{ table }} ADD CONSTRAINT {{ name }} PRIMARY KEY ({{ column }})
+-- statement: analyze_log
+ANALYZE {{ log }}
+-- statement: analyze_dimension
+ANALYZE {{ dim }}
