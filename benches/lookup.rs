@@ -75,13 +75,22 @@ fn synthetic(versions: u64, facts: u64) {
         let key = k.to_string();
         for j in 0..3 {
             let from = j * 100 * day + k * 1_000_000;
-            let to = if j == 2 { dimlog::ts::FAR_FUTURE.0 } else { from + 100 * day };
+            let to = if j == 2 {
+                dimlog::ts::FAR_FUTURE.0
+            } else {
+                from + 100 * day
+            };
             index.insert(&[&key], Micros(from), Micros(to), k * 3 + j);
         }
     }
     index.seal();
     let probes: Vec<(String, Micros)> = (1..=facts as i64)
-        .map(|f| ((1 + (f * 7919) % (keys * 102 / 100)).to_string(), Micros((f * 104_729) % (330 * day))))
+        .map(|f| {
+            (
+                (1 + (f * 7919) % (keys * 102 / 100)).to_string(),
+                Micros((f * 104_729) % (330 * day)),
+            )
+        })
         .collect();
     let rounds = 5;
     let started = Instant::now();

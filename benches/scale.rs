@@ -563,7 +563,8 @@ async fn sqlite_section(n: u64, dir: &Path) {
                     CASE i % 4 WHEN 0 THEN 'bronze' WHEN 1 THEN 'silver' WHEN 2 THEN 'gold' ELSE 'platinum' END,
                     CASE i % 7 WHEN 0 THEN 'NL' WHEN 1 THEN 'DE' WHEN 2 THEN 'FR' WHEN 3 THEN 'US' WHEN 4 THEN 'GB' WHEN 5 THEN 'JP' ELSE 'BR' END,
                     strftime('%Y-%m-%dT%H:%M:%SZ', 1735689600 + ((i * 37) % {n}) * 10, 'unixepoch')
-             FROM c;"
+             FROM c;
+             CREATE INDEX src_customers_updated_at ON src_customers (updated_at);"
         )))
         .await
         .unwrap();
@@ -657,7 +658,9 @@ async fn backfill_section(n: u64, dir: &Path) {
     let mut s = connect(&source).await;
     let (out, _) = timed(async {
         let mut stream = s
-            .copy_out_raw("COPY (SELECT customer_id::text, email, tier, country, updated_at FROM landing_customers) TO STDOUT")
+            .copy_out_raw(
+                "COPY (SELECT customer_id::text, email, tier, country, updated_at FROM landing_customers) TO STDOUT",
+            )
             .await
             .unwrap();
         while let Some(c) = stream.next().await {

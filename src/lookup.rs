@@ -344,14 +344,21 @@ impl Index {
         let sealed = std::mem::take(&mut self.steps);
         let versions = |(start, len): (u32, u32)| {
             let steps = &sealed[start as usize..(start + len) as usize];
-            steps.iter().enumerate().filter(|(_, s)| s.sk != UNKNOWN).map(|(i, s)| Span {
-                from: s.from,
-                to: steps.get(i + 1).map_or(FAR_FUTURE.0, |n| n.from),
-                sk: s.sk,
-            })
+            steps
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| s.sk != UNKNOWN)
+                .map(|(i, s)| Span {
+                    from: s.from,
+                    to: steps.get(i + 1).map_or(FAR_FUTURE.0, |n| n.from),
+                    sk: s.sk,
+                })
         };
         for (k, range) in self.ints.drain() {
-            groups.entry(k.to_string().into_boxed_str()).or_default().extend(versions(range));
+            groups
+                .entry(k.to_string().into_boxed_str())
+                .or_default()
+                .extend(versions(range));
         }
         for (k, range) in self.texts.drain() {
             groups.entry(k).or_default().extend(versions(range));
@@ -366,7 +373,10 @@ impl Index {
                 steps.push(Step { from: v.from, sk: v.sk });
                 let next = group.get(i + 1).map(|n| n.from);
                 if v.to < FAR_FUTURE.0 && next.is_none_or(|n| v.to < n) {
-                    steps.push(Step { from: v.to, sk: UNKNOWN });
+                    steps.push(Step {
+                        from: v.to,
+                        sk: UNKNOWN,
+                    });
                 }
             }
             let range = (start, steps.len() as u32 - start);

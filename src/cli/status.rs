@@ -35,7 +35,11 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
             "tracks {} (row-hash encoding v{}){}{}",
             r.tracked_columns.join(", "),
             r.hash_version,
-            if r.type1_columns.is_empty() { String::new() } else { format!("; type 1: {}", r.type1_columns.join(", ")) },
+            if r.type1_columns.is_empty() {
+                String::new()
+            } else {
+                format!("; type 1: {}", r.type1_columns.join(", "))
+            },
             if r.current_columns.is_empty() {
                 String::new()
             } else {
@@ -44,7 +48,9 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
         ));
     }
     if let Some(c) = &status.pending_config_change {
-        out.line(format!("config changed since the last run ({c}): `dimlog run --accept-config-change` applies it"));
+        out.line(format!(
+            "config changed since the last run ({c}): `dimlog run --accept-config-change` applies it"
+        ));
     }
     if status.watermarks.is_empty() {
         out.line("no watermark yet: no run has read anything");
