@@ -602,16 +602,23 @@ columns = ["email", "tier", "country"]
     println!();
     println!("## SQLite (source and target SQLite files): S1 at {}", count(n));
     println!();
-    let mut table = vec![vec!["scenario".to_string(), "seconds".into(), "peak RSS MB".into()]];
+    let mut table = vec![vec![
+        "scenario".to_string(),
+        "seconds".into(),
+        "peak RSS MB".into(),
+        "where the time goes (s)".into(),
+    ]];
     table.push(vec![
         "S1 initial load".into(),
         format!("{:.2}", r.wall),
         format!("{:.0}", r.rss_mb()),
+        r.phase_summary(),
     ]);
     table.push(vec![
         "S3 no change".into(),
         format!("{:.2}", r3.wall),
         format!("{:.0}", r3.rss_mb()),
+        r3.phase_summary(),
     ]);
     print_table(&table);
     println!();
