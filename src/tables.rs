@@ -144,15 +144,6 @@ impl SqlContext {
     }
 }
 
-/// Runs every statement of a template, in order.
-pub async fn run_all<C: Serialize>(conn: &mut Conn, family: &str, ctx: &C) -> Result<(), DbError> {
-    let rendered = sql::render(conn.backend(), family, ctx)?;
-    for (name, body) in sql::split(&rendered) {
-        conn.execute(&format!("{family}/{name}"), &body, &[]).await?;
-    }
-    Ok(())
-}
-
 /// The indexes [`drop_indexes_for_first_load`] took off, for [`restore_indexes`].
 #[derive(Debug, Default)]
 pub struct DroppedIndexes {
@@ -320,7 +311,13 @@ pub async fn init_allowing_change_in(
         conn.begin().await?;
     }
     let result: Result<(DimensionRecord, Option<ConfigChange>), InitError> = async {
-        run_all(conn, "init", &ctx).await?;
+        run_named(
+            conn,
+            "init",
+            &["lock", "state", "runs", "runs_index", "dimensions"],
+            &ctx,
+        )
+        .await?;
         run_named(
             conn,
             "tables",

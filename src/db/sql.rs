@@ -79,33 +79,9 @@ fn environment() -> &'static Environment<'static> {
     })
 }
 
-/// Renders one statement family. A template may hold several statements separated by
-/// a line `-- statement: NAME`; [`split`] takes them apart.
-pub fn render<C: Serialize>(backend: Backend, name: &str, ctx: &C) -> Result<String, DbError> {
-    environment()
-        .render_str(template(backend, name), ctx)
-        .map_err(|e| DbError::Template {
-            name: name.into(),
-            message: format!("{e:#}"),
-        })
-}
-
-/// Splits a rendered template into its named statements.
-pub fn split(rendered: &str) -> Vec<(String, String)> {
-    let mut out: Vec<(String, String)> = Vec::new();
-    for line in rendered.lines() {
-        if let Some(name) = line.trim().strip_prefix("-- statement:") {
-            out.push((name.trim().to_string(), String::new()));
-        } else if let Some((_, body)) = out.last_mut() {
-            body.push_str(line);
-            body.push('\n');
-        }
-    }
-    out.into_iter().filter(|(_, b)| !b.trim().is_empty()).collect()
-}
-
 /// Renders one statement of a template: the template's preamble (comments, macros)
-/// plus that statement's text, so values other statements need may be absent.
+/// plus that statement's text, so values other statements need may be absent. A
+/// template holds several statements, each after a line `-- statement: NAME`.
 pub fn statement<C: Serialize>(backend: Backend, name: &str, statement: &str, ctx: &C) -> Result<String, DbError> {
     let text = template(backend, name);
     let marker = format!("-- statement: {statement}\n");
