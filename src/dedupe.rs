@@ -302,12 +302,18 @@ pub async fn copy_into<E: From<DbError>>(
 /// Deduplicates the staged rows into `dimlog_stage`; returns how many remain.
 ///
 /// When the source's primary key lies within the natural key, no key can appear twice
-/// in one read, so the staged rows are taken over as they are instead of being sorted.
-pub async fn dedupe(conn: &mut Conn, ctx: &SqlContext) -> Result<i64, DbError> {
+/// in one read, so the staged rows are taken over as they are instead of being sorted, and
+/// `staged` (the rows staged) is the answer. `analyze` gathers statistics for the joins
+/// that follow; a first load has none, so it skips the sampling.
+pub async fn dedupe(conn: &mut Conn, ctx: &SqlContext, staged: i64, analyze: bool) -> Result<i64, DbError> {
     let step = if ctx.unique_key { "adopt" } else { "dedupe" };
     run_named(conn, "dedupe", &[step], ctx).await?;
-    if conn.backend() == crate::config::Backend::Postgres {
+    if analyze && conn.backend() == crate::config::Backend::Postgres {
         run_named(conn, "stage", &["analyze"], ctx).await?;
+    }
+    if ctx.unique_key {
+        // Adopted as staged: nothing was dropped.
+        return Ok(staged);
     }
     let sql = sql::statement(conn.backend(), "dedupe", "count", ctx)?;
     Ok(conn

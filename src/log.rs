@@ -44,11 +44,63 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbEr
     })
 }
 
+/// Counts a first load's changes without comparing anything: into an empty log, with one
+/// staged row per key, every live row opens a version and every deleted one a
+/// tombstone. Pair with [`append_first_load`].
+pub async fn classify_first_load(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbError> {
+    let sql = sql::statement(conn.backend(), "classify", "first_counts", ctx)?;
+    let c = conn.query_i64s("counting changes", &sql, &[]).await?;
+    let at = |i: usize| c.get(i).copied().unwrap_or(0);
+    Ok(Changes {
+        versions: at(0),
+        tombstones: at(1),
+        total: at(2),
+        ..Changes::default()
+    })
+}
+
 /// Appends the classified changes to the log under the given load id, reserving their
 /// surrogate keys and log ids.
 pub async fn append(
     conn: &mut Conn,
     ctx: &SqlContext,
+    dimension: &str,
+    changes: &Changes,
+    load_id: i64,
+    loaded_at: Micros,
+) -> Result<(), DbError> {
+    append_with(conn, ctx, "append", dimension, changes, load_id, loaded_at).await
+}
+
+/// Appends a first load's staged rows straight to the empty log (see
+/// [`classify_first_load`]), numbered exactly as [`append`] would number them.
+pub async fn append_first_load(
+    conn: &mut Conn,
+    ctx: &SqlContext,
+    dimension: &str,
+    changes: &Changes,
+    load_id: i64,
+    loaded_at: Micros,
+) -> Result<(), DbError> {
+    /// With no tombstones every row gets a surrogate key, numbered like its log id, so
+    /// the statement needs one window function instead of two.
+    #[derive(Serialize)]
+    struct FirstLoad<'a> {
+        #[serde(flatten)]
+        ctx: &'a SqlContext,
+        tombstones: bool,
+    }
+    let first = FirstLoad {
+        ctx,
+        tombstones: changes.tombstones > 0,
+    };
+    append_with(conn, &first, "append_first", dimension, changes, load_id, loaded_at).await
+}
+
+async fn append_with<C: Serialize>(
+    conn: &mut Conn,
+    ctx: &C,
+    statement: &str,
     dimension: &str,
     changes: &Changes,
     load_id: i64,
@@ -60,9 +112,9 @@ pub async fn append(
         .query_i64s("reserving surrogate keys", &reserve, &[Param::Text(dimension.into())])
         .await?;
     let (next_sk, next_log) = (next.first().copied().unwrap_or(1), next.get(1).copied().unwrap_or(1));
-    let insert = sql::statement(backend, "append", "append", ctx)?;
+    let insert = sql::statement(backend, "append", statement, ctx)?;
     conn.execute(
-        "log/append",
+        &format!("log/{statement}"),
         &insert,
         &[
             Param::I64(next_log),

@@ -279,6 +279,12 @@ async fn load(
         &session.layout,
     )
     .await?;
+    // A first load fills an empty log and dimension: their secondary indexes are built
+    // once at the end rather than updated row by row, and with one staged row per key
+    // there is nothing to compare, so classification, the staged rows' statistics and
+    // the window over the log are skipped (the rows and numbers are the general path's).
+    let first_load = migration.is_none() && log::is_empty(&mut session.target, &session.ctx).await?;
+    let one_row_per_key = first_load && !session.ctx.history_all;
     dedupe::create_staging(&mut session.target, &session.ctx).await?;
 
     observer.phase("reading");
@@ -286,7 +292,7 @@ async fn load(
     failpoint::check(fp, "after_extract").await?;
 
     observer.phase("deduplicating");
-    let rows_after_dedupe = dedupe::dedupe(&mut session.target, &session.ctx).await?;
+    let rows_after_dedupe = dedupe::dedupe(&mut session.target, &session.ctx, rows_read, !one_row_per_key).await?;
     failpoint::check(fp, "after_dedupe").await?;
 
     let mut rehashed = 0;
@@ -321,31 +327,33 @@ async fn load(
     };
 
     observer.phase("detecting changes");
-    let changes = log::classify(&mut session.target, &session.ctx).await?;
+    let changes = if one_row_per_key {
+        log::classify_first_load(&mut session.target, &session.ctx).await?
+    } else {
+        log::classify(&mut session.target, &session.ctx).await?
+    };
     let finished_at = now();
     if changes.total > 0 {
-        // A first load fills an empty log and dimension: their secondary indexes are
-        // built once at the end rather than updated row by row.
-        let first_load = migration.is_none() && log::is_empty(&mut session.target, &session.ctx).await?;
         let dropped = if first_load {
             Some(tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?)
         } else {
             None
         };
         observer.phase("appending to the log");
-        log::append(
-            &mut session.target,
-            &session.ctx,
-            &plan.name,
-            &changes,
-            run_id,
-            finished_at,
-        )
-        .await?;
+        let target = &mut session.target;
+        if one_row_per_key {
+            log::append_first_load(target, &session.ctx, &plan.name, &changes, run_id, finished_at).await?;
+        } else {
+            log::append(target, &session.ctx, &plan.name, &changes, run_id, finished_at).await?;
+        }
         failpoint::check(fp, "after_append").await?;
         if let Some(dropped) = dropped {
             observer.phase("rebuilding the dimension");
-            rebuild::rebuild_in_place(&mut session.target, &session.ctx).await?;
+            if one_row_per_key {
+                rebuild::rebuild_first_load(&mut session.target, &session.ctx).await?;
+            } else {
+                rebuild::rebuild_in_place(&mut session.target, &session.ctx).await?;
+            }
             observer.phase("building indexes");
             tables::restore_indexes(&mut session.target, &session.ctx, dropped).await?;
         } else if migration.is_none() {

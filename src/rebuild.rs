@@ -27,6 +27,12 @@ pub async fn rebuild_in_place(conn: &mut Conn, ctx: &SqlContext) -> Result<(), D
     run_named(conn, "rebuild", &["delete_all", "insert_all"], ctx).await
 }
 
+/// Fills the empty dimension after a first load appended one log row per key: each live
+/// row is its key's only version, so no window over the log is needed.
+pub async fn rebuild_first_load(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
+    run_named(conn, "rebuild", &["insert_first"], ctx).await
+}
+
 /// Creates the swap table and fills it with the whole dimension derived from the log
 /// (`dimlog rebuild`, and `verify` to compare). On PostgreSQL its primary key is built
 /// after the rows are in, once, rather than updated row by row.
@@ -53,5 +59,5 @@ pub async fn rebuild_all(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbErro
     if conn.backend() == Backend::Postgres {
         run_named(conn, "rebuild", &["rename_pk"], ctx).await?;
     }
-    run_named(conn, "tables", &["dimension_index", "dimension_current_index"], ctx).await
+    run_named(conn, "tables", &["dimension_index"], ctx).await
 }

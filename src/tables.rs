@@ -34,10 +34,8 @@ pub struct SqlContext {
     pub log_index: String,
     /// Index on load_id ("what changed since load N").
     pub log_load_index: String,
-    /// Index on (key, valid_from).
+    /// Unique index on (key, valid_from).
     pub dim_index: String,
-    /// Partial index on current rows.
-    pub dim_current_index: String,
     /// The surrogate key column.
     pub sk: String,
     /// Key columns, quoted.
@@ -100,6 +98,8 @@ impl SqlContext {
             qualified(&t.log, format!("{log_bare}_key_idx")),
             qualified(&t.log, format!("{log_bare}_load_idx")),
             qualified(&t.dimension, format!("{bare}_key_idx")),
+            // Targets made by earlier builds kept a partial current-row index; a first load
+            // drops it too, and the unique key index now does its work.
             qualified(&t.dimension, format!("{bare}_current_idx")),
         ];
         SqlContext {
@@ -113,7 +113,6 @@ impl SqlContext {
             log_index: quoted_name(format!("{log_bare}_key_idx")),
             log_load_index: quoted_name(format!("{log_bare}_load_idx")),
             dim_index: quoted_name(format!("{bare}_key_idx")),
-            dim_current_index: quoted_name(format!("{bare}_current_idx")),
             sk: t.surrogate_key.quoted(),
             keys: layout.keys.iter().map(q).collect(),
             cols: layout.tracked.iter().map(q).collect(),
@@ -192,18 +191,7 @@ pub async fn restore_indexes(conn: &mut Conn, ctx: &SqlContext, dropped: Dropped
         let sql = sql::statement(conn.backend(), "tables", "add_primary_key", &pk_context(pk))?;
         conn.execute("tables/add_primary_key", &sql, &[]).await?;
     }
-    run_named(
-        conn,
-        "tables",
-        &[
-            "log_index",
-            "log_load_index",
-            "dimension_index",
-            "dimension_current_index",
-        ],
-        ctx,
-    )
-    .await?;
+    run_named(conn, "tables", &["log_index", "log_load_index", "dimension_index"], ctx).await?;
     if conn.backend() == Backend::Postgres {
         // The next run's joins of a few touched keys with these tables need statistics
         // to pick the indexes; autovacuum would only gather them some time later.
@@ -321,14 +309,7 @@ pub async fn init_allowing_change_in(
         run_named(
             conn,
             "tables",
-            &[
-                "log",
-                "log_index",
-                "log_load_index",
-                "dimension",
-                "dimension_index",
-                "dimension_current_index",
-            ],
+            &["log", "log_index", "log_load_index", "dimension", "dimension_index"],
             &ctx,
         )
         .await?;

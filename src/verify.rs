@@ -166,8 +166,8 @@ async fn checks(
             high: upper,
             high_inclusive: true,
         };
-        crate::pipeline::stage_window(session, plan, &window, observer).await?;
-        crate::dedupe::dedupe(&mut session.target, &latest).await?;
+        let (staged, _) = crate::pipeline::stage_window(session, plan, &window, observer).await?;
+        crate::dedupe::dedupe(&mut session.target, &latest, staged, true).await?;
         for check in SOURCE_CHECKS {
             observer.phase(check.0);
             out.push(run_check(&mut session.target, &ctx, *check).await?);

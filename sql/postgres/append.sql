@@ -21,6 +21,24 @@ SELECT $1 + ROW_NUMBER() OVER w - 1,
        $4
 FROM dimlog_changes
 WINDOW w AS (ORDER BY {{ keys|cols }}, valid_from ROWS UNBOUNDED PRECEDING)
+{# A first load (empty log, one staged row per key) appends the staged rows as they
+   are, numbered in the same order as `append`, without classifying them first. #}
+-- statement: append_first
+INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
+{% if tombstones %}
+SELECT $1 + ROW_NUMBER() OVER w - 1,
+       CASE WHEN is_deleted THEN NULL ELSE $2 + SUM(CASE WHEN is_deleted THEN 0 ELSE 1 END) OVER w - 1 END,
+       {{ keys|cols }},
+{% for a in attrs %}
+       CASE WHEN is_deleted THEN NULL ELSE {{ a }} END,
+{% endfor %}
+       valid_from, is_deleted, CASE WHEN is_deleted THEN NULL ELSE row_hash END, $3, $4
+FROM dimlog_stage
+WINDOW w AS (ORDER BY {{ keys|cols }}, valid_from ROWS UNBOUNDED PRECEDING)
+{% else %}
+SELECT $1 + n - 1, $2 + n - 1, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, $3, $4
+FROM (SELECT s.*, ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}, valid_from) AS n FROM dimlog_stage s) numbered
+{% endif %}
 -- statement: advance
 UPDATE dimlog_dimensions
 SET next_surrogate_key = next_surrogate_key + $2, next_log_id = next_log_id + $3, built_through_load = $4, updated_at = $5

@@ -95,6 +95,11 @@ SELECT count(*) FILTER (WHERE change_kind = 'version')::text,
        count(*) FILTER (WHERE change_kind = 'type1')::text,
        count(*)::text
 FROM dimlog_changes
+{# A first load into an empty log, one staged row per key: every row opens a version (a
+   tombstone if it is deleted), so nothing needs comparing. #}
+-- statement: first_counts
+SELECT count(*) FILTER (WHERE NOT is_deleted)::text, count(*) FILTER (WHERE is_deleted)::text, count(*)::text
+FROM dimlog_stage
 -- statement: rehash
 CREATE TEMP TABLE dimlog_rehashed ON COMMIT DROP AS
 SELECT {{ keys|cols("s") }}, d.{{ sk }} AS sk, d.valid_from{% for a in attrs %}, s.{{ a }}{% endfor %}, s.row_hash

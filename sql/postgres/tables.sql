@@ -18,7 +18,9 @@ CREATE TABLE IF NOT EXISTS {{ log }} (
 -- statement: log_index
 CREATE INDEX IF NOT EXISTS {{ log_index }} ON {{ log }} ({{ keys|cols }}, valid_from, log_id)
 -- statement: log_load_index
-CREATE INDEX IF NOT EXISTS {{ log_load_index }} ON {{ log }} (load_id)
+{# BRIN: the log is append-only and load ids only grow, so block ranges summarise
+   load_id well ("what changed since load N"), and the index costs almost nothing. #}
+CREATE INDEX IF NOT EXISTS {{ log_load_index }} ON {{ log }} USING brin (load_id)
 -- statement: dimension
 CREATE TABLE IF NOT EXISTS {{ dim }} (
     {{ sk }} bigint NOT NULL,
@@ -38,10 +40,11 @@ CREATE TABLE IF NOT EXISTS {{ dim }} (
     load_id    bigint      NOT NULL,
     CONSTRAINT {{ dim_pk }} PRIMARY KEY ({{ sk }})
 )
+{# Unique: two versions of a key never share a valid_from, so a rebuild that produced
+   them fails loudly instead of writing an overlap. It also finds a key's current row
+   (its last version), so no separate current-row index is kept. #}
 -- statement: dimension_index
-CREATE INDEX IF NOT EXISTS {{ dim_index }} ON {{ dim }} ({{ keys|cols }}, valid_from)
--- statement: dimension_current_index
-CREATE INDEX IF NOT EXISTS {{ dim_current_index }} ON {{ dim }} ({{ keys|cols }}) WHERE is_current
+CREATE UNIQUE INDEX IF NOT EXISTS {{ dim_index }} ON {{ dim }} ({{ keys|cols }}, valid_from)
 -- statement: add_log_column
 ALTER TABLE {{ log }} ADD COLUMN {{ column.name }} {{ column.target_type }}
 -- statement: dimension_update
@@ -57,6 +60,6 @@ ALTER TABLE {{ table }} DROP CONSTRAINT {{ name }}
 -- statement: add_primary_key
 ALTER TABLE {{ table }} ADD CONSTRAINT {{ name }} PRIMARY KEY ({{ column }})
 -- statement: analyze_log
-ANALYZE {{ log }}
+ANALYZE {{ log }} ({{ keys|cols }}, valid_from)
 -- statement: analyze_dimension
-ANALYZE {{ dim }}
+ANALYZE {{ dim }} ({{ keys|cols }}, valid_from, is_current)

@@ -98,6 +98,11 @@ WHERE NOT EXISTS (SELECT 1 FROM effective e WHERE {{ keys|eqs("e", "s") }})
 SELECT sum(change_kind = 'version'), sum(change_kind = 'version' AND is_late),
        sum(change_kind = 'correction'), sum(change_kind = 'tombstone'), sum(change_kind = 'type1'), count(*)
 FROM dimlog_changes
+{# A first load into an empty log, one staged row per key: every row opens a version (a
+   tombstone if it is deleted), so nothing needs comparing. #}
+-- statement: first_counts
+SELECT count(*) - count(CASE WHEN is_deleted THEN 1 END), count(CASE WHEN is_deleted THEN 1 END), count(*)
+FROM dimlog_stage
 -- statement: rehash
 CREATE TEMP TABLE dimlog_rehashed AS
 SELECT {{ keys|cols("s") }}, d.{{ sk }} AS sk, d.valid_from{% for a in attrs %}, s.{{ a }}{% endfor %}, s.row_hash

@@ -48,6 +48,13 @@ DELETE FROM {{ dim }} WHERE EXISTS (SELECT 1 FROM dimlog_touched t WHERE {{ keys
 -- statement: insert_touched
 INSERT INTO {{ dim }} ({{ columns() }})
 {{ derived(true) }}
+{# A first load: the log holds one row per key, so each live one is its key's only and
+   current version (its own Type 1 and current_<col> values), and no sort is needed. #}
+-- statement: insert_first
+INSERT INTO {{ dim }} ({{ columns() }})
+SELECT {{ sk }}, {{ keys|cols }}{% for c in attrs %}, {{ c }}{% endfor %}{% for c in current_defs %}, {{ c.source }}{% endfor %}, valid_from, {{ sentinel }}, 1, row_hash, load_id
+FROM {{ log }}
+WHERE NOT is_deleted
 -- statement: delete_all
 DELETE FROM {{ dim }}
 -- statement: insert_all

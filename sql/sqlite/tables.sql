@@ -37,10 +37,11 @@ CREATE TABLE IF NOT EXISTS {{ dim }} (
     row_hash   BLOB    NOT NULL,
     load_id    INTEGER NOT NULL
 )
+{# Unique: two versions of a key never share a valid_from, so a rebuild that produced
+   them fails loudly instead of writing an overlap. It also finds a key's current row
+   (its last version), so no separate current-row index is kept. #}
 -- statement: dimension_index
-CREATE INDEX IF NOT EXISTS {{ dim_index }} ON {{ dim }} ({{ keys|cols }}, valid_from)
--- statement: dimension_current_index
-CREATE INDEX IF NOT EXISTS {{ dim_current_index }} ON {{ dim }} ({{ keys|cols }}) WHERE is_current
+CREATE UNIQUE INDEX IF NOT EXISTS {{ dim_index }} ON {{ dim }} ({{ keys|cols }}, valid_from)
 -- statement: add_log_column
 ALTER TABLE {{ log }} ADD COLUMN {{ column.name }} {{ column.target_type }}
 -- statement: dimension_update
