@@ -88,13 +88,19 @@ pub struct CopyStager<'p> {
     kinds: Vec<ColumnKind>,
     key_count: usize,
     tracked: std::ops::Range<usize>,
+    /// Index of the first field after the attributes (the tiebreak, or the change time).
+    attrs_end: usize,
     window: Window,
     pending: Vec<u8>,
     fields: Vec<(usize, usize)>,
     scratch: Vec<u8>,
     hasher: RowHasher,
+    /// Set when the rows go straight into the log (see [`CopyStager::into_log`]).
+    log: Option<LogNumbering>,
     /// Rows staged so far.
     pub rows_read: i64,
+    /// Rows staged as deleted (soft-delete flag true).
+    pub deleted: i64,
     /// The greatest change time staged.
     pub max_read: Option<Micros>,
     /// Rows skipped for a NULL in each key column.
@@ -110,15 +116,28 @@ impl<'p> CopyStager<'p> {
             kinds: layout.read_columns().iter().map(|c| c.kind).collect(),
             key_count,
             tracked: key_count..key_count + layout.tracked.len(),
+            attrs_end: key_count + layout.attrs().len(),
             window,
             pending: Vec::new(),
             fields: Vec::new(),
             scratch: Vec::new(),
             hasher: RowHasher::default(),
+            log: None,
             rows_read: 0,
+            deleted: 0,
             max_read: None,
             null_keys: vec![0; key_count],
         }
+    }
+
+    /// Writes log rows instead of staging rows, for a first load into an empty log whose
+    /// source sends one row per key, in key order: each row gets the next log id, each
+    /// live row the next surrogate key (a tombstone none, and no attributes or hash), so
+    /// the numbers are the ones `append` would give the same rows. Columns in
+    /// [`log_columns`] order.
+    pub fn into_log(mut self, numbering: LogNumbering) -> CopyStager<'p> {
+        self.log = Some(numbering);
+        self
     }
 
     /// Feeds a piece of the source's COPY text; appends staging rows to `out`.
@@ -220,20 +239,60 @@ impl<'p> CopyStager<'p> {
             self.hasher.push(kind, Some(canonical(kind, text).as_ref()));
         }
         self.rows_read += 1;
+        self.deleted += i64::from(is_deleted);
         self.max_read = Some(self.max_read.map_or(ts, |m| m.max(ts)));
-        // Key, attribute and tiebreak fields with the tab after them, as they came.
-        out.extend_from_slice(&line[..self.fields[n].0]);
+        if let Some(log) = &mut self.log {
+            push_int(out, log.next_log_id);
+            out.push(b'\t');
+            log.next_log_id += 1;
+            if is_deleted {
+                out.extend_from_slice(NULL);
+            } else {
+                push_int(out, log.next_sk);
+                log.next_sk += 1;
+            }
+            out.push(b'\t');
+            if is_deleted {
+                // Keys as they came; a tombstone carries no attributes.
+                out.extend_from_slice(&line[..self.fields[self.key_count].0]);
+                for _ in self.key_count..self.attrs_end {
+                    out.extend_from_slice(NULL);
+                    out.push(b'\t');
+                }
+            } else {
+                // Key and attribute fields with the tab after them; no tiebreak.
+                out.extend_from_slice(&line[..self.fields[self.attrs_end].0]);
+            }
+        } else {
+            // Key, attribute and tiebreak fields with the tab after them, as they came.
+            out.extend_from_slice(&line[..self.fields[n].0]);
+        }
         if canonical_ts {
             out.extend_from_slice(ts_field);
         } else {
             out.extend_from_slice(ts.to_text().as_bytes());
         }
-        out.extend_from_slice(if is_deleted {
-            b"\ttrue\t\\\\x"
-        } else {
-            b"\tfalse\t\\\\x"
-        });
-        push_hex(out, &self.hasher.finish());
+        let hash = self.hasher.finish();
+        match &self.log {
+            Some(log) if is_deleted => {
+                out.extend_from_slice(b"\ttrue\t\\N\t");
+                out.extend_from_slice(&log.suffix);
+            }
+            Some(log) => {
+                out.extend_from_slice(b"\tfalse\t\\\\x");
+                push_hex(out, &hash);
+                out.push(b'\t');
+                out.extend_from_slice(&log.suffix);
+            }
+            None => {
+                out.extend_from_slice(if is_deleted {
+                    b"\ttrue\t\\\\x"
+                } else {
+                    b"\tfalse\t\\\\x"
+                });
+                push_hex(out, &hash);
+            }
+        }
         out.push(b'\n');
         Ok(())
     }
@@ -241,6 +300,39 @@ impl<'p> CopyStager<'p> {
 
 /// COPY text's NULL.
 const NULL: &[u8] = b"\\N";
+
+/// Where a first load's numbering starts, and the load's own columns.
+pub struct LogNumbering {
+    next_log_id: i64,
+    next_sk: i64,
+    /// `load_id` and `loaded_at`, as COPY text.
+    suffix: Vec<u8>,
+}
+
+impl LogNumbering {
+    /// Numbering from the reserved log id and surrogate key, for rows of one load.
+    pub fn new(next_log_id: i64, next_sk: i64, load_id: i64, loaded_at: Micros) -> LogNumbering {
+        LogNumbering {
+            next_log_id,
+            next_sk,
+            suffix: format!("{load_id}\t{}", loaded_at.to_text()).into_bytes(),
+        }
+    }
+}
+
+/// The log's columns in the order [`CopyStager::into_log`] writes them.
+pub fn log_columns(ctx: &SqlContext) -> Vec<String> {
+    let mut columns = vec!["log_id".to_string(), ctx.sk.clone()];
+    columns.extend(ctx.keys.iter().cloned());
+    columns.extend(ctx.attrs.iter().cloned());
+    columns.extend(["valid_from", "is_deleted", "row_hash", "load_id", "loaded_at"].map(String::from));
+    columns
+}
+
+fn push_int(out: &mut Vec<u8>, v: i64) {
+    use std::io::Write;
+    let _ = write!(out, "{v}");
+}
 
 fn protocol(message: &str) -> ExtractError {
     ExtractError::Db(DbError::Query {

@@ -414,6 +414,7 @@ fn extract_context(plan: &Plan, layout: &Layout, window: Option<&Window>) -> ser
         "low": window.and_then(|w| w.low).map(|t| t.to_text()),
         "high": window.map(|w| w.high.to_text()),
         "high_inclusive": window.is_none_or(|w| w.high_inclusive),
+        "ordered": false,
         // Slack of the loose SQLite window, in days: a second for values with offsets,
         // a day for naive local times (dimlog formats this number itself).
         "slack_days": if plan.source.timezone.is_some() { "1.0" } else { "0.0000116" },
@@ -515,6 +516,9 @@ pub fn spawn_key_reader(
 pub enum RawRead<'a> {
     /// The rows of a window, as [`spawn_reader`] selects them.
     Window(&'a Window),
+    /// The same rows in key order, for a first load that numbers them as they arrive
+    /// (only for a table source: its primary key index usually serves the order).
+    WindowByKey(&'a Window),
     /// The full key list, as [`spawn_key_reader`] selects it.
     Keys,
 }
@@ -542,6 +546,11 @@ pub fn spawn_raw_reader(
             "rows",
             &extract_context(plan, layout, Some(w)),
         )?,
+        RawRead::WindowByKey(w) => {
+            let mut ctx = extract_context(plan, layout, Some(w));
+            ctx["ordered"] = serde_json::Value::Bool(true);
+            sql::statement(conn.backend(), "extract", "rows", &ctx)?
+        }
         RawRead::Keys => sql::statement(conn.backend(), "extract", "keys", &extract_context(plan, layout, None))?,
     };
     let (tx, rx) = mpsc::channel(4);

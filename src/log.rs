@@ -106,13 +106,8 @@ async fn append_with<C: Serialize>(
     load_id: i64,
     loaded_at: Micros,
 ) -> Result<(), DbError> {
-    let backend = conn.backend();
-    let reserve = sql::statement(backend, "append", "reserve", ctx)?;
-    let next = conn
-        .query_i64s("reserving surrogate keys", &reserve, &[Param::Text(dimension.into())])
-        .await?;
-    let (next_sk, next_log) = (next.first().copied().unwrap_or(1), next.get(1).copied().unwrap_or(1));
-    let insert = sql::statement(backend, "append", statement, ctx)?;
+    let (next_log, next_sk) = reserve(conn, ctx, dimension).await?;
+    let insert = sql::statement(conn.backend(), "append", statement, ctx)?;
     conn.execute(
         &format!("log/{statement}"),
         &insert,
@@ -124,10 +119,32 @@ async fn append_with<C: Serialize>(
         ],
     )
     .await?;
-    let advance = sql::statement(backend, "append", "advance", ctx)?;
+    advance(conn, ctx, dimension, changes, load_id, loaded_at).await
+}
+
+/// Locks the dimension's counters for this transaction and returns the next log id and
+/// surrogate key; [`advance`] moves them past what the load appended.
+pub async fn reserve<C: Serialize>(conn: &mut Conn, ctx: &C, dimension: &str) -> Result<(i64, i64), DbError> {
+    let sql = sql::statement(conn.backend(), "append", "reserve", ctx)?;
+    let next = conn
+        .query_i64s("reserving surrogate keys", &sql, &[Param::Text(dimension.into())])
+        .await?;
+    Ok((next.get(1).copied().unwrap_or(1), next.first().copied().unwrap_or(1)))
+}
+
+/// Moves the dimension's counters past a load's versions and log rows.
+pub async fn advance<C: Serialize>(
+    conn: &mut Conn,
+    ctx: &C,
+    dimension: &str,
+    changes: &Changes,
+    load_id: i64,
+    loaded_at: Micros,
+) -> Result<(), DbError> {
+    let sql = sql::statement(conn.backend(), "append", "advance", ctx)?;
     conn.execute(
         "reserving surrogate keys",
-        &advance,
+        &sql,
         &[
             Param::Text(dimension.into()),
             Param::I64(changes.versions),
@@ -136,8 +153,8 @@ async fn append_with<C: Serialize>(
             Param::Ts(loaded_at),
         ],
     )
-    .await?;
-    Ok(())
+    .await
+    .map(drop)
 }
 
 /// True when the log has no rows at all (before a dimension's first load).

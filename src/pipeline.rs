@@ -285,87 +285,30 @@ async fn load(
     // the window over the log are skipped (the rows and numbers are the general path's).
     let first_load = migration.is_none() && log::is_empty(&mut session.target, &session.ctx).await?;
     let one_row_per_key = first_load && !session.ctx.history_all;
-    dedupe::create_staging(&mut session.target, &session.ctx).await?;
-
-    observer.phase("reading");
-    let (rows_read, max_read) = stage_window(session, plan, &window, observer).await?;
-    failpoint::check(fp, "after_extract").await?;
-
-    observer.phase("deduplicating");
-    let rows_after_dedupe = dedupe::dedupe(&mut session.target, &session.ctx, rows_read, !one_row_per_key).await?;
-    failpoint::check(fp, "after_dedupe").await?;
-
-    let mut rehashed = 0;
-    if let Some((_, change)) = migration.filter(|(_, c)| c.rehash_needed()) {
-        observer.phase("carrying current versions over to the new column set");
-        let mut ctx = session.ctx.clone();
-        ctx.retained = change
-            .retained()
-            .iter()
-            .map(|c| crate::ident::Ident::column(c).map(|i| i.quoted()).unwrap_or_default())
-            .collect();
-        rehashed = log::rehash_current_versions(&mut session.target, &ctx, &plan.name, run_id, now()).await?;
-    }
-    let reconcile_now = opts.reconcile_deletes || plan.hard_deletes == HardDeletes::Reconcile;
-    let reconciled = if reconcile_now {
-        observer.phase("reconciling deletes");
-        let source = session.source.take().expect("source connection present");
-        let (source, result) = reconcile::stage_missing_keys(
-            source,
-            &mut session.target,
-            plan,
-            &session.layout,
-            &session.ctx,
-            window.high,
-            opts.allow_mass_delete,
-        )
-        .await;
-        session.source = Some(source);
-        result?
-    } else {
-        0
+    let step = Step {
+        plan,
+        opts,
+        window: &window,
+        run_id,
+        observer,
     };
-
-    observer.phase("detecting changes");
-    let changes = if one_row_per_key {
-        log::classify_first_load(&mut session.target, &session.ctx).await?
+    let both_postgres = session.target.backend() == Backend::Postgres
+        && session.source.as_ref().map(Conn::backend) == Some(Backend::Postgres);
+    let loaded = if one_row_per_key && session.ctx.unique_key && both_postgres {
+        first_load_into_log(session, &step).await?
     } else {
-        log::classify(&mut session.target, &session.ctx).await?
+        stage_and_append(session, &step, migration, first_load, one_row_per_key).await?
     };
-    let finished_at = now();
-    if changes.total > 0 {
-        let dropped = if first_load {
-            Some(tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?)
-        } else {
-            None
-        };
-        observer.phase("appending to the log");
-        let target = &mut session.target;
-        if one_row_per_key {
-            log::append_first_load(target, &session.ctx, &plan.name, &changes, run_id, finished_at).await?;
-        } else {
-            log::append(target, &session.ctx, &plan.name, &changes, run_id, finished_at).await?;
-        }
-        failpoint::check(fp, "after_append").await?;
-        if let Some(dropped) = dropped {
-            observer.phase("rebuilding the dimension");
-            if one_row_per_key {
-                rebuild::rebuild_first_load(&mut session.target, &session.ctx).await?;
-            } else {
-                rebuild::rebuild_in_place(&mut session.target, &session.ctx).await?;
-            }
-            observer.phase("building indexes");
-            tables::restore_indexes(&mut session.target, &session.ctx, dropped).await?;
-        } else if migration.is_none() {
-            observer.phase("rebuilding touched keys");
-            rebuild::rebuild_touched(&mut session.target, &session.ctx).await?;
-        }
-    }
-    if migration.is_some() {
-        observer.phase("rebuilding the dimension for the new column sets");
-        rebuild::rebuild_all(&mut session.target, &session.ctx).await?;
-    }
     failpoint::check(fp, "after_rebuild").await?;
+    let Loaded {
+        rows_read,
+        rows_after_dedupe,
+        max_read,
+        changes,
+        reconciled,
+        rehashed,
+        finished_at,
+    } = loaded;
 
     let high_watermark = match (watermark_before, max_read) {
         (Some(a), Some(b)) => Some(a.max(b)),
@@ -419,6 +362,201 @@ async fn load(
         finished_at,
         error: None,
         dry_run: opts.dry_run,
+    })
+}
+
+/// What the middle of a load needs from its caller.
+struct Step<'a> {
+    plan: &'a Plan,
+    opts: &'a RunOptions,
+    window: &'a Window,
+    run_id: i64,
+    observer: &'a dyn Observer,
+}
+
+/// What the middle of a load did, for its run record.
+struct Loaded {
+    rows_read: i64,
+    rows_after_dedupe: i64,
+    max_read: Option<Micros>,
+    changes: log::Changes,
+    reconciled: i64,
+    rehashed: i64,
+    finished_at: Micros,
+}
+
+/// The general path: stage and dedupe the window, reconcile deletes, classify against
+/// the log, append, and rebuild the touched keys (or, on a first load, fill the empty
+/// dimension and build its indexes once).
+async fn stage_and_append(
+    session: &mut Session,
+    step: &Step<'_>,
+    migration: Option<&(tables::DimensionRecord, tables::ConfigChange)>,
+    first_load: bool,
+    one_row_per_key: bool,
+) -> Result<Loaded, Error> {
+    dedupe::create_staging(&mut session.target, &session.ctx).await?;
+
+    step.observer.phase("reading");
+    let (rows_read, max_read) = stage_window(session, step.plan, step.window, step.observer).await?;
+    failpoint::check(step.opts.failpoint.as_deref(), "after_extract").await?;
+
+    step.observer.phase("deduplicating");
+    let rows_after_dedupe = dedupe::dedupe(&mut session.target, &session.ctx, rows_read, !one_row_per_key).await?;
+    failpoint::check(step.opts.failpoint.as_deref(), "after_dedupe").await?;
+
+    let mut rehashed = 0;
+    if let Some((_, change)) = migration.filter(|(_, c)| c.rehash_needed()) {
+        step.observer.phase("carrying current versions over to the new column set");
+        let mut ctx = session.ctx.clone();
+        ctx.retained = change
+            .retained()
+            .iter()
+            .map(|c| crate::ident::Ident::column(c).map(|i| i.quoted()).unwrap_or_default())
+            .collect();
+        rehashed = log::rehash_current_versions(&mut session.target, &ctx, &step.plan.name, step.run_id, now()).await?;
+    }
+    let reconcile_now = step.opts.reconcile_deletes || step.plan.hard_deletes == HardDeletes::Reconcile;
+    let reconciled = if reconcile_now {
+        step.observer.phase("reconciling deletes");
+        let source = session.source.take().expect("source connection present");
+        let (source, result) = reconcile::stage_missing_keys(
+            source,
+            &mut session.target,
+            step.plan,
+            &session.layout,
+            &session.ctx,
+            step.window.high,
+            step.opts.allow_mass_delete,
+        )
+        .await;
+        session.source = Some(source);
+        result?
+    } else {
+        0
+    };
+
+    step.observer.phase("detecting changes");
+    let changes = if one_row_per_key {
+        log::classify_first_load(&mut session.target, &session.ctx).await?
+    } else {
+        log::classify(&mut session.target, &session.ctx).await?
+    };
+    let finished_at = now();
+    if changes.total > 0 {
+        let dropped = if first_load {
+            Some(tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?)
+        } else {
+            None
+        };
+        step.observer.phase("appending to the log");
+        let target = &mut session.target;
+        if one_row_per_key {
+            log::append_first_load(target, &session.ctx, &step.plan.name, &changes, step.run_id, finished_at).await?;
+        } else {
+            log::append(target, &session.ctx, &step.plan.name, &changes, step.run_id, finished_at).await?;
+        }
+        failpoint::check(step.opts.failpoint.as_deref(), "after_append").await?;
+        if let Some(dropped) = dropped {
+            step.observer.phase("rebuilding the dimension");
+            if one_row_per_key {
+                rebuild::rebuild_first_load(&mut session.target, &session.ctx).await?;
+            } else {
+                rebuild::rebuild_in_place(&mut session.target, &session.ctx).await?;
+            }
+            step.observer.phase("building indexes");
+            tables::restore_indexes(&mut session.target, &session.ctx, dropped).await?;
+        } else if migration.is_none() {
+            step.observer.phase("rebuilding touched keys");
+            rebuild::rebuild_touched(&mut session.target, &session.ctx).await?;
+        }
+    }
+    if migration.is_some() {
+        step.observer.phase("rebuilding the dimension for the new column sets");
+        rebuild::rebuild_all(&mut session.target, &session.ctx).await?;
+    }
+    Ok(Loaded {
+        rows_read,
+        rows_after_dedupe,
+        max_read,
+        changes,
+        reconciled,
+        rehashed,
+        finished_at,
+    })
+}
+
+/// A first load from a PostgreSQL table whose primary key lies within the natural key,
+/// into an empty PostgreSQL log: the source sends its rows in key order and they go
+/// through one `COPY` straight into the log, numbered as they arrive (the numbers the
+/// general path's `ORDER BY key` would give), with no staging table, dedupe or
+/// classification: there is one row per key and nothing to compare with. Nothing is
+/// live yet, so there is nothing to reconcile either. Then the dimension is filled from
+/// the log and the indexes are built once.
+async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<Loaded, Error> {
+    let fp = step.opts.failpoint.as_deref();
+    let finished_at = now();
+    let (next_log_id, next_sk) = log::reserve(&mut session.target, &session.ctx, &step.plan.name).await?;
+    let dropped = tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?;
+    step.observer.phase("reading into the log");
+    let numbering = dedupe::LogNumbering::new(next_log_id, next_sk, step.run_id, finished_at);
+    let mut stager = dedupe::CopyStager::new(step.plan, &session.layout, *step.window).into_log(numbering);
+    let source = session.source.take().expect("source connection present");
+    let (mut chunks, handle) = extract::spawn_raw_reader(
+        source,
+        step.plan,
+        &session.layout,
+        extract::RawRead::WindowByKey(step.window),
+    )?;
+    let copied = dedupe::copy_into(
+        &mut session.target,
+        "appending to the log",
+        &session.ctx.log,
+        &dedupe::log_columns(&session.ctx),
+        &mut chunks,
+        |piece, out| -> Result<(), Error> {
+            stager.feed(piece, out)?;
+            step.observer.rows_read(stager.rows_read as u64);
+            Ok(())
+        },
+    )
+    .await;
+    drop(chunks);
+    let source = handle
+        .await
+        .map_err(|e| Error::Internal(format!("the reader task failed: {e}")))?;
+    session.source = Some(source);
+    copied?;
+    stager.finish()?;
+    if let Some(i) = stager.null_keys.iter().position(|&c| c > 0) {
+        return Err(extract::ExtractError::NullKey {
+            column: session.layout.keys[i].bare.clone(),
+            count: stager.null_keys[i],
+        }
+        .into());
+    }
+    let changes = log::Changes {
+        versions: stager.rows_read - stager.deleted,
+        tombstones: stager.deleted,
+        total: stager.rows_read,
+        ..log::Changes::default()
+    };
+    log::advance(&mut session.target, &session.ctx, &step.plan.name, &changes, step.run_id, finished_at).await?;
+    failpoint::check(fp, "after_extract").await?;
+    failpoint::check(fp, "after_dedupe").await?;
+    failpoint::check(fp, "after_append").await?;
+    step.observer.phase("rebuilding the dimension");
+    rebuild::rebuild_first_load(&mut session.target, &session.ctx).await?;
+    step.observer.phase("building indexes");
+    tables::restore_indexes(&mut session.target, &session.ctx, dropped).await?;
+    Ok(Loaded {
+        rows_read: stager.rows_read,
+        rows_after_dedupe: stager.rows_read,
+        max_read: stager.max_read,
+        changes,
+        reconciled: 0,
+        rehashed: 0,
+        finished_at,
     })
 }
 

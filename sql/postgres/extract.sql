@@ -2,7 +2,9 @@
    timestamp literals that dimlog formats itself from typed values (never user text).
    The change column is not hashed, so it comes as timestamptz's own text (the session
    is pinned to UTC and ISO dates: `2026-10-05 09:30:00+00`), which costs the server far
-   less than to_char; tracked timestamptz columns keep their canonical to_char text. #}
+   less than to_char; tracked timestamptz columns keep their canonical to_char text.
+   `ordered` (a first load straight into the log) sorts by the table's own key columns,
+   not by their text. #}
 {% macro text(c) %}{% if c.kind == "timestamptz" %}to_char({{ c.name }} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'){% else %}{{ c.name }}::text{% endif %}{% endmacro %}
 {% macro ts(e) %}{% if tz %}(({{ e }}) AT TIME ZONE '{{ tz }}'){% else %}({{ e }}){% endif %}{% endmacro %}
 {% macro bound(lit) %}{% if tz %}('{{ lit }}'::timestamptz AT TIME ZONE '{{ tz }}'){% else %}'{{ lit }}'::timestamptz{% endif %}{% endmacro %}
@@ -11,10 +13,11 @@ COPY (
   SELECT {% for c in columns %}{{ text(c) }}, {% endfor %}
          {{ ts(updated_at) }}
          {% if deleted_flag %}, {{ deleted_flag }}::text{% endif %}
-  FROM {{ relation }}
+  FROM {{ relation }}{% if ordered %} AS dimlog_src{% endif %}
   WHERE TRUE
   {% if low %}  AND {{ updated_at }} >= {{ bound(low) }}{% endif %}
   {% if high %}  AND {{ updated_at }} {{ "<=" if high_inclusive else "<" }} {{ bound(high) }}{% endif %}
+  {% if ordered %} ORDER BY {% for c in key_columns %}dimlog_src.{{ c.name }}{{ ", " if not loop.last }}{% endfor %}{% endif %}
 ) TO STDOUT
 -- statement: null_check
 SELECT count(*)::text FROM {{ relation }} WHERE {{ updated_at }} IS NULL
