@@ -160,6 +160,7 @@ columns = ["email", "tier", "country"]
         upper: "2030-01-01T00:00:00Z".into(),
         reconcile_deletes: false,
         full_refresh: false,
+        dry_run: false,
     });
     eprintln!("dimension loaded in {:.1}s: {}", load.wall, load.report["versions"]);
 

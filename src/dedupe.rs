@@ -274,15 +274,10 @@ impl<'p> CopyStager<'p> {
         }
         let hash = self.hasher.finish();
         match &self.log {
-            Some(log) if is_deleted => {
-                out.extend_from_slice(b"\ttrue\t\\N\t");
-                out.extend_from_slice(&log.suffix);
-            }
-            Some(log) => {
+            Some(_) if is_deleted => out.extend_from_slice(b"\ttrue\t\\N"),
+            Some(_) => {
                 out.extend_from_slice(b"\tfalse\t\\\\x");
                 push_hex(out, &hash);
-                out.push(b'\t');
-                out.extend_from_slice(&log.suffix);
             }
             None => {
                 out.extend_from_slice(if is_deleted {
@@ -301,31 +296,27 @@ impl<'p> CopyStager<'p> {
 /// COPY text's NULL.
 const NULL: &[u8] = b"\\N";
 
-/// Where a first load's numbering starts, and the load's own columns.
+/// Where a first load's numbering starts.
 pub struct LogNumbering {
     next_log_id: i64,
     next_sk: i64,
-    /// `load_id` and `loaded_at`, as COPY text.
-    suffix: Vec<u8>,
 }
 
 impl LogNumbering {
-    /// Numbering from the reserved log id and surrogate key, for rows of one load.
-    pub fn new(next_log_id: i64, next_sk: i64, load_id: i64, loaded_at: Micros) -> LogNumbering {
-        LogNumbering {
-            next_log_id,
-            next_sk,
-            suffix: format!("{load_id}\t{}", loaded_at.to_text()).into_bytes(),
-        }
+    /// Numbering from the reserved log id and surrogate key.
+    pub fn new(next_log_id: i64, next_sk: i64) -> LogNumbering {
+        LogNumbering { next_log_id, next_sk }
     }
 }
 
-/// The log's columns in the order [`CopyStager::into_log`] writes them.
+/// The log's columns in the order [`CopyStager::into_log`] writes them: all but
+/// `load_id` and `loaded_at`, the same on every row of a load (column defaults fill
+/// them, see `log_load_defaults` in sql/postgres/tables.sql).
 pub fn log_columns(ctx: &SqlContext) -> Vec<String> {
     let mut columns = vec!["log_id".to_string(), ctx.sk.clone()];
     columns.extend(ctx.keys.iter().cloned());
     columns.extend(ctx.attrs.iter().cloned());
-    columns.extend(["valid_from", "is_deleted", "row_hash", "load_id", "loaded_at"].map(String::from));
+    columns.extend(["valid_from", "is_deleted", "row_hash"].map(String::from));
     columns
 }
 

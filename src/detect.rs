@@ -51,6 +51,21 @@ pub enum ColumnKind {
 }
 
 impl ColumnKind {
+    /// Values of this kind sort the same in every database that stores them with this
+    /// kind (no collation, no declaration order): a first load may number rows in the
+    /// source's key order and still give the numbers the target's order would.
+    pub fn sorts_alike_everywhere(self) -> bool {
+        matches!(
+            self,
+            ColumnKind::Int
+                | ColumnKind::Numeric
+                | ColumnKind::Date
+                | ColumnKind::Timestamp
+                | ColumnKind::TimestampTz
+                | ColumnKind::Uuid
+        )
+    }
+
     /// The tag byte in the hash encoding. Never renumber: it would change every hash.
     pub fn tag(self) -> u8 {
         match self {

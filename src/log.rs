@@ -187,11 +187,7 @@ pub async fn rehash_current_versions(
     if n == 0 {
         return Ok(0);
     }
-    let reserve = sql::statement(backend, "append", "reserve", ctx)?;
-    let next = conn
-        .query_i64s("reserving log ids", &reserve, &[Param::Text(dimension.into())])
-        .await?;
-    let next_log = next.get(1).copied().unwrap_or(1);
+    let (next_log, _) = reserve(conn, ctx, dimension).await?;
     let insert = sql::statement(backend, "append", "rehash_append", ctx)?;
     conn.execute(
         "log/rehash",
@@ -199,18 +195,10 @@ pub async fn rehash_current_versions(
         &[Param::I64(next_log), Param::I64(load_id), Param::Ts(loaded_at)],
     )
     .await?;
-    let advance = sql::statement(backend, "append", "advance", ctx)?;
-    conn.execute(
-        "reserving log ids",
-        &advance,
-        &[
-            Param::Text(dimension.into()),
-            Param::I64(0),
-            Param::I64(n),
-            Param::I64(load_id),
-            Param::Ts(loaded_at),
-        ],
-    )
-    .await?;
+    let carried = Changes {
+        total: n,
+        ..Changes::default()
+    };
+    advance(conn, ctx, dimension, &carried, load_id, loaded_at).await?;
     Ok(n)
 }

@@ -294,7 +294,8 @@ async fn load(
     };
     let both_postgres = session.target.backend() == Backend::Postgres
         && session.source.as_ref().map(Conn::backend) == Some(Backend::Postgres);
-    let loaded = if one_row_per_key && session.ctx.unique_key && both_postgres {
+    let keys_sort_alike = session.layout.keys.iter().all(|k| k.kind.sorts_alike_everywhere());
+    let loaded = if one_row_per_key && session.ctx.unique_key && both_postgres && keys_sort_alike {
         first_load_into_log(session, &step).await?
     } else {
         stage_and_append(session, &step, migration, first_load, one_row_per_key).await?
@@ -407,7 +408,8 @@ async fn stage_and_append(
 
     let mut rehashed = 0;
     if let Some((_, change)) = migration.filter(|(_, c)| c.rehash_needed()) {
-        step.observer.phase("carrying current versions over to the new column set");
+        step.observer
+            .phase("carrying current versions over to the new column set");
         let mut ctx = session.ctx.clone();
         ctx.retained = change
             .retained()
@@ -452,9 +454,25 @@ async fn stage_and_append(
         step.observer.phase("appending to the log");
         let target = &mut session.target;
         if one_row_per_key {
-            log::append_first_load(target, &session.ctx, &step.plan.name, &changes, step.run_id, finished_at).await?;
+            log::append_first_load(
+                target,
+                &session.ctx,
+                &step.plan.name,
+                &changes,
+                step.run_id,
+                finished_at,
+            )
+            .await?;
         } else {
-            log::append(target, &session.ctx, &step.plan.name, &changes, step.run_id, finished_at).await?;
+            log::append(
+                target,
+                &session.ctx,
+                &step.plan.name,
+                &changes,
+                step.run_id,
+                finished_at,
+            )
+            .await?;
         }
         failpoint::check(step.opts.failpoint.as_deref(), "after_append").await?;
         if let Some(dropped) = dropped {
@@ -487,7 +505,9 @@ async fn stage_and_append(
 }
 
 /// A first load from a PostgreSQL table whose primary key lies within the natural key,
-/// into an empty PostgreSQL log: the source sends its rows in key order and they go
+/// into an empty PostgreSQL log, with keys that sort alike in both databases (numbers,
+/// dates, times, UUIDs; text sorts by each database's collation, so text keys take the
+/// general path): the source sends its rows in key order and they go
 /// through one `COPY` straight into the log, numbered as they arrive (the numbers the
 /// general path's `ORDER BY key` would give), with no staging table, dedupe or
 /// classification: there is one row per key and nothing to compare with. Nothing is
@@ -499,7 +519,8 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     let (next_log_id, next_sk) = log::reserve(&mut session.target, &session.ctx, &step.plan.name).await?;
     let dropped = tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?;
     step.observer.phase("reading into the log");
-    let numbering = dedupe::LogNumbering::new(next_log_id, next_sk, step.run_id, finished_at);
+    let numbering = dedupe::LogNumbering::new(next_log_id, next_sk);
+    tables::set_load_defaults(&mut session.target, &session.ctx, Some((step.run_id, finished_at))).await?;
     let mut stager = dedupe::CopyStager::new(step.plan, &session.layout, *step.window).into_log(numbering);
     let source = session.source.take().expect("source connection present");
     let (mut chunks, handle) = extract::spawn_raw_reader(
@@ -535,13 +556,24 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
         }
         .into());
     }
+    tables::set_load_defaults(&mut session.target, &session.ctx, None).await?;
     let changes = log::Changes {
         versions: stager.rows_read - stager.deleted,
         tombstones: stager.deleted,
         total: stager.rows_read,
         ..log::Changes::default()
     };
-    log::advance(&mut session.target, &session.ctx, &step.plan.name, &changes, step.run_id, finished_at).await?;
+    if changes.total > 0 {
+        log::advance(
+            &mut session.target,
+            &session.ctx,
+            &step.plan.name,
+            &changes,
+            step.run_id,
+            finished_at,
+        )
+        .await?;
+    }
     failpoint::check(fp, "after_extract").await?;
     failpoint::check(fp, "after_dedupe").await?;
     failpoint::check(fp, "after_append").await?;

@@ -200,6 +200,29 @@ pub async fn restore_indexes(conn: &mut Conn, ctx: &SqlContext, dropped: Dropped
     Ok(())
 }
 
+/// Sets (`Some((load_id, loaded_at))`) or drops (`None`) the log's defaults for the two
+/// columns a first load's COPY leaves out, inside the run's transaction.
+pub async fn set_load_defaults(conn: &mut Conn, ctx: &SqlContext, load: Option<(i64, Micros)>) -> Result<(), DbError> {
+    #[derive(Serialize)]
+    struct Defaults<'a> {
+        #[serde(flatten)]
+        ctx: &'a SqlContext,
+        load_id: i64,
+        loaded_at: String,
+    }
+    match load {
+        Some((load_id, loaded_at)) => {
+            let with = Defaults {
+                ctx,
+                load_id,
+                loaded_at: loaded_at.to_text(),
+            };
+            run_named(conn, "tables", &["log_load_defaults"], &with).await
+        }
+        None => run_named(conn, "tables", &["log_drop_load_defaults"], ctx).await,
+    }
+}
+
 /// Runs the named statements of a template, in the given order.
 pub async fn run_named<C: Serialize>(conn: &mut Conn, family: &str, names: &[&str], ctx: &C) -> Result<(), DbError> {
     for name in names {

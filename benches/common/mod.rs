@@ -31,6 +31,9 @@ pub enum Job {
         upper: String,
         reconcile_deletes: bool,
         full_refresh: bool,
+        /// Do everything, then roll back (measures a variant on the same state).
+        #[serde(default)]
+        dry_run: bool,
     },
     /// `dimlog verify [--against-source]`.
     Verify { config: PathBuf, against_source: bool },
@@ -175,6 +178,7 @@ async fn do_job(job: Job) -> ChildResult {
             upper,
             reconcile_deletes,
             full_refresh,
+            dry_run,
         } => {
             let plan = plan(&config);
             let mut session = Session::open(&plan).await.expect("open");
@@ -187,6 +191,7 @@ async fn do_job(job: Job) -> ChildResult {
                 },
                 upper: Some(ts(&upper)),
                 reconcile_deletes,
+                dry_run,
                 ..RunOptions::incremental()
             };
             let report = pipeline::run(&mut session, &plan, &opts, &phases)

@@ -31,7 +31,11 @@ COPY (SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{
 SELECT a.attname::text,
        format_type(a.atttypid, a.atttypmod),
        (SELECT array_position(i.indkey::int2[], a.attnum)::text
-          FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisprimary)
+          FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisprimary
+           -- A plain table's primary key does not cover the tables inheriting from it,
+           -- whose rows a read includes: then it is no key of what dimlog reads.
+           AND NOT EXISTS (SELECT 1 FROM pg_inherits h JOIN pg_class p ON p.oid = h.inhparent
+                           WHERE h.inhparent = a.attrelid AND p.relkind = 'r'))
 FROM pg_attribute a
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum

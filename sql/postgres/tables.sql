@@ -59,6 +59,15 @@ SELECT conname::text FROM pg_constraint WHERE conrelid = to_regclass($1) AND con
 ALTER TABLE {{ table }} DROP CONSTRAINT {{ name }}
 -- statement: add_primary_key
 ALTER TABLE {{ table }} ADD CONSTRAINT {{ name }} PRIMARY KEY ({{ column }})
+{# A first load's COPY straight into the log leaves out the two columns that are the
+   same on every row: the server fills them from these defaults instead of parsing a
+   timestamp a million times. Both values are formatted by dimlog from typed values
+   (an integer, a fixed-width UTC timestamp), never taken from input; the defaults are
+   dropped again in the same transaction. #}
+-- statement: log_load_defaults
+ALTER TABLE {{ log }} ALTER COLUMN load_id SET DEFAULT {{ load_id }}, ALTER COLUMN loaded_at SET DEFAULT '{{ loaded_at }}'::timestamptz
+-- statement: log_drop_load_defaults
+ALTER TABLE {{ log }} ALTER COLUMN load_id DROP DEFAULT, ALTER COLUMN loaded_at DROP DEFAULT
 -- statement: analyze_log
 ANALYZE {{ log }} ({{ keys|cols }}, valid_from)
 -- statement: analyze_dimension

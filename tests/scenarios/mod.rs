@@ -4,6 +4,7 @@
 mod cli;
 #[cfg(feature = "failpoints")]
 mod crash;
+mod first_load;
 mod history;
 mod rules;
 mod types;
