@@ -31,9 +31,7 @@ pub struct Changes {
 /// Classifies the staged rows into `dimlog_changes` and counts them.
 pub async fn classify(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbError> {
     run_named(conn, "classify", &["classify"], ctx).await?;
-    let sql = sql::statement(conn.backend(), "classify", "counts", ctx)?;
-    let c = conn.query_i64s("counting changes", &sql, &[]).await?;
-    let at = |i: usize| c.get(i).copied().unwrap_or(0);
+    let at = counts(conn, ctx, "counts").await?;
     Ok(Changes {
         versions: at(0),
         late_versions: at(1),
@@ -48,15 +46,21 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbEr
 /// staged row per key, every live row opens a version and every deleted one a
 /// tombstone. Pair with [`append_first_load`].
 pub async fn classify_first_load(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbError> {
-    let sql = sql::statement(conn.backend(), "classify", "first_counts", ctx)?;
-    let c = conn.query_i64s("counting changes", &sql, &[]).await?;
-    let at = |i: usize| c.get(i).copied().unwrap_or(0);
+    let at = counts(conn, ctx, "first_counts").await?;
     Ok(Changes {
         versions: at(0),
         tombstones: at(1),
         total: at(2),
         ..Changes::default()
     })
+}
+
+/// Runs a counting statement of the classify family; the returned closure reads its
+/// i-th number (0 where absent).
+async fn counts(conn: &mut Conn, ctx: &SqlContext, statement: &str) -> Result<impl Fn(usize) -> i64, DbError> {
+    let sql = sql::statement(conn.backend(), "classify", statement, ctx)?;
+    let c = conn.query_i64s("counting changes", &sql, &[]).await?;
+    Ok(move |i: usize| c.get(i).copied().unwrap_or(0))
 }
 
 /// Appends the classified changes to the log under the given load id, reserving their

@@ -521,41 +521,12 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     step.observer.phase("reading into the log");
     let numbering = dedupe::LogNumbering::new(next_log_id, next_sk);
     tables::set_load_defaults(&mut session.target, &session.ctx, Some((step.run_id, finished_at))).await?;
-    let mut stager = dedupe::CopyStager::new(step.plan, &session.layout, *step.window).into_log(numbering);
-    let source = session.source.take().expect("source connection present");
-    let (mut chunks, handle) = extract::spawn_raw_reader(
-        source,
-        step.plan,
-        &session.layout,
-        extract::RawRead::WindowByKey(step.window),
-    )?;
-    let copied = dedupe::copy_into(
-        &mut session.target,
-        "appending to the log",
-        &session.ctx.log,
-        &dedupe::log_columns(&session.ctx),
-        &mut chunks,
-        |piece, out| -> Result<(), Error> {
-            stager.feed(piece, out)?;
-            step.observer.rows_read(stager.rows_read as u64);
-            Ok(())
-        },
-    )
-    .await;
-    drop(chunks);
-    let source = handle
-        .await
-        .map_err(|e| Error::Internal(format!("the reader task failed: {e}")))?;
-    session.source = Some(source);
-    copied?;
-    stager.finish()?;
-    if let Some(i) = stager.null_keys.iter().position(|&c| c > 0) {
-        return Err(extract::ExtractError::NullKey {
-            column: session.layout.keys[i].bare.clone(),
-            count: stager.null_keys[i],
-        }
-        .into());
-    }
+    let stager = dedupe::CopyStager::new(step.plan, &session.layout, *step.window).into_log(numbering);
+    let table = session.ctx.log.clone();
+    let columns = dedupe::log_columns(&session.ctx);
+    let read = extract::RawRead::WindowByKey(step.window);
+    let into = ("appending to the log", table.as_str(), &columns[..]);
+    let stager = copy_through(session, step.plan, stager, read, into, step.observer).await?;
     tables::set_load_defaults(&mut session.target, &session.ctx, None).await?;
     let changes = log::Changes {
         versions: stager.rows_read - stager.deleted,
@@ -690,16 +661,32 @@ async fn stage_window_copy(
     window: &Window,
     observer: &dyn Observer,
 ) -> Result<(i64, Option<Micros>), Error> {
-    let mut stager = dedupe::CopyStager::new(plan, &session.layout, *window);
-    let source = session.source.take().expect("source connection present");
-    let (mut chunks, handle) =
-        extract::spawn_raw_reader(source, plan, &session.layout, extract::RawRead::Window(window))?;
+    let stager = dedupe::CopyStager::new(plan, &session.layout, *window);
     let columns = dedupe::Stager::new(&session.ctx).columns().to_vec();
+    let read = extract::RawRead::Window(window);
+    let into = ("staging source rows", "dimlog_raw", &columns[..]);
+    let stager = copy_through(session, plan, stager, read, into, observer).await?;
+    Ok((stager.rows_read, stager.max_read))
+}
+
+/// Streams a read of the source through `stager` into one `COPY table (columns) FROM
+/// STDIN` of the target (`into` = what, table, columns); gives the source connection
+/// back to the session whatever happens, and fails on rows with a NULL key.
+async fn copy_through<'p>(
+    session: &mut Session,
+    plan: &Plan,
+    mut stager: dedupe::CopyStager<'p>,
+    read: extract::RawRead<'_>,
+    (what, table, columns): (&str, &str, &[String]),
+    observer: &dyn Observer,
+) -> Result<dedupe::CopyStager<'p>, Error> {
+    let source = session.source.take().expect("source connection present");
+    let (mut chunks, handle) = extract::spawn_raw_reader(source, plan, &session.layout, read)?;
     let copied = dedupe::copy_into(
         &mut session.target,
-        "staging source rows",
-        "dimlog_raw",
-        &columns,
+        what,
+        table,
+        columns,
         &mut chunks,
         |piece, out| -> Result<(), Error> {
             stager.feed(piece, out)?;
@@ -722,7 +709,7 @@ async fn stage_window_copy(
         }
         .into());
     }
-    Ok((stager.rows_read, stager.max_read))
+    Ok(stager)
 }
 
 /// Rebuilds the whole dimension from the log (`dimlog rebuild`), under the lock, in one

@@ -131,17 +131,30 @@ async fn compare(target: &mut Conn, ctx: &SqlContext, plan: &Plan, upper: Micros
         "key_index"
     };
     run_named(target, "reconcile", &[index, "missing"], ctx).await?;
-    let counts = target
-        .query_i64s(
-            "counting missing keys",
-            &sql::statement(backend, "reconcile", "counts", ctx)?,
-            &[],
-        )
-        .await?;
-    let (missing, live) = (
-        counts.first().copied().unwrap_or(0),
-        counts.get(1).copied().unwrap_or(0),
-    );
+    let count = |statement: &str| sql::statement(backend, "reconcile", statement, ctx);
+    let missing = target
+        .query_i64s("counting missing keys", &count("missing_count")?, &[])
+        .await?
+        .first()
+        .copied()
+        .unwrap_or(0);
+    // The guard trips when missing > max_fraction × live: once `live` reaches
+    // missing / max_fraction it cannot, so counting stops there.
+    let enough = if plan.max_fraction > 0.0 {
+        ((missing as f64 / plan.max_fraction).floor() as i64).saturating_add(1)
+    } else {
+        i64::MAX
+    };
+    let live = if missing > 0 && !allow {
+        target
+            .query_i64s("counting live keys", &count("live_count")?, &[Param::I64(enough)])
+            .await?
+            .first()
+            .copied()
+            .unwrap_or(0)
+    } else {
+        0
+    };
     if missing > 0 && !allow && (missing as f64) > plan.max_fraction * (live as f64) {
         return Err(Error::MassDelete {
             would_close: missing,

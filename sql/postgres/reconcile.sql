@@ -16,8 +16,12 @@ FROM {{ dim }} d
 WHERE d.is_current
   AND NOT EXISTS (SELECT 1 FROM dimlog_source_keys s WHERE {{ keys|eqs("s", "d") }})
   AND ({{ keys|cols("d") }}) NOT IN (SELECT {{ keys|cols }} FROM dimlog_stage)
--- statement: counts
-SELECT (SELECT count(*) FROM dimlog_missing)::text, (SELECT count(*) FROM {{ dim }} WHERE is_current)::text
+-- statement: missing_count
+SELECT count(*)::text FROM dimlog_missing
+{# Live keys, counted only as far as the mass-delete guard needs: past the limit the
+   guard cannot trip, so a run closing a few keys does not count the whole dimension. #}
+-- statement: live_count
+SELECT count(*)::text FROM (SELECT 1 FROM {{ dim }} WHERE is_current LIMIT $1) live
 -- statement: tombstones
 INSERT INTO dimlog_stage ({{ keys|cols }}, valid_from, is_deleted)
 SELECT {{ keys|cols }}, GREATEST($1::timestamptz, valid_from + interval '1 microsecond'), true

@@ -6,7 +6,10 @@ use sqlx::postgres::{PgArguments, PgConnectOptions};
 use sqlx::{Arguments, ConnectOptions, Executor, PgConnection, Row};
 use std::str::FromStr;
 
-/// Connects and pins the session to UTC and ISO dates, so text output is canonical.
+/// Connects and pins the session to UTC and ISO dates, so text output is canonical; a
+/// run's temporary tables (a million staged rows or keys) get 128 MB of session memory
+/// before they spill to disk (only what is used is allocated; it can only be set before
+/// a session's first temporary table).
 pub async fn connect(url: &DbUrl) -> Result<PgConnection, DbError> {
     let err = |source| DbError::Connect {
         url: url.redacted(),
@@ -14,7 +17,12 @@ pub async fn connect(url: &DbUrl) -> Result<PgConnection, DbError> {
     };
     let opts = PgConnectOptions::from_str(url.expose())
         .map_err(err)?
-        .options([("TimeZone", "UTC"), ("DateStyle", "ISO"), ("extra_float_digits", "1")])
+        .options([
+            ("TimeZone", "UTC"),
+            ("DateStyle", "ISO"),
+            ("extra_float_digits", "1"),
+            ("temp_buffers", "128MB"),
+        ])
         .application_name("dimlog")
         .disable_statement_logging();
     let mut c = opts.connect().await.map_err(err)?;

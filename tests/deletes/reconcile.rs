@@ -9,6 +9,7 @@ use crate::support::fixture::{assert_snapshot, on_both_backends, summary, ts, Fi
 
 on_both_backends!(
     emptied_source_trips_the_mass_delete_guard,
+    the_mass_delete_guard_decides_at_its_boundary,
     hard_deletes_and_the_revenue_figure,
     deleted_key_returns_with_a_new_surrogate_key,
 );
@@ -130,6 +131,64 @@ async fn emptied_source_trips_the_mass_delete_guard(mut fx: Fixture) {
     let r = fx.run("2026-03-02T12:00:00Z").await;
     assert_eq!((r.counts.tombstones, r.reconciled_deletes), (0, 0));
     assert_eq!(fx.log().await, log);
+    assert_verify_passes(&fx, true);
+}
+
+/// The guard trips when more than `max_fraction` of the live keys would close, and not at
+/// exactly that share. Live keys are counted only as far as the guard needs (a run
+/// closing one key of 30 stops counting at 11), yet a tripped guard reports the exact
+/// number of live keys.
+async fn the_mass_delete_guard_decides_at_its_boundary(mut fx: Fixture) {
+    fx.set_setting("hard", "\"reconcile\"");
+    fx.set_setting("max_fraction", "0.1");
+    let values: Vec<String> = (1..=30)
+        .map(|i| format!("({i}, 'c{i}@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z')"))
+        .collect();
+    fx.exec(&format!("{INSERT} {}", values.join(", "))).await;
+    assert_eq!(fx.run("2026-03-02T10:00:00Z").await.counts.versions, 30);
+
+    let guard = |e: dimlog::Error| match e {
+        dimlog::Error::MassDelete { would_close, live, .. } => (would_close, live),
+        other => panic!("expected Error::MassDelete, got {other:?}"),
+    };
+    // 4 of 30 > 10%: refused, with the exact count of live keys.
+    fx.exec("DELETE FROM src_customers WHERE customer_id IN (1, 2, 3, 4)")
+        .await;
+    let e = fx
+        .try_run_with(upper("2026-03-02T11:00:00Z"))
+        .await
+        .expect_err("4 of 30");
+    assert_eq!(guard(e), (4, 30));
+
+    // 1 of 30: closed.
+    fx.exec(&format!(
+        "{INSERT} (2, 'c2@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z'),
+                  (3, 'c3@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z'),
+                  (4, 'c4@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    let r = fx.run("2026-03-02T11:00:00Z").await;
+    assert_eq!((r.counts.tombstones, r.reconciled_deletes), (1, 1));
+
+    // 3 of 29 live (10.3%): refused, 29 counted exactly.
+    fx.exec("DELETE FROM src_customers WHERE customer_id IN (5, 6, 7)")
+        .await;
+    let e = fx
+        .try_run_with(upper("2026-03-02T12:00:00Z"))
+        .await
+        .expect_err("3 of 29");
+    assert_eq!(guard(e), (3, 29));
+
+    // 2 of 29 (6.9%): closed; then 2 of 27 would be 7.4%: closed too.
+    fx.exec(&format!(
+        "{INSERT} (7, 'c7@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    let r = fx.run("2026-03-02T12:00:00Z").await;
+    assert_eq!(r.reconciled_deletes, 2);
+    fx.exec("DELETE FROM src_customers WHERE customer_id IN (8, 9)").await;
+    let r = fx.run("2026-03-02T13:00:00Z").await;
+    assert_eq!(r.reconciled_deletes, 2);
     assert_verify_passes(&fx, true);
 }
 

@@ -916,15 +916,6 @@ async fn direct_first_load_of_a_plain_config_writes_what_the_general_path_writes
         tombstones: 0,
         type1_updates: 0,
     };
-    run_all(&mut fxs, FIRST_UPPER, true, &first).await;
-    assert_all_alike(&mut fxs, "first load").await;
-    assert_log_holds_the_rows(&mut fxs[0].1, &rows, FIRST_UPPER, "1").await;
-    for (v, fx) in fxs.iter_mut() {
-        assert_verified(fx, false, v.name).await;
-    }
-    for (_, fx) in fxs.iter_mut() {
-        fx.exec(&second_change()).await;
-    }
     // The soft delete and the Type 1 change are no changes here.
     let second = Counts {
         rows_read: 11,
@@ -933,10 +924,36 @@ async fn direct_first_load_of_a_plain_config_writes_what_the_general_path_writes
         tombstones: 1,
         type1_updates: 0,
     };
-    run_all(&mut fxs, SECOND_UPPER, false, &second).await;
-    assert_all_alike(&mut fxs, "second load").await;
+    two_loads_alike(&mut fxs, &rows, &first, &second, false).await;
+}
+
+/// Loads `rows` (already in every fixture's source) and then `second_change()` into
+/// every fixture; after each load asserts the counts, the path, that all fixtures wrote
+/// the same, and that `verify` passes (and, with `rebuild_check`, that a full rebuild
+/// changes nothing after the second).
+async fn two_loads_alike(
+    fxs: &mut [(Variant, Fixture)],
+    rows: &[Row],
+    first: &Counts,
+    second: &Counts,
+    rebuild_check: bool,
+) {
+    run_all(fxs, FIRST_UPPER, true, first).await;
+    assert_all_alike(fxs, "first load").await;
+    assert_log_holds_the_rows(&mut fxs[0].1, rows, FIRST_UPPER, "1").await;
+    for (v, fx) in fxs.iter_mut() {
+        assert_verified(fx, false, v.name).await;
+    }
+    for (_, fx) in fxs.iter_mut() {
+        fx.exec(&second_change()).await;
+    }
+    run_all(fxs, SECOND_UPPER, false, second).await;
+    assert_all_alike(fxs, "second load").await;
     for (v, fx) in fxs.iter_mut() {
         assert_verified(fx, true, v.name).await;
+        if rebuild_check {
+            assert_rebuild_changes_nothing(fx, v.name).await;
+        }
     }
 }
 
@@ -958,16 +975,6 @@ async fn first_load_on_a_text_key_goes_the_general_path() {
         tombstones: 5,
         type1_updates: 0,
     };
-    // Asserts a unique key for TEXT_PK, and the general path for both.
-    run_all(&mut fxs, FIRST_UPPER, true, &first).await;
-    assert_all_alike(&mut fxs, "first load").await;
-    assert_log_holds_the_rows(&mut fxs[0].1, &rows, FIRST_UPPER, "1").await;
-    for (v, fx) in fxs.iter_mut() {
-        assert_verified(fx, false, v.name).await;
-    }
-    for (_, fx) in fxs.iter_mut() {
-        fx.exec(&second_change()).await;
-    }
     let second = Counts {
         rows_read: 11,
         versions: 5,
@@ -975,12 +982,8 @@ async fn first_load_on_a_text_key_goes_the_general_path() {
         tombstones: 2,
         type1_updates: 1,
     };
-    run_all(&mut fxs, SECOND_UPPER, false, &second).await;
-    assert_all_alike(&mut fxs, "second load").await;
-    for (v, fx) in fxs.iter_mut() {
-        assert_verified(fx, true, v.name).await;
-        assert_rebuild_changes_nothing(fx, v.name).await;
-    }
+    // Asserts a unique key for TEXT_PK, and the general path for both.
+    two_loads_alike(&mut fxs, &rows, &first, &second, true).await;
 }
 
 /// A first load of tombstones only: no version, no surrogate key used, an empty
