@@ -135,6 +135,16 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// A source can send its rows in the order the log numbers them (see
+    /// `SqlContext::key_order`) when every key is text (sorted bytewise on both sides) or
+    /// of a kind that sorts alike everywhere; booleans, floats, JSON and bytes keys are
+    /// left to the target's own sort.
+    pub fn key_order_is_portable(&self) -> bool {
+        self.keys
+            .iter()
+            .all(|k| k.kind == ColumnKind::Text || k.kind.sorts_alike_everywhere())
+    }
+
     /// Type 2 then Type 1 columns: the attributes every log row carries.
     pub fn attrs(&self) -> Vec<&Col> {
         self.tracked.iter().chain(self.type1.iter()).collect()

@@ -294,8 +294,8 @@ async fn load(
     };
     let both_postgres = session.target.backend() == Backend::Postgres
         && session.source.as_ref().map(Conn::backend) == Some(Backend::Postgres);
-    let keys_sort_alike = session.layout.keys.iter().all(|k| k.kind.sorts_alike_everywhere());
-    let loaded = if one_row_per_key && session.ctx.unique_key && both_postgres && keys_sort_alike {
+    let portable = session.layout.key_order_is_portable();
+    let loaded = if one_row_per_key && session.ctx.unique_key && both_postgres && portable {
         first_load_into_log(session, &step).await?
     } else {
         stage_and_append(session, &step, migration, first_load, one_row_per_key).await?
@@ -505,9 +505,9 @@ async fn stage_and_append(
 }
 
 /// A first load from a PostgreSQL table whose primary key lies within the natural key,
-/// into an empty PostgreSQL log, with keys that sort alike in both databases (numbers,
-/// dates, times, UUIDs; text sorts by each database's collation, so text keys take the
-/// general path): the source sends its rows in key order and they go
+/// into an empty PostgreSQL log, with keys whose order both databases agree on (numbers,
+/// dates, times, UUIDs, and text compared bytewise; see [`Layout::key_order_is_portable`]):
+/// the source sends its rows in key order and they go
 /// through one `COPY` straight into the log, numbered as they arrive (the numbers the
 /// general path's `ORDER BY key` would give), with no staging table, dedupe or
 /// classification: there is one row per key and nothing to compare with. Nothing is

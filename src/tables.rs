@@ -7,7 +7,7 @@
 
 use crate::config::{Backend, ConfigError, History, Plan};
 use crate::db::{sql, Conn, DbError, Param};
-use crate::detect::HASH_VERSION;
+use crate::detect::{ColumnKind, HASH_VERSION};
 use crate::extract::{Col, Layout};
 use crate::ident::Ident;
 use crate::ts::{Micros, FAR_FUTURE};
@@ -40,6 +40,9 @@ pub struct SqlContext {
     pub sk: String,
     /// Key columns, quoted.
     pub keys: Vec<String>,
+    /// The keys as log ids and surrogate keys are numbered: text keys bytewise
+    /// (`COLLATE "C"` on PostgreSQL, SQLite's default), others by their type's order.
+    pub key_order: Vec<String>,
     /// Type 2 columns, quoted.
     pub cols: Vec<String>,
     /// Type 1 columns, quoted.
@@ -115,6 +118,14 @@ impl SqlContext {
             dim_index: quoted_name(format!("{bare}_key_idx")),
             sk: t.surrogate_key.quoted(),
             keys: layout.keys.iter().map(q).collect(),
+            key_order: layout
+                .keys
+                .iter()
+                .map(|c| match (backend, c.kind) {
+                    (Backend::Postgres, ColumnKind::Text) => format!("{} COLLATE \"C\"", c.name),
+                    _ => c.name.clone(),
+                })
+                .collect(),
             cols: layout.tracked.iter().map(q).collect(),
             t1: layout.type1.iter().map(q).collect(),
             attrs: layout.attrs().into_iter().map(q).collect(),

@@ -1,6 +1,8 @@
 {# Append the classified changes to the log. Surrogate keys and log ids come from a
    block reserved in dimlog_dimensions (bound values, no sequences), loaded_at is bound
-   too, so a distributed engine can run the same statement on its shards. #}
+   too, so a distributed engine can run the same statement on its shards. They are
+   numbered in key order (`key_order`: text keys bytewise, COLLATE "C", so the numbers
+   do not depend on the database's collation and match SQLite's), then valid_from. #}
 -- statement: reserve
 SELECT next_surrogate_key::text, next_log_id::text FROM dimlog_dimensions WHERE dimension = $1 FOR UPDATE
 -- statement: append
@@ -20,7 +22,7 @@ SELECT $1 + ROW_NUMBER() OVER w - 1,
        $3,
        $4
 FROM dimlog_changes
-WINDOW w AS (ORDER BY {{ keys|cols }}, valid_from ROWS UNBOUNDED PRECEDING)
+WINDOW w AS (ORDER BY {{ key_order|join(", ") }}, valid_from ROWS UNBOUNDED PRECEDING)
 {# A first load (empty log, one staged row per key) appends the staged rows as they
    are, numbered in the same order as `append`, without classifying them first. #}
 -- statement: append_first
@@ -34,10 +36,10 @@ SELECT $1 + ROW_NUMBER() OVER w - 1,
 {% endfor %}
        valid_from, is_deleted, CASE WHEN is_deleted THEN NULL ELSE row_hash END, $3, $4
 FROM dimlog_stage
-WINDOW w AS (ORDER BY {{ keys|cols }}, valid_from ROWS UNBOUNDED PRECEDING)
+WINDOW w AS (ORDER BY {{ key_order|join(", ") }}, valid_from ROWS UNBOUNDED PRECEDING)
 {% else %}
 SELECT $1 + n - 1, $2 + n - 1, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, $3, $4
-FROM (SELECT s.*, ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}, valid_from) AS n FROM dimlog_stage s) numbered
+FROM (SELECT s.*, ROW_NUMBER() OVER (ORDER BY {{ key_order|join(", ") }}, valid_from) AS n FROM dimlog_stage s) numbered
 {% endif %}
 -- statement: advance
 UPDATE dimlog_dimensions
@@ -47,5 +49,5 @@ WHERE dimension = $1
 SELECT CASE WHEN EXISTS (SELECT 1 FROM {{ log }}) THEN '0' ELSE '1' END
 -- statement: rehash_append
 INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
-SELECT $1 + ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}) - 1, sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, false, row_hash, $2, $3
+SELECT $1 + ROW_NUMBER() OVER (ORDER BY {{ key_order|join(", ") }}) - 1, sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, false, row_hash, $2, $3
 FROM dimlog_rehashed

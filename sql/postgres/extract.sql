@@ -4,7 +4,7 @@
    is pinned to UTC and ISO dates: `2026-10-05 09:30:00+00`), which costs the server far
    less than to_char; tracked timestamptz columns keep their canonical to_char text.
    `ordered` (a first load straight into the log) sorts by the table's own key columns,
-   not by their text. #}
+   text keys by their text bytewise, as append.sql's `key_order` does on the target. #}
 {% macro text(c) %}{% if c.kind == "timestamptz" %}to_char({{ c.name }} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'){% else %}{{ c.name }}::text{% endif %}{% endmacro %}
 {% macro ts(e) %}{% if tz %}(({{ e }}) AT TIME ZONE '{{ tz }}'){% else %}({{ e }}){% endif %}{% endmacro %}
 {% macro bound(lit) %}{% if tz %}('{{ lit }}'::timestamptz AT TIME ZONE '{{ tz }}'){% else %}'{{ lit }}'::timestamptz{% endif %}{% endmacro %}
@@ -17,7 +17,7 @@ COPY (
   WHERE TRUE
   {% if low %}  AND {{ updated_at }} >= {{ bound(low) }}{% endif %}
   {% if high %}  AND {{ updated_at }} {{ "<=" if high_inclusive else "<" }} {{ bound(high) }}{% endif %}
-  {% if ordered %} ORDER BY {% for c in key_columns %}dimlog_src.{{ c.name }}{{ ", " if not loop.last }}{% endfor %}{% endif %}
+  {% if ordered %} ORDER BY {% for c in key_columns %}{% if c.kind == "text" %}(dimlog_src.{{ c.name }})::text COLLATE "C"{% else %}dimlog_src.{{ c.name }}{% endif %}{{ ", " if not loop.last }}{% endfor %}{% endif %}
 ) TO STDOUT
 -- statement: null_check
 SELECT count(*)::text FROM {{ relation }} WHERE {{ updated_at }} IS NULL

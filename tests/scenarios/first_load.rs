@@ -1,17 +1,21 @@
 //! The direct first load, proven against the general path on a real PostgreSQL.
 //!
 //! A first load into an empty log, from a PostgreSQL table whose primary key lies within
-//! the natural key (`Layout::unique_key`) into a PostgreSQL target, with every key column
-//! of a kind that sorts alike in every database (`ColumnKind::sorts_alike_everywhere`:
-//! integers, numerics, dates, timestamps, UUIDs), skips staging, dedupe and
-//! classification: the source's `COPY (… ORDER BY key)` text is rewritten row by row into
-//! the log's COPY text and numbered as it arrives (`pipeline::first_load_into_log`,
+//! the natural key (`Layout::unique_key`) into a PostgreSQL target, with a key order both
+//! sides agree on (`Layout::key_order_is_portable`: every key column is of a kind that
+//! sorts alike in every database, `ColumnKind::sorts_alike_everywhere` — integers,
+//! numerics, dates, timestamps, UUIDs — or of kind text — text in any collation, varchar,
+//! char, citext, domains, enums — which both paths number bytewise), skips staging,
+//! dedupe and classification: the source's `COPY (… ORDER BY key)` text, text keys
+//! ordered by `(key)::text COLLATE "C"`, is rewritten row by row into the log's COPY text
+//! and numbered as it arrives (`pipeline::first_load_into_log`,
 //! `dedupe::CopyStager::into_log`). Every other source goes the general path (staging
-//! table, dedupe, `append_first` / classify): no primary key, a primary key outside the
-//! natural key, a plain table with inheriting children (its primary key does not cover
-//! their rows, so it does not count), a view, `source.query`, a SQLite side, and any key
-//! column of text (any collation), a domain or an enum, which the source and the target
-//! may sort differently. So does every later load.
+//! table, dedupe, `append_first` / classify, numbered by `key COLLATE "C"` for text
+//! keys): no primary key, a primary key outside the natural key, a plain table with
+//! inheriting children (its primary key does not cover their rows, so it does not count),
+//! a view, `source.query`, a SQLite side, and any key column of a kind the source and
+//! the target may sort differently (booleans, floats, JSON, bytes). So does every later
+//! load.
 //!
 //! Nothing downstream may be able to tell which path loaded a dimension, so these tests
 //! load the same tricky rows both ways (COPY escapes, non-ASCII text, NULLs, tombstones,
@@ -21,9 +25,12 @@
 //! hashes against the rows inserted (hashes computed in Rust); compare with a PostgreSQL
 //! → SQLite load, which parses and hashes rows by other code; and load a second change on
 //! top, which shows that the surrogate keys and log ids the direct load reserved continue
-//! correctly. The same rows on a text key, the keys of other kinds, and a parent table
-//! with an inheriting child show that the sources the rule sends the general path load
-//! the same with or without a primary key.
+//! correctly. The same rows on a text key, with the tricky text in the key, go the
+//! direct path too and load alike. One-column keys of every kind, in a collation other
+//! than bytewise and in a database whose default collation is ICU's, show that both paths
+//! number text keys bytewise and the other portable kinds in their type's order, and that
+//! the kinds left to the general path load the same with or without a primary key; a
+//! parent table with an inheriting child goes the general path.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -166,10 +173,10 @@ impl Variant {
             && self.primary_key.iter().all(|c| key.iter().any(|k| k == c))
     }
 
-    /// Whether a first load of this source goes the direct path: a unique key, every
-    /// column of which sorts alike in every database.
+    /// Whether a first load of this source goes the direct path: a unique key whose
+    /// order both sides agree on.
     fn direct(&self, key: &[String]) -> bool {
-        self.unique_key(key) && keys_sort_alike(key)
+        self.unique_key(key) && key_order_is_portable(key)
     }
 }
 
@@ -185,9 +192,14 @@ fn column_kind(column: &str) -> ColumnKind {
     }
 }
 
-/// Whether every key column sorts alike in the source and the target.
-fn keys_sort_alike(key: &[String]) -> bool {
-    key.iter().all(|k| column_kind(k).sorts_alike_everywhere())
+/// Whether the source and the target agree on the order of the key
+/// (`Layout::key_order_is_portable`, which `run` checks this against): every key column
+/// is text, which both paths order bytewise, or of a kind that sorts alike everywhere.
+fn key_order_is_portable(key: &[String]) -> bool {
+    key.iter().all(|k| {
+        let kind = column_kind(k);
+        kind == ColumnKind::Text || kind.sorts_alike_everywhere()
+    })
 }
 
 const COMPOSITE_PK: Variant = Variant {
@@ -466,14 +478,25 @@ enum Path {
     General,
 }
 
-/// One run through the library with a fixed upper bound; returns its report, the path
-/// it took and whether the session saw a unique key.
-async fn run(fx: &Fixture, upper: &str) -> (RunReport, Path, bool) {
+/// What one run did, and what the session saw before it.
+struct Ran {
+    report: RunReport,
+    /// The path the run took.
+    path: Path,
+    /// `Layout::unique_key`.
+    unique_key: bool,
+    /// `Layout::key_order_is_portable`.
+    portable: bool,
+}
+
+/// One run through the library with a fixed upper bound.
+async fn run(fx: &Fixture, upper: &str) -> Ran {
     let plan = fx.plan();
     let mut session = Session::open(&plan)
         .await
         .unwrap_or_else(|e| panic!("cannot open a session: {e}"));
     let unique_key = session.layout.unique_key;
+    let portable = session.layout.key_order_is_portable();
     assert_eq!(session.ctx.unique_key, unique_key);
     let phases = Phases::default();
     let opts = RunOptions {
@@ -487,7 +510,12 @@ async fn run(fx: &Fixture, upper: &str) -> (RunReport, Path, bool) {
     let direct = phases.iter().any(|p| p == "reading into the log");
     let general = phases.iter().any(|p| p == "deduplicating");
     assert!(direct != general, "cannot tell the path from the phases {phases:?}");
-    (report, if direct { Path::Direct } else { Path::General }, unique_key)
+    Ran {
+        report,
+        path: if direct { Path::Direct } else { Path::General },
+        unique_key,
+        portable,
+    }
 }
 
 fn key_names(fx: &Fixture) -> Vec<String> {
@@ -542,26 +570,32 @@ fn counts(r: &RunReport) -> Counts {
 }
 
 /// Runs every fixture once; asserts the path each took (direct only for a first load of a
-/// table whose primary key lies within the natural key, on key columns that sort alike
-/// everywhere) and the counts. A first load on such a key must compare both paths.
+/// table whose primary key lies within the natural key, on a key whose order both sides
+/// agree on) and the counts. A first load on such a key must compare both paths.
 async fn run_all(fxs: &mut [(Variant, Fixture)], upper: &str, first_load: bool, expected: &Counts) {
     let mut paths = Vec::new();
-    let mut sorts_alike = true;
+    let mut portable = true;
     for (v, fx) in fxs.iter_mut() {
         let key = key_names(fx);
-        sorts_alike &= keys_sort_alike(&key);
-        let (report, path, unique_key) = run(fx, upper).await;
-        assert_eq!(unique_key, v.unique_key(&key), "{}: unique key", v.name);
+        portable &= key_order_is_portable(&key);
+        let ran = run(fx, upper).await;
+        assert_eq!(ran.unique_key, v.unique_key(&key), "{}: unique key", v.name);
+        assert_eq!(
+            ran.portable,
+            key_order_is_portable(&key),
+            "{}: key order portable, key {key:?}",
+            v.name
+        );
         let want = if first_load && v.direct(&key) {
             Path::Direct
         } else {
             Path::General
         };
-        assert_eq!(path, want, "{}: the path taken", v.name);
-        assert_eq!(&counts(&report), expected, "{}: the run's counts", v.name);
-        paths.push(path);
+        assert_eq!(ran.path, want, "{}: the path taken", v.name);
+        assert_eq!(&counts(&ran.report), expected, "{}: the run's counts", v.name);
+        paths.push(ran.path);
     }
-    if first_load && sorts_alike {
+    if first_load && portable {
         assert!(
             paths.contains(&Path::Direct) && paths.contains(&Path::General),
             "the comparison needs both paths: {paths:?}"
@@ -692,8 +726,8 @@ fn hex(bytes: &[u8]) -> String {
 }
 
 /// The first load's log, row by row, against the rows inserted: one row per key read, in
-/// key order (numeric order for numbers, byte order for text, which is the databases'
-/// C.UTF-8 order), log ids from 1,
+/// key order (numeric order for numbers, byte order for text, whatever its collation),
+/// log ids from 1,
 /// surrogate keys from 1 on the live rows only, values byte for byte, tombstones without
 /// surrogate key, attributes or hash, and the row hash computed here in Rust.
 async fn assert_log_holds_the_rows(fx: &mut Fixture, rows: &[Row], upper: &str, load_id: &str) {
@@ -830,8 +864,12 @@ async fn direct_first_load_writes_what_the_general_path_writes() {
     run_all(&mut fxs, FIRST_UPPER, true, &first).await;
     assert_all_alike(&mut fxs, "first load").await;
     assert_log_holds_the_rows(&mut fxs[0].1, &rows, FIRST_UPPER, "1").await;
-    let (report, path, _) = run(&reference, FIRST_UPPER).await;
-    assert_eq!((path, counts(&report)), (Path::General, first), "PostgreSQL → SQLite");
+    let ran = run(&reference, FIRST_UPPER).await;
+    assert_eq!(
+        (ran.path, counts(&ran.report)),
+        (Path::General, first),
+        "PostgreSQL → SQLite"
+    );
     assert_eq!(
         comparable(&mut reference).await,
         comparable(&mut fxs[0].1).await,
@@ -859,8 +897,12 @@ async fn direct_first_load_writes_what_the_general_path_writes() {
         assert_verified(fx, true, v.name).await;
         assert_rebuild_changes_nothing(fx, v.name).await;
     }
-    let (report, path, _) = run(&reference, SECOND_UPPER).await;
-    assert_eq!((path, counts(&report)), (Path::General, second), "PostgreSQL → SQLite");
+    let ran = run(&reference, SECOND_UPPER).await;
+    assert_eq!(
+        (ran.path, counts(&ran.report)),
+        (Path::General, second),
+        "PostgreSQL → SQLite"
+    );
     assert_eq!(
         comparable(&mut reference).await,
         comparable(&mut fxs[0].1).await,
@@ -957,17 +999,19 @@ async fn two_loads_alike(
     }
 }
 
-/// The same rows on a text key `(region, customer_id)`: a table whose primary key is the
-/// natural key still reads one row per key, but text sorts by each database's collation,
-/// so its first load goes the general path, and writes what a table without a primary
-/// key writes; so does the load after it.
+/// The same rows on a text key `(region, customer_id)`, the tricky text (COPY escapes,
+/// non-ASCII, empty) in the key: a table whose primary key is the natural key reads one
+/// row per key, and both paths number text keys bytewise, so its first load goes the
+/// direct path and writes what a table without a primary key writes, log ids in the
+/// keys' byte order; so does the load after it.
 #[tokio::test]
-async fn first_load_on_a_text_key_goes_the_general_path() {
+async fn direct_first_load_on_a_text_key_writes_what_the_general_path_writes() {
     let rows = tricky_rows();
     let config = text_keyed(FULL);
     let mut fxs = fixtures(&config, &[TEXT_PK, NO_PK], &rows).await;
-    assert_eq!(key_names(&fxs[0].1), ["region", "customer_id"]);
-    assert!(TEXT_PK.unique_key(&key_names(&fxs[0].1)));
+    let key = key_names(&fxs[0].1);
+    assert_eq!(key, ["region", "customer_id"]);
+    assert!(TEXT_PK.direct(&key) && !NO_PK.direct(&key));
     let first = Counts {
         rows_read: 39,
         versions: 34,
@@ -982,7 +1026,8 @@ async fn first_load_on_a_text_key_goes_the_general_path() {
         tombstones: 2,
         type1_updates: 1,
     };
-    // Asserts a unique key for TEXT_PK, and the general path for both.
+    // Asserts the direct path for TEXT_PK and the general path for NO_PK on the first
+    // load, the general path for both on the second, the log in byte order of the key.
     two_loads_alike(&mut fxs, &rows, &first, &second, true).await;
 }
 
@@ -1102,8 +1147,7 @@ async fn empty_direct_first_load_leaves_built_through_load_like_the_general_path
 async fn failed_direct_first_load_leaves_no_trace() {
     let rows = tricky_rows();
     let mut general = fixture(FULL, &NO_PK, &rows).await;
-    let (_, path, _) = run(&general, FIRST_UPPER).await;
-    assert_eq!(path, Path::General);
+    assert_eq!(run(&general, FIRST_UPPER).await.path, Path::General);
     let expected = written(&mut general).await;
     let indexes = "SELECT tablename::text, indexname::text, indexdef FROM pg_indexes \
                    WHERE tablename IN ('customer_versions', 'dim_customer') ORDER BY 1, 2";
@@ -1139,8 +1183,7 @@ async fn failed_direct_first_load_leaves_no_trace() {
         );
         assert_eq!(fx.watermark().await, None, "{failpoint}");
 
-        let (_, path, _) = run(&fx, FIRST_UPPER).await;
-        assert_eq!(path, Path::Direct, "{failpoint}: the retry");
+        assert_eq!(run(&fx, FIRST_UPPER).await.path, Path::Direct, "{failpoint}: the retry");
         let got = written(&mut fx).await;
         assert_eq!(
             got.log.clone().redact("load_id"),
@@ -1165,11 +1208,70 @@ async fn failed_direct_first_load_leaves_no_trace() {
     }
 }
 
-/// Two sources holding the same rows of a one-column key `k`: one with `PRIMARY KEY (k)`
-/// (a unique key: the direct path if `k` sorts alike everywhere, else the general path),
-/// one without (general path). Asserts the paths and that both write the same log and
-/// dimension.
-async fn assert_key_order_alike(setup: &str, key_type: &str, sorts_alike: bool, keys: &[&str]) {
+/// Where [`assert_key_order_alike`] makes its databases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Database {
+    /// A fresh database of the test server (default collation C.UTF-8, or whatever the
+    /// server's is).
+    Fresh,
+    /// A fresh database whose default collation is ICU's English one, in which
+    /// `ORDER BY` on text is not bytewise.
+    Icu,
+}
+
+impl Database {
+    async fn fixture(self) -> Fixture {
+        let mut fx = Fixture::postgres().await;
+        if self == Database::Fresh {
+            return fx;
+        }
+        let mut url = url::Url::parse(&fx.target_url).expect("a database url");
+        let name = format!("{}_icu", url.path().trim_start_matches('/'));
+        fx.exec(&format!(
+            "CREATE DATABASE \"{name}\" TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en' \
+             LOCALE 'C.UTF-8'"
+        ))
+        .await;
+        drop(fx);
+        url.set_path(&format!("/{name}"));
+        let mut fx = Fixture::postgres_reset(url.to_string()).await;
+        let order = fx
+            .target_query("SELECT string_agg(k, ' ' ORDER BY k) FROM (VALUES ('a'), ('B'), ('é'), ('E')) t (k)")
+            .await;
+        assert_eq!(
+            order,
+            [[Some("a B E é".to_string())]],
+            "the default collation of {name} is not ICU's English one"
+        );
+        fx
+    }
+}
+
+/// What [`assert_key_order_alike`] saw.
+struct KeyOrder {
+    /// The keys in the order the log numbered them (log ids and surrogate keys 1, 2, …).
+    numbered: Vec<String>,
+    /// The keys in the order the source sorts them (`ORDER BY k`).
+    source_order: Vec<String>,
+}
+
+/// Two sources holding the same rows of a one-column key `k` of type `key_type`: one with
+/// `PRIMARY KEY (k)` (a unique key: the direct path if `portable`, that is if the key is
+/// text or of a kind that sorts alike everywhere, else the general path), one without
+/// (general path). Asserts the library's `key_order_is_portable`, the paths, that both
+/// write the same log and dimension, and that log ids and surrogate keys count from 1 in
+/// one order; returns that order.
+async fn assert_key_order_alike(setup: &str, key_type: &str, portable: bool, keys: &[&str]) -> KeyOrder {
+    assert_key_order_alike_in(Database::Fresh, setup, key_type, portable, keys).await
+}
+
+async fn assert_key_order_alike_in(
+    database: Database,
+    setup: &str,
+    key_type: &str,
+    portable: bool,
+    keys: &[&str],
+) -> KeyOrder {
     const CONFIG: &str = r#"name = "keyed"
 
 [source]
@@ -1192,10 +1294,12 @@ columns = ["v"]
         .enumerate()
         .map(|(i, k)| format!("({k}, 'v{i}', '2026-03-02T09:00:00Z')"))
         .collect();
-    let with_pk = if sorts_alike { Path::Direct } else { Path::General };
+    let with_pk = if portable { Path::Direct } else { Path::General };
+    let what = format!("key type {key_type} ({database:?} database)");
     let mut out = Vec::new();
+    let mut source_order = Vec::new();
     for (pk, want) in [(" PRIMARY KEY", with_pk), ("", Path::General)] {
-        let mut fx = Fixture::postgres().await;
+        let mut fx = database.fixture().await;
         fx.exec(setup).await;
         fx.exec(&format!(
             "CREATE TABLE src_keyed (k {key_type}{pk}, v text, updated_at timestamptz NOT NULL);
@@ -1205,69 +1309,129 @@ columns = ["v"]
         .await;
         let url = fx.target_url.clone();
         fx.set_config(CONFIG.replace("{url}", &url));
-        let (report, path, unique_key) = run(&fx, FIRST_UPPER).await;
-        assert_eq!(unique_key, !pk.is_empty(), "key type {key_type}{pk}: unique key");
-        assert_eq!(path, want, "key type {key_type}{pk}: the path taken");
-        assert_eq!(report.counts.versions, keys.len() as i64, "key type {key_type}{pk}");
+        let ran = run(&fx, FIRST_UPPER).await;
+        assert_eq!(ran.unique_key, !pk.is_empty(), "{what}{pk}: unique key");
+        assert_eq!(ran.portable, portable, "{what}{pk}: key order portable");
+        assert_eq!(ran.path, want, "{what}{pk}: the path taken");
+        assert_eq!(ran.report.counts.versions, keys.len() as i64, "{what}{pk}");
+        source_order = fx
+            .source_query("SELECT k::text AS key_text FROM src_keyed ORDER BY src_keyed.k")
+            .await
+            .into_iter()
+            .map(|r| r[0].clone().expect("a key"))
+            .collect();
         out.push((fx.log().await.redact("loaded_at"), fx.dimension().await));
     }
     assert_eq!(
         out[0].0, out[1].0,
-        "key type {key_type}: the log with a primary key (left) against the one without (right)"
+        "{what}: the log with a primary key (left) against the one without (right)"
     );
     assert_eq!(
         out[0].1, out[1].1,
-        "key type {key_type}: the dimension with a primary key (left) against the one without (right)"
+        "{what}: the dimension with a primary key (left) against the one without (right)"
     );
+    let log = &out[0].0;
+    let counted: Vec<Option<String>> = (1..=keys.len()).map(|i| Some(i.to_string())).collect();
+    assert_eq!(log.values("log_id"), counted, "{what}: log ids");
+    assert_eq!(log.values("keyed_sk"), counted, "{what}: surrogate keys");
+    KeyOrder {
+        numbered: log.values("k").into_iter().map(|k| k.expect("a key")).collect(),
+        source_order,
+    }
 }
 
-/// The direct path would number rows in the order the source sorts its key column, the
-/// general path numbers them in the order the target sorts the log's key column. With a
-/// key collation other than the target's default the two disagree, so a text key goes
-/// the general path.
+/// A text key in a collation other than bytewise (ICU's English, in which `a < B < c`):
+/// the source sorts it by that collation, but both paths number text keys bytewise (the
+/// direct path's source query orders by `(k)::text COLLATE "C"`, the general path's
+/// append by `k COLLATE "C"`), so its first load goes the direct path with a primary
+/// key and numbers B, D, E, a, c, é as 1 to 6 either way.
 #[tokio::test]
 async fn direct_first_load_numbers_a_collated_key_like_the_general_path() {
-    assert_key_order_alike(
+    let order = assert_key_order_alike(
         "SELECT 1",
         "text COLLATE \"en-x-icu\"",
-        false,
+        true,
         &["'a'", "'B'", "'c'", "'D'", "'é'", "'E'"],
     )
     .await;
+    assert_eq!(order.numbered, ["B", "D", "E", "a", "c", "é"], "numbered bytewise");
+    assert_eq!(
+        order.source_order,
+        ["a", "B", "c", "D", "E", "é"],
+        "the source's own order is ICU's"
+    );
+}
+
+/// The same with a plain text key in a database whose default collation is ICU's (the
+/// target's `ORDER BY k` would not be bytewise either): numbered bytewise on both paths.
+#[tokio::test]
+async fn direct_first_load_numbers_a_text_key_bytewise_in_an_icu_database() {
+    let order = assert_key_order_alike_in(
+        Database::Icu,
+        "SELECT 1",
+        "text",
+        true,
+        &["'a'", "'B'", "'c'", "'D'", "'é'", "'E'"],
+    )
+    .await;
+    assert_eq!(order.numbered, ["B", "D", "E", "a", "c", "é"], "numbered bytewise");
+    assert_eq!(order.source_order, ["a", "B", "c", "D", "E", "é"]);
 }
 
 /// The same with a domain over bigint, which the source sorts as a number and the target
-/// stores as text: its kind is text, so it goes the general path.
+/// stores as text: its kind is text, so it goes the direct path with a primary key and
+/// is numbered by its text, bytewise.
 #[tokio::test]
 async fn direct_first_load_numbers_a_domain_key_like_the_general_path() {
-    assert_key_order_alike(
+    let order = assert_key_order_alike(
         "CREATE DOMAIN customer_number AS bigint",
         "customer_number",
-        false,
+        true,
         &["9", "10", "100", "-5"],
     )
     .await;
+    assert_eq!(order.numbered, ["-5", "10", "100", "9"], "numbered bytewise");
+    assert_eq!(order.source_order, ["-5", "9", "10", "100"]);
 }
 
 /// The same with an enum, which the source sorts in declaration order and the target
-/// stores as text: its kind is text, so it goes the general path.
+/// stores as text: its kind is text, so it goes the direct path with a primary key and
+/// is numbered by its labels, bytewise.
 #[tokio::test]
 async fn direct_first_load_numbers_an_enum_key_like_the_general_path() {
-    assert_key_order_alike(
+    let order = assert_key_order_alike(
         "CREATE TYPE grade AS ENUM ('zeta', 'alpha', 'mid')",
         "grade",
-        false,
+        true,
         &["'zeta'", "'alpha'", "'mid'"],
     )
     .await;
+    assert_eq!(order.numbered, ["alpha", "mid", "zeta"], "numbered bytewise");
+    assert_eq!(order.source_order, ["zeta", "alpha", "mid"]);
+}
+
+/// The same with citext, which the source sorts case-insensitively.
+#[tokio::test]
+async fn direct_first_load_numbers_a_citext_key_like_the_general_path() {
+    let order = assert_key_order_alike(
+        "CREATE EXTENSION IF NOT EXISTS citext",
+        "citext",
+        true,
+        &["'b'", "'A'", "'C'", "'d'"],
+    )
+    .await;
+    assert_eq!(order.numbered, ["A", "C", "b", "d"], "numbered bytewise");
+    assert_eq!(order.source_order, ["A", "b", "C", "d"]);
 }
 
 /// Keys of the kinds that sort alike everywhere (integers, numerics, UUIDs, dates,
-/// timestamps) go the direct path with a primary key and number alike; text in the
-/// database's default collation and booleans go the general path either way.
+/// timestamps) and text keys in the database's default collation (text, varchar, char)
+/// go the direct path with a primary key and number alike; booleans and floats go the
+/// general path either way.
 #[tokio::test]
 async fn direct_first_load_numbers_plain_keys_like_the_general_path() {
-    assert_key_order_alike("SELECT 1", "bigint", true, &["10", "9", "-1", "100", "-20"]).await;
+    let order = assert_key_order_alike("SELECT 1", "bigint", true, &["10", "9", "-1", "100", "-20"]).await;
+    assert_eq!(order.numbered, ["-20", "-1", "9", "10", "100"], "bigint");
     assert_key_order_alike("SELECT 1", "integer", true, &["10", "9", "-1", "100"]).await;
     assert_key_order_alike("SELECT 1", "numeric", true, &["10", "9.5", "-1", "100.000"]).await;
     assert_key_order_alike(
@@ -1305,14 +1469,20 @@ async fn direct_first_load_numbers_plain_keys_like_the_general_path() {
         &["'2026-01-02T00:00:00+05'", "'2026-01-01T23:00:00Z'"],
     )
     .await;
-    assert_key_order_alike(
+    let order = assert_key_order_alike(
         "SELECT 1",
         "text",
-        false,
+        true,
         &["'b'", "'B'", "'a b'", "'a\tb'", "'é'", "''"],
     )
     .await;
+    assert_eq!(order.numbered, ["", "B", "a\tb", "a b", "b", "é"], "text");
+    let order = assert_key_order_alike("SELECT 1", "varchar(10)", true, &["'b'", "'é'", "'B'", "'a'"]).await;
+    assert_eq!(order.numbered, ["B", "a", "b", "é"], "varchar");
+    let order = assert_key_order_alike("SELECT 1", "char(3)", true, &["'b'", "'Bc'", "' z'", "'é'", "'a'"]).await;
+    assert_eq!(order.numbered, [" z", "Bc", "a", "b", "é"], "char");
     assert_key_order_alike("SELECT 1", "boolean", false, &["true", "false"]).await;
+    assert_key_order_alike("SELECT 1", "double precision", false, &["1.5", "-2", "10", "0.25"]).await;
 }
 
 /// A child table inherits neither the parent's primary key nor its uniqueness, yet
@@ -1376,13 +1546,13 @@ columns = ["v"]
 /// Loads the parent table with an inheriting child; asserts the general path, no unique
 /// key, one dropped duplicate, and one version per key, key 1's the newest ('new').
 async fn assert_one_version_per_key(fx: &mut Fixture, what: &str) -> (Dump, Dump) {
-    let (report, path, unique_key) = run(fx, FIRST_UPPER).await;
+    let ran = run(fx, FIRST_UPPER).await;
     assert_eq!(
-        (path, unique_key),
-        (Path::General, false),
-        "{what}: path and unique key"
+        (ran.path, ran.unique_key, ran.portable),
+        (Path::General, false, true),
+        "{what}: path, unique key and portable key order"
     );
-    let c = &report.counts;
+    let c = &ran.report.counts;
     assert_eq!(
         (c.rows_read, c.duplicates_dropped, c.versions),
         (3, 1, 2),
