@@ -96,23 +96,29 @@ async fn run_check(
     ctx: &SqlContext,
     (name, description, hint): (&'static str, &'static str, &'static str),
 ) -> Result<Check, DbError> {
-    let sql = sql::statement(conn.backend(), "verify", name, ctx)?;
+    let check = sql::statement(conn.backend(), "verify", name, ctx)?;
+    let counted = serde_json::json!({ "check": check, "examples": EXAMPLES });
+    let sql = sql::statement(conn.backend(), "verify", "counted", &counted)?;
     let rows = conn.query_text(&format!("verify/{name}"), &sql, &[]).await?;
+    let count = rows
+        .first()
+        .and_then(|r| r.first().cloned().flatten())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
     let examples = rows
         .iter()
-        .take(EXAMPLES)
         .map(|r| {
             format!(
                 "{}: {}",
-                r[0].clone().unwrap_or_default(),
-                r.get(1).cloned().flatten().unwrap_or_default()
+                r.get(1).cloned().flatten().unwrap_or_default(),
+                r.get(2).cloned().flatten().unwrap_or_default()
             )
         })
         .collect();
     Ok(Check {
         name,
         description,
-        count: rows.len(),
+        count,
         examples,
         hint,
     })

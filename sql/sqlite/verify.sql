@@ -1,5 +1,6 @@
 {# `dimlog verify`: the invariants of the dimension and the log. Every check returns
-   (offending key as text, detail) rows; the caller counts them and shows the first few. #}
+   (offending key as text, detail) rows; `counted` counts them in the database and returns
+   only the first few, so a check that finds millions costs no memory. #}
 {% macro keytext(p) %}({% for k in keys %}CAST({{ p }}{{ k }} AS TEXT){{ " || ', ' || " if not loop.last }}{% endfor %}){% endmacro %}
 -- statement: bad_interval
 SELECT {{ keytext("d.") }}, 'valid_from ' || d.valid_from || ' is not before valid_to ' || d.valid_to
@@ -54,3 +55,8 @@ SELECT {{ keytext("s.") }}, 'tracked values differ (source updated_at ' || s.val
 FROM dimlog_stage s
 JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
 WHERE NOT s.is_deleted AND (s.row_hash <> d.row_hash{% for c in t1 %} OR s.{{ c }} IS NOT d.{{ c }}{% endfor %})
+-- statement: counted
+WITH dimlog_check AS MATERIALIZED (
+{{ check }}
+)
+SELECT CAST((SELECT count(*) FROM dimlog_check) AS TEXT), c.* FROM dimlog_check c LIMIT {{ examples }}
