@@ -44,7 +44,7 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbEr
 
 /// Counts a first load's changes without comparing anything: into an empty log, with one
 /// staged row per key, every live row opens a version and every deleted one a
-/// tombstone. Pair with [`append_first_load`].
+/// tombstone. Pair with [`Append::FirstLoad`].
 pub async fn classify_first_load(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbError> {
     let at = counts(conn, ctx, "first_counts").await?;
     Ok(Changes {
@@ -63,42 +63,44 @@ async fn counts(conn: &mut Conn, ctx: &SqlContext, statement: &str) -> Result<im
     Ok(move |i: usize| c.get(i).copied().unwrap_or(0))
 }
 
-/// Appends the classified changes to the log under the given load id, reserving their
-/// surrogate keys and log ids.
+/// Which rows a load appends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Append {
+    /// The classified changes (`dimlog_changes`, see [`classify`]).
+    Classified,
+    /// A first load's staged rows as they are (see [`classify_first_load`]), numbered
+    /// exactly as the classified path would number them.
+    FirstLoad,
+}
+
+/// Appends a load's rows to the log under its load id, reserving their surrogate keys
+/// and log ids.
 pub async fn append(
     conn: &mut Conn,
     ctx: &SqlContext,
-    dimension: &str,
-    changes: &Changes,
-    load_id: i64,
-    loaded_at: Micros,
-) -> Result<(), DbError> {
-    append_with(conn, ctx, "append", dimension, changes, load_id, loaded_at).await
-}
-
-/// Appends a first load's staged rows straight to the empty log (see
-/// [`classify_first_load`]), numbered exactly as [`append`] would number them.
-pub async fn append_first_load(
-    conn: &mut Conn,
-    ctx: &SqlContext,
+    rows: Append,
     dimension: &str,
     changes: &Changes,
     load_id: i64,
     loaded_at: Micros,
 ) -> Result<(), DbError> {
     /// With no tombstones every row gets a surrogate key, numbered like its log id, so
-    /// the statement needs one window function instead of two.
+    /// the first-load statement needs one window function instead of two.
     #[derive(Serialize)]
-    struct FirstLoad<'a> {
+    struct WithTombstones<'a> {
         #[serde(flatten)]
         ctx: &'a SqlContext,
         tombstones: bool,
     }
-    let first = FirstLoad {
+    let with = WithTombstones {
         ctx,
         tombstones: changes.tombstones > 0,
     };
-    append_with(conn, &first, "append_first", dimension, changes, load_id, loaded_at).await
+    let statement = match rows {
+        Append::Classified => "append",
+        Append::FirstLoad => "append_first",
+    };
+    append_with(conn, &with, statement, dimension, changes, load_id, loaded_at).await
 }
 
 async fn append_with<C: Serialize>(

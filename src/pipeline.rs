@@ -452,28 +452,22 @@ async fn stage_and_append(
             None
         };
         step.observer.phase("appending to the log");
-        let target = &mut session.target;
-        if one_row_per_key {
-            log::append_first_load(
-                target,
-                &session.ctx,
-                &step.plan.name,
-                &changes,
-                step.run_id,
-                finished_at,
-            )
-            .await?;
+        let rows = if one_row_per_key {
+            log::Append::FirstLoad
         } else {
-            log::append(
-                target,
-                &session.ctx,
-                &step.plan.name,
-                &changes,
-                step.run_id,
-                finished_at,
-            )
-            .await?;
-        }
+            log::Append::Classified
+        };
+        let (name, run_id) = (&step.plan.name, step.run_id);
+        log::append(
+            &mut session.target,
+            &session.ctx,
+            rows,
+            name,
+            &changes,
+            run_id,
+            finished_at,
+        )
+        .await?;
         failpoint::check(step.opts.failpoint.as_deref(), "after_append").await?;
         if let Some(dropped) = dropped {
             step.observer.phase("rebuilding the dimension");
