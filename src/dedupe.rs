@@ -242,51 +242,40 @@ impl<'p> CopyStager<'p> {
         self.deleted += i64::from(is_deleted);
         self.max_read = Some(self.max_read.map_or(ts, |m| m.max(ts)));
         if let Some(log) = &mut self.log {
-            push_int(out, log.next_log_id);
+            let (log_id, sk) = log.next(is_deleted);
+            push_int(out, log_id);
             out.push(b'\t');
-            log.next_log_id += 1;
-            if is_deleted {
-                out.extend_from_slice(NULL);
-            } else {
-                push_int(out, log.next_sk);
-                log.next_sk += 1;
+            match sk {
+                Some(sk) => push_int(out, sk),
+                None => out.extend_from_slice(NULL),
             }
             out.push(b'\t');
-            if is_deleted {
-                // Keys as they came; a tombstone carries no attributes.
-                out.extend_from_slice(&line[..self.fields[self.key_count].0]);
-                for _ in self.key_count..self.attrs_end {
-                    out.extend_from_slice(NULL);
-                    out.push(b'\t');
-                }
-            } else {
-                // Key and attribute fields with the tab after them; no tiebreak.
-                out.extend_from_slice(&line[..self.fields[self.attrs_end].0]);
-            }
-        } else {
-            // Key, attribute and tiebreak fields with the tab after them, as they came.
-            out.extend_from_slice(&line[..self.fields[n].0]);
+        }
+        // Fields as they came, each with the tab after it: a staging row keeps the
+        // tiebreak, a log row stops after the attributes, a tombstone after its keys
+        // (it carries no attributes and no hash).
+        let tombstone_in_log = self.log.is_some() && is_deleted;
+        let (end, null_attrs) = match (&self.log, is_deleted) {
+            (None, _) => (n, 0),
+            (Some(_), false) => (self.attrs_end, 0),
+            (Some(_), true) => (self.key_count, self.attrs_end - self.key_count),
+        };
+        out.extend_from_slice(&line[..self.fields[end].0]);
+        for _ in 0..null_attrs {
+            out.extend_from_slice(NULL);
+            out.push(b'\t');
         }
         if canonical_ts {
             out.extend_from_slice(ts_field);
         } else {
             out.extend_from_slice(ts.to_text().as_bytes());
         }
-        let hash = self.hasher.finish();
-        match &self.log {
-            Some(_) if is_deleted => out.extend_from_slice(b"\ttrue\t\\N"),
-            Some(_) => {
-                out.extend_from_slice(b"\tfalse\t\\\\x");
-                push_hex(out, &hash);
-            }
-            None => {
-                out.extend_from_slice(if is_deleted {
-                    b"\ttrue\t\\\\x"
-                } else {
-                    b"\tfalse\t\\\\x"
-                });
-                push_hex(out, &hash);
-            }
+        out.extend_from_slice(if is_deleted { b"\ttrue\t" } else { b"\tfalse\t" });
+        if tombstone_in_log {
+            out.extend_from_slice(NULL);
+        } else {
+            out.extend_from_slice(b"\\\\x");
+            push_hex(out, &self.hasher.finish());
         }
         out.push(b'\n');
         Ok(())
@@ -306,6 +295,17 @@ impl LogNumbering {
     /// Numbering from the reserved log id and surrogate key.
     pub fn new(next_log_id: i64, next_sk: i64) -> LogNumbering {
         LogNumbering { next_log_id, next_sk }
+    }
+
+    /// The next row's log id, and its surrogate key unless it is a tombstone.
+    fn next(&mut self, tombstone: bool) -> (i64, Option<i64>) {
+        let log_id = self.next_log_id;
+        self.next_log_id += 1;
+        let sk = (!tombstone).then(|| {
+            self.next_sk += 1;
+            self.next_sk - 1
+        });
+        (log_id, sk)
     }
 }
 

@@ -100,20 +100,8 @@ pub async fn append(
         Append::Classified => "append",
         Append::FirstLoad => "append_first",
     };
-    append_with(conn, &with, statement, dimension, changes, load_id, loaded_at).await
-}
-
-async fn append_with<C: Serialize>(
-    conn: &mut Conn,
-    ctx: &C,
-    statement: &str,
-    dimension: &str,
-    changes: &Changes,
-    load_id: i64,
-    loaded_at: Micros,
-) -> Result<(), DbError> {
     let (next_log, next_sk) = reserve(conn, ctx, dimension).await?;
-    let insert = sql::statement(conn.backend(), "append", statement, ctx)?;
+    let insert = sql::statement(conn.backend(), "append", statement, &with)?;
     conn.execute(
         &format!("log/{statement}"),
         &insert,

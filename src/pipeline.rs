@@ -396,15 +396,16 @@ async fn stage_and_append(
     first_load: bool,
     one_row_per_key: bool,
 ) -> Result<Loaded, Error> {
+    let fp = step.opts.failpoint.as_deref();
     dedupe::create_staging(&mut session.target, &session.ctx).await?;
 
     step.observer.phase("reading");
     let (rows_read, max_read) = stage_window(session, step.plan, step.window, step.observer).await?;
-    failpoint::check(step.opts.failpoint.as_deref(), "after_extract").await?;
+    failpoint::check(fp, "after_extract").await?;
 
     step.observer.phase("deduplicating");
     let rows_after_dedupe = dedupe::dedupe(&mut session.target, &session.ctx, rows_read, !one_row_per_key).await?;
-    failpoint::check(step.opts.failpoint.as_deref(), "after_dedupe").await?;
+    failpoint::check(fp, "after_dedupe").await?;
 
     let mut rehashed = 0;
     if let Some((_, change)) = migration.filter(|(_, c)| c.rehash_needed()) {
@@ -468,16 +469,9 @@ async fn stage_and_append(
             finished_at,
         )
         .await?;
-        failpoint::check(step.opts.failpoint.as_deref(), "after_append").await?;
+        failpoint::check(fp, "after_append").await?;
         if let Some(dropped) = dropped {
-            step.observer.phase("rebuilding the dimension");
-            if one_row_per_key {
-                rebuild::rebuild_first_load(&mut session.target, &session.ctx).await?;
-            } else {
-                rebuild::rebuild_in_place(&mut session.target, &session.ctx).await?;
-            }
-            step.observer.phase("building indexes");
-            tables::restore_indexes(&mut session.target, &session.ctx, dropped).await?;
+            fill_empty_dimension(session, step.observer, dropped, one_row_per_key).await?;
         } else if migration.is_none() {
             step.observer.phase("rebuilding touched keys");
             rebuild::rebuild_touched(&mut session.target, &session.ctx).await?;
@@ -542,10 +536,7 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     failpoint::check(fp, "after_extract").await?;
     failpoint::check(fp, "after_dedupe").await?;
     failpoint::check(fp, "after_append").await?;
-    step.observer.phase("rebuilding the dimension");
-    rebuild::rebuild_first_load(&mut session.target, &session.ctx).await?;
-    step.observer.phase("building indexes");
-    tables::restore_indexes(&mut session.target, &session.ctx, dropped).await?;
+    fill_empty_dimension(session, step.observer, dropped, true).await?;
     Ok(Loaded {
         rows_read: stager.rows_read,
         rows_after_dedupe: stager.rows_read,
@@ -645,6 +636,25 @@ pub async fn stage_window(
         .into());
     }
     Ok((rows_read, max_read))
+}
+
+/// After a first load's append: fills the empty dimension (without a window over the log
+/// when the load held one row per key) and builds the indexes dropped for the load.
+async fn fill_empty_dimension(
+    session: &mut Session,
+    observer: &dyn Observer,
+    dropped: tables::DroppedIndexes,
+    one_row_per_key: bool,
+) -> Result<(), Error> {
+    observer.phase("rebuilding the dimension");
+    if one_row_per_key {
+        rebuild::rebuild_first_load(&mut session.target, &session.ctx).await?;
+    } else {
+        rebuild::rebuild_in_place(&mut session.target, &session.ctx).await?;
+    }
+    observer.phase("building indexes");
+    tables::restore_indexes(&mut session.target, &session.ctx, dropped).await?;
+    Ok(())
 }
 
 /// [`stage_window`] from PostgreSQL to PostgreSQL: the source's COPY text streams into one
