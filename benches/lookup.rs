@@ -12,7 +12,7 @@ mod pg;
 
 mod common;
 
-use common::{count, print_table, run_child, timed, write_config, Job};
+use common::{count, customer_config, print_table, run_child, timed, Job};
 use dimlog::config::{Overrides, Plan};
 use dimlog::lookup::Index;
 use dimlog::pipeline::Session;
@@ -131,30 +131,7 @@ async fn bench(versions: u64, facts: u64) {
         ),
     )
     .await;
-    let config = write_config(
-        dir.path(),
-        "lookup.toml",
-        &format!(
-            r#"name = "customer"
-
-[source]
-url = "{source}"
-table = "src_changes"
-key = ["customer_id"]
-updated_at = "updated_at"
-history = "all"
-
-[target]
-url = "{target}"
-log = "customer_versions"
-dimension = "dim_customer"
-surrogate_key = "customer_sk"
-
-[track]
-columns = ["email", "tier", "country"]
-"#
-        ),
-    );
+    let config = customer_config(dir.path(), "lookup.toml", &source, &target, "src_changes", "all");
     let load = run_child(&Job::Run {
         config: config.clone(),
         upper: "2030-01-01T00:00:00Z".into(),

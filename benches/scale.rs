@@ -17,7 +17,7 @@ mod pg;
 
 mod common;
 
-use common::{count, print_table, run_child, timed, write_config, ChildResult, Job};
+use common::{count, customer_config, print_table, run_child, timed, ChildResult, Job};
 use futures::StreamExt;
 use sqlx::{Connection, Executor, PgConnection};
 use std::collections::BTreeMap;
@@ -122,34 +122,6 @@ async fn exec(c: &mut PgConnection, sql: &str) -> u64 {
             .rows_affected();
     }
     rows
-}
-
-fn pg_config(dir: &Path, file: &str, source: &str, target: &str, table: &str, history: &str) -> std::path::PathBuf {
-    write_config(
-        dir,
-        file,
-        &format!(
-            r#"name = "customer"
-
-[source]
-url = "{source}"
-table = "{table}"
-key = ["customer_id"]
-updated_at = "updated_at"
-lookback = "15m"
-history = "{history}"
-
-[target]
-url = "{target}"
-log = "customer_versions"
-dimension = "dim_customer"
-surrogate_key = "customer_sk"
-
-[track]
-columns = ["email", "tier", "country"]
-"#
-        ),
-    )
 }
 
 fn run_job(config: &Path, upper: &str, reconcile: bool) -> Job {
@@ -338,7 +310,7 @@ async fn pg_for(n: u64, dir: &Path, with_s2x: bool) -> Measured {
     eprintln!("[{}] source generated in {gen:.1}s", count(n));
     let mut m = Measured::default();
     measure_floor(&source, &target, &mut m).await;
-    let config = pg_config(
+    let config = customer_config(
         dir,
         &format!("pg-{n}.toml"),
         &source,
@@ -608,31 +580,13 @@ async fn sqlite_section(n: u64, dir: &Path) {
     })
     .await;
     eprintln!("[sqlite {}] source generated in {gen:.1}s", count(n));
-    let config = write_config(
+    let config = customer_config(
         dir,
         "sqlite.toml",
-        &format!(
-            r#"name = "customer"
-
-[source]
-url = "sqlite://{}"
-table = "src_customers"
-key = ["customer_id"]
-updated_at = "updated_at"
-lookback = "15m"
-
-[target]
-url = "sqlite://{}"
-log = "customer_versions"
-dimension = "dim_customer"
-surrogate_key = "customer_sk"
-
-[track]
-columns = ["email", "tier", "country"]
-"#,
-            src_path.display(),
-            tgt_path.display()
-        ),
+        &format!("sqlite://{}", src_path.display()),
+        &format!("sqlite://{}", tgt_path.display()),
+        "src_customers",
+        "latest",
     );
     let r = run_child(&run_job(&config, U1, false));
     let r3 = run_child(&run_job(&config, U3, false));
@@ -692,7 +646,7 @@ async fn backfill_section(n: u64, dir: &Path) {
         ),
     )
     .await;
-    let config = pg_config(dir, "backfill.toml", &source, &target, "landing_customers", "all");
+    let config = customer_config(dir, "backfill.toml", &source, &target, "landing_customers", "all");
     let r = run_child(&Job::Backfill {
         config,
         from: "2026-01-01T00:00:00Z".into(),

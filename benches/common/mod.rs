@@ -352,3 +352,33 @@ pub fn write_config(dir: &Path, file: &str, body: &str) -> PathBuf {
     std::fs::write(&path, body).expect("write the config");
     path
 }
+
+/// The benchmarks' customer dimension (key `customer_id`, tracking email, tier and
+/// country) over `table` of `source`, written to `dir/file`.
+pub fn customer_config(dir: &Path, file: &str, source: &str, target: &str, table: &str, history: &str) -> PathBuf {
+    write_config(
+        dir,
+        file,
+        &format!(
+            r#"name = "customer"
+
+[source]
+url = "{source}"
+table = "{table}"
+key = ["customer_id"]
+updated_at = "updated_at"
+lookback = "15m"
+history = "{history}"
+
+[target]
+url = "{target}"
+log = "customer_versions"
+dimension = "dim_customer"
+surrogate_key = "customer_sk"
+
+[track]
+columns = ["email", "tier", "country"]
+"#
+        ),
+    )
+}
