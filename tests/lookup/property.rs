@@ -17,7 +17,7 @@ use dimlog::lookup::{assign_keys, lookup_one, AssignSpec, Index, UNKNOWN};
 use dimlog::pipeline::Session;
 use dimlog::ts::{Micros, FAR_FUTURE};
 use proptest::prelude::*;
-use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::{TestCaseError, TestError, TestRunner};
 
 use super::{create_facts, facts, ints, FactCol};
 use crate::support::fixture::{ts, Fixture};
@@ -290,23 +290,8 @@ async fn run_case(backend: Backend, database: Option<&str>, case: &Case) -> Resu
     Ok(())
 }
 
-fn env_set(name: &str) -> bool {
-    std::env::var_os(name).is_some_and(|v| !v.is_empty())
-}
-
 fn check_property(backend: Backend) {
-    // Config::default() reads PROPTEST_* from the environment.
-    let mut config = Config::default();
-    if !env_set("PROPTEST_CASES") {
-        config.cases = CASES;
-    }
-    if !env_set("PROPTEST_RNG_SEED") {
-        config.rng_seed = RngSeed::Fixed(SEED);
-    }
-    if !env_set("PROPTEST_MAX_SHRINK_ITERS") {
-        config.max_shrink_iters = 200;
-    }
-    config.failure_persistence = None;
+    let config = crate::support::property::config(CASES, SEED, 200);
     let mut runner = TestRunner::new(config);
     let runtime = || {
         tokio::runtime::Builder::new_current_thread()

@@ -73,6 +73,15 @@ fn assert_says(out: &CliOutput, parts: &[&str]) {
 
 /// Log, dimension and state are unchanged; a run record added since is `failed`, with the
 /// message the user saw. Restores the config that loaded the dimension, to read them.
+/// Runs the next load through the CLI and asserts it is refused: exit `code`, a message
+/// saying each of `parts`, and nothing committed.
+async fn assert_run_refused(fx: &mut Fixture, before: &Before, code: i32, parts: &[&str]) {
+    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+    assert_eq!(out.code, Some(code), "{out:?}");
+    assert_says(&out, parts);
+    assert_nothing_committed(fx, before, &out).await;
+}
+
 async fn assert_nothing_committed(fx: &mut Fixture, before: &Before, out: &CliOutput) {
     fx.set_config(before.config.clone());
     assert_eq!(fx.log().await, before.log, "the log changed");
@@ -104,18 +113,18 @@ async fn null_natural_key_fails_the_run(mut fx: Fixture) {
              (NULL, 'y@example.com', 'pro', 'FR', '2026-03-02T09:42:00Z')",
     )
     .await;
-    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
-    assert_eq!(out.code, Some(1), "{out:?}");
-    assert_says(
-        &out,
+    assert_run_refused(
+        &mut fx,
+        &before,
+        1,
         &[
             "2 source rows",
             "NULL natural key `customer_id`",
             "source.key",
             "source.query",
         ],
-    );
-    assert_nothing_committed(&mut fx, &before, &out).await;
+    )
+    .await;
 }
 
 async fn null_updated_at_fails_the_run(mut fx: Fixture) {
@@ -129,18 +138,18 @@ async fn null_updated_at_fails_the_run(mut fx: Fixture) {
              (3, 'cyd@example.com', 'pro', 'NL', NULL)",
     )
     .await;
-    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
-    assert_eq!(out.code, Some(1), "{out:?}");
-    assert_says(
-        &out,
+    assert_run_refused(
+        &mut fx,
+        &before,
+        1,
         &[
             "2 source rows",
             "NULL `updated_at`",
             "source.updated_at",
             "never be loaded",
         ],
-    );
-    assert_nothing_committed(&mut fx, &before, &out).await;
+    )
+    .await;
 }
 
 /// A PostgreSQL `timestamp` (no time zone) change column is refused before anything is
@@ -191,18 +200,18 @@ async fn a_timestamp_without_offset_fails_the_run_on_sqlite() {
         "{INSERT} (2, 'bob@example.com', 'pro', 'DE', '2026-03-02 09:40:00')"
     ))
     .await;
-    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
-    assert_eq!(out.code, Some(1), "{out:?}");
-    assert_says(
-        &out,
+    assert_run_refused(
+        &mut fx,
+        &before,
+        1,
         &[
             "`updated_at`",
             "\"2026-03-02 09:40:00\"",
             "has no time zone",
             "source.timezone",
         ],
-    );
-    assert_nothing_committed(&mut fx, &before, &out).await;
+    )
+    .await;
 
     fx.edit_config("safety_lag = \"0s\"", "safety_lag = \"0s\"\ntimezone = \"UTC\"");
     let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
@@ -257,26 +266,29 @@ async fn duplicate_key_and_timestamp_is_deterministic_and_counted(mut fx: Fixtur
 async fn unknown_table_is_a_config_error(mut fx: Fixture) {
     let before = loaded(&mut fx, "src_customers").await;
     fx.set_setting("table", "\"no_such_table\"");
-    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
-    assert_eq!(out.code, Some(2), "{out:?}");
-    assert_says(&out, &["setting `source.table`", "no_such_table", "does not exist"]);
-    assert_nothing_committed(&mut fx, &before, &out).await;
+    assert_run_refused(
+        &mut fx,
+        &before,
+        2,
+        &["setting `source.table`", "no_such_table", "does not exist"],
+    )
+    .await;
 }
 
 async fn unknown_column_is_a_config_error(mut fx: Fixture) {
     let before = loaded(&mut fx, "src_customers").await;
     fx.set_setting("columns", "[\"email\", \"tier\", \"no_such_column\"]");
-    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
-    assert_eq!(out.code, Some(2), "{out:?}");
-    assert_says(
-        &out,
+    assert_run_refused(
+        &mut fx,
+        &before,
+        2,
         &[
             "setting `track.columns`",
             "`no_such_column` is not in the source",
             "customer_id, email, tier, country, is_deleted, updated_at",
         ],
-    );
-    assert_nothing_committed(&mut fx, &before, &out).await;
+    )
+    .await;
 }
 
 /// `x"; DROP TABLE y; --` as a table, a column and a key: refused as a config error
@@ -296,17 +308,17 @@ async fn injected_identifiers_are_refused(mut fx: Fixture) {
     ] {
         let key = line.split(" = ").next().expect("a key");
         fx.set_setting(key, line.split_once(" = ").expect("a value").1);
-        let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
-        assert_eq!(out.code, Some(2), "{out:?}");
-        assert_says(
-            &out,
+        assert_run_refused(
+            &mut fx,
+            &before,
+            2,
             &[
                 &format!("setting `{setting}`"),
                 r#""x\"; DROP TABLE y; --""#,
                 "not a valid name",
             ],
-        );
-        assert_nothing_committed(&mut fx, &before, &out).await;
+        )
+        .await;
         assert_eq!(
             fx.source_query("SELECT CAST(count(*) AS TEXT) FROM y").await,
             [[Some("1".to_string())]]
@@ -321,17 +333,17 @@ async fn injected_identifiers_are_refused(mut fx: Fixture) {
 async fn a_dropped_tracked_column_is_named(mut fx: Fixture) {
     let before = loaded(&mut fx, "src_customers").await;
     fx.exec("ALTER TABLE src_customers DROP COLUMN tier").await;
-    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
-    assert_eq!(out.code, Some(2), "{out:?}");
-    assert_says(
-        &out,
+    assert_run_refused(
+        &mut fx,
+        &before,
+        2,
         &[
             "setting `track.columns`",
             "`tier` is not in the source",
             "customer_id, email, country, is_deleted, updated_at",
         ],
-    );
-    assert_nothing_committed(&mut fx, &before, &out).await;
+    )
+    .await;
 }
 
 async fn a_retyped_tracked_column_names_the_migration(mut fx: Fixture) {

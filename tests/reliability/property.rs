@@ -30,7 +30,7 @@ use dimlog::state::RunKind;
 use dimlog::ts::Micros;
 use proptest::prelude::*;
 use proptest::sample::select;
-use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
+use proptest::test_runner::{TestCaseError, TestError, TestRunner};
 
 use super::model::{derive_from_history, show_vals, Model, Payload, Planned, RunSpec, Source, Vals};
 use crate::support::fixture::{ts, Dump, Fixture};
@@ -983,23 +983,8 @@ async fn run_case(backend: Backend, database: Option<&str>, case: &Case, stats: 
     result.map_err(|e| format!("{e}\nscript so far:\n  {}", h.script.join("\n  ")))
 }
 
-fn env_set(name: &str) -> bool {
-    std::env::var_os(name).is_some_and(|v| !v.is_empty())
-}
-
 fn check_property(backend: Backend, default_cases: u32) {
-    // Config::default() reads PROPTEST_* from the environment.
-    let mut config = Config::default();
-    if !env_set("PROPTEST_CASES") {
-        config.cases = default_cases;
-    }
-    if !env_set("PROPTEST_RNG_SEED") {
-        config.rng_seed = RngSeed::Fixed(SEED);
-    }
-    if !env_set("PROPTEST_MAX_SHRINK_ITERS") {
-        config.max_shrink_iters = 400;
-    }
-    config.failure_persistence = None;
+    let config = crate::support::property::config(default_cases, SEED, 400);
     let cases = config.cases;
     let mut runner = TestRunner::new(config);
     let runtime = || {

@@ -2,3 +2,4 @@
 
 pub mod fixture;
 pub mod pg;
+pub mod property;
