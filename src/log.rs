@@ -6,6 +6,7 @@
 //! `append.sql`); the rules are spec section 1.4. Surrogate keys and log ids come from a
 //! block reserved in `dimlog_dimensions` inside the same transaction.
 
+use crate::config::Backend;
 use crate::db::{sql, Conn, DbError, Param};
 use crate::tables::{run_named, SqlContext};
 use crate::ts::Micros;
@@ -30,6 +31,10 @@ pub struct Changes {
 
 /// Classifies the staged rows into `dimlog_changes` and counts them.
 pub async fn classify(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbError> {
+    if conn.backend() == Backend::Postgres {
+        // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`).
+        run_named(conn, "classify", &["history"], ctx).await?;
+    }
     run_named(conn, "classify", &["classify"], ctx).await?;
     let at = counts(conn, ctx, "counts").await?;
     Ok(Changes {
@@ -100,6 +105,10 @@ pub async fn append(
         Append::Classified => "append",
         Append::FirstLoad => "append_first",
     };
+    if conn.backend() == Backend::Postgres && matches!(rows, Append::Classified) {
+        // The appended rows are kept for the rebuild of the touched keys.
+        run_named(conn, "append", &["appended_table"], ctx).await?;
+    }
     let (next_log, next_sk) = reserve(conn, ctx, dimension).await?;
     let insert = sql::statement(conn.backend(), "append", statement, &with)?;
     conn.execute(

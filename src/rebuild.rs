@@ -11,13 +11,31 @@ use crate::tables::{run_named, SqlContext};
 
 /// Rebuilds the dimension rows of the keys the classified changes touch (listed in
 /// `dimlog_touched`).
+///
+/// On PostgreSQL the rows are derived into a temporary table from the history classify
+/// read and the rows this load appended (no second pass over the log), then merged
+/// where the server has `MERGE` (15 and later): a row that did not change is not
+/// rewritten, a version that only closed is updated in place, and only new versions are
+/// inserted. Elsewhere the touched keys' rows are deleted and inserted again.
 pub async fn rebuild_touched(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
     run_named(conn, "rebuild", &["touched"], ctx).await?;
-    if conn.backend() == Backend::Postgres {
-        // The rebuild joins the log and the dimension with it: give the planner its size.
-        run_named(conn, "rebuild", &["analyze_touched"], ctx).await?;
+    if conn.backend() == Backend::Sqlite {
+        return run_named(conn, "rebuild", &["delete_touched", "insert_touched"], ctx).await;
     }
-    run_named(conn, "rebuild", &["delete_touched", "insert_touched"], ctx).await
+    // The derivation joins the history with the key list and the merge joins the
+    // dimension with the derived rows: give the planner their sizes.
+    run_named(
+        conn,
+        "rebuild",
+        &["analyze_touched", "derive_touched", "analyze_derived"],
+        ctx,
+    )
+    .await?;
+    if conn.has_merge() {
+        run_named(conn, "rebuild", &["merge_touched"], ctx).await
+    } else {
+        run_named(conn, "rebuild", &["delete_touched", "insert_derived"], ctx).await
+    }
 }
 
 /// Rebuilds every key in place, inside the caller's transaction: after a first load

@@ -5,7 +5,13 @@
    do not depend on the database's collation and match SQLite's), then valid_from. #}
 -- statement: reserve
 SELECT next_surrogate_key::text, next_log_id::text FROM dimlog_dimensions WHERE dimension = $1 FOR UPDATE
+{# What a load appends, kept for its rebuild (see `history` in classify.sql). #}
+-- statement: appended_table
+CREATE TEMP TABLE dimlog_appended ON COMMIT DROP AS
+SELECT log_id, {{ sk }}, {{ keys|cols }}{% for a in attrs %}, {{ a }}{% endfor %}, valid_from, is_deleted, row_hash, load_id
+FROM {{ log }} WITH NO DATA
 -- statement: append
+WITH appended AS (
 INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
 SELECT $1 + ROW_NUMBER() OVER w - 1,
        CASE change_kind
@@ -23,6 +29,9 @@ SELECT $1 + ROW_NUMBER() OVER w - 1,
        $4
 FROM dimlog_changes
 WINDOW w AS (ORDER BY {{ key_order|join(", ") }}, valid_from ROWS UNBOUNDED PRECEDING)
+RETURNING log_id, {{ sk }}, {{ keys|cols }}{% for a in attrs %}, {{ a }}{% endfor %}, valid_from, is_deleted, row_hash, load_id
+)
+INSERT INTO dimlog_appended SELECT * FROM appended
 {# A first load (empty log, one staged row per key) appends the staged rows as they
    are, numbered in the same order as `append`, without classifying them first. #}
 -- statement: append_first

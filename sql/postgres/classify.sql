@@ -3,18 +3,25 @@
    valid_from <= t, or an earlier staged row of the same key. Keys are touched only
    through the staged key list. A row that changes only Type 1 columns, and is the key's
    newest observation, is recorded as a Type 1 row (no surrogate key, no version). #}
+{# The staged keys' effective versions, read from the log once: classify compares with
+   them, and the rebuild derives the touched keys' rows from them and the rows this load
+   appends (`dimlog_appended`) instead of reading the log again. #}
+-- statement: history
+CREATE TEMP TABLE dimlog_history ON COMMIT DROP AS
+SELECT DISTINCT ON ({{ keys|cols("l") }}, l.valid_from)
+       l.log_id, l.{{ sk }}, {{ keys|cols("l") }}{% for a in attrs %}, l.{{ a }}{% endfor %}, l.valid_from, l.is_deleted, l.row_hash, l.load_id
+FROM {{ log }} l
+JOIN (SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage) t ON {{ keys|eqs("l", "t") }}
+WHERE l.is_deleted OR l.{{ sk }} IS NOT NULL
+ORDER BY {{ keys|cols("l") }}, l.valid_from, l.log_id DESC
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes ON COMMIT DROP AS
 WITH touched AS (
     SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage
 ),
-effective AS (
-    SELECT DISTINCT ON ({{ keys|cols("l") }}, l.valid_from)
-           {{ keys|cols("l") }}, l.valid_from, l.{{ sk }} AS sk, l.is_deleted, l.row_hash{% for a in attrs %}, l.{{ a }}{% endfor %}
-    FROM {{ log }} l
-    JOIN touched t ON {{ keys|eqs("l", "t") }}
-    WHERE l.is_deleted OR l.{{ sk }} IS NOT NULL
-    ORDER BY {{ keys|cols("l") }}, l.valid_from, l.log_id DESC
+effective AS MATERIALIZED (
+    SELECT {{ keys|cols }}, valid_from, {{ sk }} AS sk, is_deleted, row_hash{% for a in attrs %}, {{ a }}{% endfor %}
+    FROM dimlog_history
 ),
 {% if t1 %}
 newest_observation AS (

@@ -3,18 +3,24 @@
    the far-future sentinel; tombstones close the version before them and are not rows.
    Type 1 columns show the key's newest observed value on every row; current_<col>
    twins (Type 6) show the value of the key's newest live version. #}
-{% macro derived(touched) %}
+{# With `tombstones` (the touched keys, merged): read the keys' history as classify
+   found it plus this load's rows, and keep dead versions, marked. #}
+{% macro derived(touched, tombstones=false) %}
 SELECT y.sk, {{ keys|cols("y") }}{% for c in cols %}, y.{{ c }}{% endfor %}{% for c in t1 %}, lt.{{ c }}{% endfor %}
 {% for c in current_defs %}
-       , FIRST_VALUE(y.{{ c.source }}) OVER (PARTITION BY {{ keys|cols("y") }} ORDER BY y.valid_from DESC)
+       , FIRST_VALUE(y.{{ c.source }}) OVER (PARTITION BY {{ keys|cols("y") }} ORDER BY y.is_deleted, y.valid_from DESC)
 {% endfor %}
-       , y.valid_from, COALESCE(y.next_from, {{ sentinel }}), y.next_from IS NULL, y.row_hash, y.load_id
+       , y.valid_from, COALESCE(y.next_from, {{ sentinel }}), y.next_from IS NULL, y.row_hash, y.load_id{{ ", y.is_deleted" if tombstones }}
 FROM (
     SELECT e.*, LEAD(e.valid_from) OVER (PARTITION BY {{ keys|cols("e") }} ORDER BY e.valid_from) AS next_from
     FROM (
         SELECT DISTINCT ON ({{ keys|cols("l") }}, l.valid_from)
                l.{{ sk }} AS sk, {{ keys|cols("l") }}{% for a in cols %}, l.{{ a }}{% endfor %}, l.valid_from, l.is_deleted, l.row_hash, l.load_id
+{% if tombstones %}
+        FROM (SELECT * FROM dimlog_history UNION ALL SELECT * FROM dimlog_appended) l
+{% else %}
         FROM {{ log }} l
+{% endif %}
 {% if touched %}
         JOIN dimlog_touched t ON {{ keys|eqs("l", "t") }}
 {% endif %}
@@ -33,7 +39,9 @@ LEFT JOIN (
     ORDER BY {{ keys|cols("l") }}, l.valid_from DESC, l.log_id DESC
 ) lt ON {{ keys|eqs("lt", "y") }}
 {% endif %}
+{% if not tombstones %}
 WHERE NOT y.is_deleted
+{% endif %}
 {% endmacro %}
 {% macro columns() %}{{ sk }}, {{ keys|cols }}{% for c in attrs %}, {{ c }}{% endfor %}{% for c in current_defs %}, {{ c.name }}{% endfor %}, valid_from, valid_to, is_current, row_hash, load_id{% endmacro %}
 -- statement: touched
@@ -41,11 +49,39 @@ CREATE TEMP TABLE dimlog_touched ON COMMIT DROP AS
 SELECT DISTINCT {{ keys|cols }} FROM dimlog_changes
 -- statement: analyze_touched
 ANALYZE dimlog_touched
+{# PostgreSQL 15 and later: the touched keys' rows as the log says they should be, with
+   the log's dead versions (a tombstone at a version's own valid_from removes that
+   version), then merged into the dimension: rows that did not change are not written,
+   a version that only closed is updated in place (no indexed column changes, so the
+   update can stay on its page), and only new versions are inserted. A row's Type 2
+   values are compared through its hash; Type 1 and current_<col> values as text, as
+   some types (json) have no equality. #}
+-- statement: derive_touched
+CREATE TEMP TABLE dimlog_derived ({{ columns() }}, dimlog_dead) ON COMMIT DROP AS
+{{ derived(true, true) }}
+-- statement: analyze_derived
+ANALYZE dimlog_derived ({{ keys|cols }}, valid_from)
+-- statement: merge_touched
+MERGE INTO {{ dim }} d
+USING dimlog_derived x ON {{ keys|eqs("d", "x") }} AND d.valid_from = x.valid_from
+WHEN MATCHED AND x.dimlog_dead THEN DELETE
+WHEN MATCHED AND ((d.{{ sk }}, d.row_hash, d.load_id, d.valid_to, d.is_current) IS DISTINCT FROM (x.{{ sk }}, x.row_hash, x.load_id, x.valid_to, x.is_current)
+{% for c in t1 %}
+                  OR d.{{ c }}::text IS DISTINCT FROM x.{{ c }}::text
+{% endfor %}
+{% for c in current_defs %}
+                  OR d.{{ c.name }}::text IS DISTINCT FROM x.{{ c.name }}::text
+{% endfor %}
+                 ) THEN
+    UPDATE SET {{ sk }} = x.{{ sk }}{% for c in attrs %}, {{ c }} = x.{{ c }}{% endfor %}{% for c in current_defs %}, {{ c.name }} = x.{{ c.name }}{% endfor %}, valid_to = x.valid_to, is_current = x.is_current, row_hash = x.row_hash, load_id = x.load_id
+WHEN NOT MATCHED AND NOT x.dimlog_dead THEN
+    INSERT ({{ columns() }})
+    VALUES (x.{{ sk }}, {{ keys|cols("x") }}{% for c in attrs %}, x.{{ c }}{% endfor %}{% for c in current_defs %}, x.{{ c.name }}{% endfor %}, x.valid_from, x.valid_to, x.is_current, x.row_hash, x.load_id)
+-- statement: insert_derived
+INSERT INTO {{ dim }} ({{ columns() }})
+SELECT {{ columns() }} FROM dimlog_derived WHERE NOT dimlog_dead
 -- statement: delete_touched
 DELETE FROM {{ dim }} d USING dimlog_touched t WHERE {{ keys|eqs("d", "t") }}
--- statement: insert_touched
-INSERT INTO {{ dim }} ({{ columns() }})
-{{ derived(true) }}
 {# A first load: the log holds one row per key, so each live one is its key's only and
    current version (its own Type 1 and current_<col> values), and no sort is needed. #}
 -- statement: insert_first

@@ -15,5 +15,7 @@ CREATE TEMP TABLE dimlog_raw (
     is_deleted boolean     NOT NULL,
     row_hash   bytea
 ) ON COMMIT DROP
+{# Only the columns the dedupe, classify and rebuild plans join and sort on: statistics
+   on the attributes and the hash cost more than the statements they would guide. #}
 -- statement: analyze
-ANALYZE dimlog_stage
+ANALYZE dimlog_stage ({{ keys|cols }}, valid_from)

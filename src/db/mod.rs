@@ -96,6 +96,16 @@ impl Conn {
         }
     }
 
+    /// Whether the server has `MERGE` (PostgreSQL 15 and later), which lets a rebuild
+    /// write only the dimension rows that changed instead of deleting and re-inserting
+    /// every row of a touched key.
+    pub fn has_merge(&self) -> bool {
+        match self {
+            Conn::Sqlite(_) => false,
+            Conn::Postgres(c) => c.server_version_num().is_some_and(|v| v >= 150_000),
+        }
+    }
+
     /// Runs one statement with bound parameters; returns rows affected.
     pub async fn execute(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<u64, DbError> {
         match self {
