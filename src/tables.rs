@@ -55,6 +55,9 @@ pub struct SqlContext {
     pub attr_defs: Vec<Col>,
     /// Tie-break column.
     pub tiebreak: Option<Col>,
+    /// Attribute columns whose target type has no equality operator (PostgreSQL `json`),
+    /// quoted: statements compare them as text.
+    pub text_compared: Vec<String>,
     /// Type 6 twins shown only in the dimension.
     pub current_defs: Vec<crate::extract::CurrentCol>,
     /// Type 2 columns tracked both before and after a config change (rehash match).
@@ -133,6 +136,12 @@ impl SqlContext {
             attr_defs: layout.attrs().into_iter().cloned().collect(),
             tiebreak: layout.tiebreak.clone(),
             current_defs: layout.current.clone(),
+            text_compared: layout
+                .attrs()
+                .into_iter()
+                .filter(|c| c.target_type.eq_ignore_ascii_case("json"))
+                .map(q)
+                .collect(),
             retained: Vec::new(),
             column: None,
             history_all: plan.source.history == History::All,

@@ -72,7 +72,7 @@ typed AS (
 {% if t1 %}
                WHEN NOT d.is_deleted AND d.valid_from = d.newest_staged
                     AND (n.valid_from IS NULL OR d.valid_from >= n.valid_from)
-                    AND ({% for c in t1 %}d.{{ c }} IS DISTINCT FROM n.{{ c }}{{ " OR " if not loop.last }}{% endfor %})
+                    AND ({% for c in t1 %}{% set t = "::text" if c in text_compared else "" %}d.{{ c }}{{ t }} IS DISTINCT FROM n.{{ c }}{{ t }}{{ " OR " if not loop.last }}{% endfor %})
                THEN 'type1'
 {% endif %}
            END AS final_kind
@@ -114,7 +114,7 @@ FROM dimlog_stage s
 JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
 WHERE NOT s.is_deleted
 {% for c in retained %}
-  AND s.{{ c }} IS NOT DISTINCT FROM d.{{ c }}
+  AND s.{{ c }}{{ "::text" if c in text_compared }} IS NOT DISTINCT FROM d.{{ c }}{{ "::text" if c in text_compared }}
 {% endfor %}
 -- statement: rehash_count
 SELECT count(*)::text FROM dimlog_rehashed

@@ -55,7 +55,7 @@ WHERE d.is_current AND NOT EXISTS (SELECT 1 FROM dimlog_stage s WHERE NOT s.is_d
 SELECT {{ keytext("s.") }}, 'tracked values differ (source updated_at ' || {{ "s.valid_from"|pgts }} || ', dimension valid_from ' || {{ "d.valid_from"|pgts }} || ')'
 FROM dimlog_stage s
 JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
-WHERE NOT s.is_deleted AND (s.row_hash <> d.row_hash{% for c in t1 %} OR s.{{ c }} IS DISTINCT FROM d.{{ c }}{% endfor %})
+WHERE NOT s.is_deleted AND (s.row_hash <> d.row_hash{% for c in t1 %} OR s.{{ c }}{{ "::text" if c in text_compared }} IS DISTINCT FROM d.{{ c }}{{ "::text" if c in text_compared }}{% endfor %})
 -- statement: counted
 WITH dimlog_check AS MATERIALIZED (
 {{ check }}

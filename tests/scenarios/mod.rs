@@ -6,5 +6,6 @@ mod cli;
 mod crash;
 mod first_load;
 mod history;
+mod merge;
 mod rules;
 mod types;
