@@ -1,9 +1,12 @@
 //! Rebuild: derive the dimension from the log.
 //!
-//! Never an in-place edit: per key, the latest log row for each `valid_from`, ordered;
-//! `valid_to = LEAD(valid_from)` or the far-future sentinel; tombstones close the
-//! version before them. A load rebuilds only the keys it touched (delete + insert);
-//! `dimlog rebuild` builds a new table and swaps it in within one transaction.
+//! Every dimension row is derived from the log, never patched from the change alone:
+//! per key, the latest log row for each `valid_from`, ordered; `valid_to =
+//! LEAD(valid_from)` or the far-future sentinel; tombstones close the version before
+//! them. A load derives again every row of the keys it touched and writes the result
+//! (on PostgreSQL 15+ a `MERGE` writes only the rows that differ; elsewhere the keys'
+//! rows are deleted and inserted); `dimlog rebuild` builds a new table and swaps it in
+//! within one transaction.
 
 use crate::config::Backend;
 use crate::db::{Conn, DbError};
