@@ -55,8 +55,8 @@ pub struct SqlContext {
     pub attr_defs: Vec<Col>,
     /// Tie-break column.
     pub tiebreak: Option<Col>,
-    /// Attribute columns whose target type has no equality operator (PostgreSQL `json`),
-    /// quoted: statements compare them as text.
+    /// Attribute and current_<col> columns whose target type has no equality operator
+    /// (PostgreSQL `json`), quoted: statements compare them as text.
     pub text_compared: Vec<String>,
     /// Type 6 twins shown only in the dimension.
     pub current_defs: Vec<crate::extract::CurrentCol>,
@@ -139,8 +139,10 @@ impl SqlContext {
             text_compared: layout
                 .attrs()
                 .into_iter()
-                .filter(|c| c.target_type.eq_ignore_ascii_case("json"))
-                .map(q)
+                .map(|c| (&c.name, &c.target_type))
+                .chain(layout.current.iter().map(|c| (&c.name, &c.target_type)))
+                .filter(|(_, target_type)| target_type.eq_ignore_ascii_case("json"))
+                .map(|(name, _)| name.clone())
                 .collect(),
             retained: Vec::new(),
             column: None,

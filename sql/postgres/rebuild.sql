@@ -3,20 +3,20 @@
    the far-future sentinel; tombstones close the version before them and are not rows.
    Type 1 columns show the key's newest observed value on every row; current_<col>
    twins (Type 6) show the value of the key's newest live version. #}
-{# With `tombstones` (the touched keys, merged): read the keys' history as classify
-   found it plus this load's rows, and keep dead versions, marked. #}
-{% macro derived(touched, tombstones=false) %}
+{# With `merged` (the touched keys, for `merge_touched`): read the keys' history as
+   classify found it plus this load's rows, and keep dead versions, marked. #}
+{% macro derived(touched, merged=false) %}
 SELECT y.sk, {{ keys|cols("y") }}{% for c in cols %}, y.{{ c }}{% endfor %}{% for c in t1 %}, lt.{{ c }}{% endfor %}
 {% for c in current_defs %}
        , FIRST_VALUE(y.{{ c.source }}) OVER (PARTITION BY {{ keys|cols("y") }} ORDER BY y.is_deleted, y.valid_from DESC)
 {% endfor %}
-       , y.valid_from, COALESCE(y.next_from, {{ sentinel }}), y.next_from IS NULL, y.row_hash, y.load_id{{ ", y.is_deleted" if tombstones }}
+       , y.valid_from, COALESCE(y.next_from, {{ sentinel }}), y.next_from IS NULL, y.row_hash, y.load_id{{ ", y.is_deleted" if merged }}
 FROM (
     SELECT e.*, LEAD(e.valid_from) OVER (PARTITION BY {{ keys|cols("e") }} ORDER BY e.valid_from) AS next_from
     FROM (
         SELECT DISTINCT ON ({{ keys|cols("l") }}, l.valid_from)
                l.{{ sk }} AS sk, {{ keys|cols("l") }}{% for a in cols %}, l.{{ a }}{% endfor %}, l.valid_from, l.is_deleted, l.row_hash, l.load_id
-{% if tombstones %}
+{% if merged %}
         FROM (SELECT * FROM dimlog_history UNION ALL SELECT * FROM dimlog_appended) l
 {% else %}
         FROM {{ log }} l
@@ -39,7 +39,7 @@ LEFT JOIN (
     ORDER BY {{ keys|cols("l") }}, l.valid_from DESC, l.log_id DESC
 ) lt ON {{ keys|eqs("lt", "y") }}
 {% endif %}
-{% if not tombstones %}
+{% if not merged %}
 WHERE NOT y.is_deleted
 {% endif %}
 {% endmacro %}
@@ -54,8 +54,8 @@ ANALYZE dimlog_touched
    version), then merged into the dimension: rows that did not change are not written,
    a version that only closed is updated in place (no indexed column changes, so the
    update can stay on its page), and only new versions are inserted. A row's Type 2
-   values are compared through its hash; Type 1 and current_<col> values as text, as
-   some types (json) have no equality. #}
+   values are compared through its hash; Type 1 and current_<col> values directly
+   (json, which has no equality, as text: `text_compared`). #}
 -- statement: derive_touched
 CREATE TEMP TABLE dimlog_derived ({{ columns() }}, dimlog_dead) ON COMMIT DROP AS
 {{ derived(true, true) }}
@@ -66,11 +66,9 @@ MERGE INTO {{ dim }} d
 USING dimlog_derived x ON {{ keys|eqs("d", "x") }} AND d.valid_from = x.valid_from
 WHEN MATCHED AND x.dimlog_dead THEN DELETE
 WHEN MATCHED AND ((d.{{ sk }}, d.row_hash, d.load_id, d.valid_to, d.is_current) IS DISTINCT FROM (x.{{ sk }}, x.row_hash, x.load_id, x.valid_to, x.is_current)
-{% for c in t1 %}
-                  OR d.{{ c }}::text IS DISTINCT FROM x.{{ c }}::text
-{% endfor %}
-{% for c in current_defs %}
-                  OR d.{{ c.name }}::text IS DISTINCT FROM x.{{ c.name }}::text
+{% for c in t1 + current_defs|map(attribute="name")|list %}
+{% set t = "::text" if c in text_compared else "" %}
+                  OR d.{{ c }}{{ t }} IS DISTINCT FROM x.{{ c }}{{ t }}
 {% endfor %}
                  ) THEN
     UPDATE SET {{ sk }} = x.{{ sk }}{% for c in attrs %}, {{ c }} = x.{{ c }}{% endfor %}{% for c in current_defs %}, {{ c.name }} = x.{{ c.name }}{% endfor %}, valid_to = x.valid_to, is_current = x.is_current, row_hash = x.row_hash, load_id = x.load_id
