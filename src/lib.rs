@@ -49,6 +49,7 @@ pub mod pipeline;
 pub mod rebuild;
 pub mod reconcile;
 pub mod scaffold;
+pub mod secret;
 pub mod state;
 pub mod tables;
 pub mod timeline;

@@ -10,5 +10,6 @@ mod concurrency;
 mod late_commit;
 mod model;
 mod property;
+mod secrets;
 #[cfg(feature = "failpoints")]
 mod sigkill;
