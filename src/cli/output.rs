@@ -36,10 +36,18 @@ impl Output {
 
     /// Reports an error: JSON on stdout with `--json`, else `error: …` on stderr.
     pub fn error(&self, e: &crate::Error) {
+        let hint = super::hint(e);
         if self.json {
-            self.print_json(&serde_json::json!({"error": {"kind": e.kind(), "message": e.to_string()}}));
+            let mut error = serde_json::json!({"kind": e.kind(), "message": e.to_string()});
+            if let Some(h) = &hint {
+                error["hint"] = h.as_str().into();
+            }
+            self.print_json(&serde_json::json!({ "error": error }));
         } else {
             eprintln!("error: {e}");
+            if let Some(h) = hint {
+                eprintln!("hint: {h}");
+            }
         }
     }
 
