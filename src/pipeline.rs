@@ -721,12 +721,17 @@ async fn copy_through<'p>(
 pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Result<(), Error> {
     state::lock(&mut session.target, plan, wait).await?;
     let result = async {
-        tables::init(&mut session.target, plan, &session.layout)
-            .await
-            .map_err(|e| match e {
-                tables::InitError::Db(d) => Error::Db(state::locked_or(d, plan)),
-                tables::InitError::Config(c) => Error::Config(c),
-            })?;
+        match tables::init(&mut session.target, plan, &session.layout).await {
+            // A dimension edited by hand (a key or valid_from column dropped, duplicate
+            // rows) refuses its index; the rebuild replaces the table, index included.
+            Err(tables::InitError::Db(crate::db::DbError::Query { what, .. })) if what == "tables/dimension_index" => {}
+            other => {
+                other.map_err(|e| match e {
+                    tables::InitError::Db(d) => Error::Db(state::locked_or(d, plan)),
+                    tables::InitError::Config(c) => Error::Config(c),
+                })?;
+            }
+        }
         session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
         match rebuild::rebuild_all(&mut session.target, &session.ctx).await {
             Ok(()) => session.target.commit().await.map_err(Error::from),

@@ -2,22 +2,34 @@
 //! says.
 //!
 //! The invariant checks (half-open ordered intervals, no overlap, gaps only at
-//! tombstones, one open current row per live key, surrogate keys never shared, and the
-//! dimension equal to a fresh rebuild from the log) and the source comparison (keys
-//! missing, extra, or with different tracked values) are set-based statements in
-//! `sql/<backend>/verify.sql`, run inside a transaction that is always rolled back:
-//! `verify` never writes.
+//! tombstones, one open current row per live key, the log's own rules, surrogate keys
+//! never shared, and the dimension equal to a fresh rebuild from the log in every column
+//! of every row and in its set of columns) and the source comparison (keys missing,
+//! extra, with different tracked values, or stamped after the last run's upper bound)
+//! are set-based statements in `sql/<backend>/verify.sql`, run inside a transaction that
+//! is always rolled back: `verify` never writes.
+//!
+//! A table edited by hand is what `verify` exists for, so bad data never makes it fail:
+//! the fresh rebuild goes into a temporary table without constraints (two versions
+//! sharing a surrogate key still rebuild), a check whose columns were dropped reports
+//! them instead of running, and a check the database refuses to run on the data it
+//! finds (inside a savepoint) is reported as a finding.
 
-use crate::config::Plan;
-use crate::db::{sql, Conn, DbError};
+use crate::config::{Backend, Plan};
+use crate::db::{sql, Conn, DbError, Param, TextRow};
 use crate::extract::{self, Window};
+use crate::ident::Ident;
+use crate::lookup::same_column;
 use crate::pipeline::{Observer, Session};
-use crate::tables::SqlContext;
+use crate::ts::{Micros, FAR_FUTURE};
 use crate::Error;
 use serde::Serialize;
 
 /// How many offending keys a check lists.
 pub const EXAMPLES: usize = 5;
+
+/// The temporary table a fresh rebuild is derived into.
+const REBUILT: &str = "dimlog_verify_rebuilt";
 
 /// One check's findings.
 #[derive(Clone, Debug, Serialize)]
@@ -45,35 +57,53 @@ pub struct VerifyReport {
     pub checks: Vec<Check>,
 }
 
-const INVARIANTS: &[(&str, &str, &str)] = &[
-    (
-        "bad_interval",
-        "valid_from < valid_to on every row",
-        "run `dimlog rebuild`",
-    ),
+/// A check: its name (also its statement in `verify.sql`), description and hint.
+type Spec = (&'static str, &'static str, &'static str);
+
+const HAND_EDITED_LOG: &str = "the log was edited by hand; restore it from a backup";
+
+const REBUILD: &str = "run `dimlog rebuild`";
+
+/// The fix of a dimension check when the log itself is broken: a rebuild would derive
+/// from (or fail on) the broken log.
+const REBUILD_AFTER_LOG: &str =
+    "the log is broken too (see above): restore it from a backup first, then run `dimlog rebuild`";
+
+const INVARIANTS: &[Spec] = &[
+    ("bad_interval", "valid_from < valid_to on every row", REBUILD),
     (
         "overlap_or_gap",
         "intervals of a key are ordered, without overlap, with gaps only at tombstones",
-        "run `dimlog rebuild`",
+        REBUILD,
     ),
     (
         "current",
         "at most one current row per key, and it is the open one",
-        "run `dimlog rebuild`",
+        REBUILD,
+    ),
+    (
+        "log_rules",
+        "the log has its columns, and every row the values a rebuild needs",
+        HAND_EDITED_LOG,
     ),
     (
         "sk_reused",
         "a surrogate key belongs to one version only",
-        "the log was edited by hand; restore it from a backup",
+        HAND_EDITED_LOG,
     ),
     (
         "rebuild_diff",
-        "the dimension equals a fresh rebuild from the log",
-        "run `dimlog rebuild`",
+        "the dimension equals a fresh rebuild from the log (every column of every row)",
+        REBUILD,
     ),
 ];
 
-const SOURCE_CHECKS: &[(&str, &str, &str)] = &[
+const SOURCE_CHECKS: &[Spec] = &[
+    (
+        "source_ahead",
+        "keys whose source row is stamped after the last run's upper bound (not read yet)",
+        "nothing to repair: the next `dimlog run` reads rows stamped before the source's clock; a row stamped later than the source's clock is read once the clock reaches it, so if that time is wrong, correct the row's updated_at or the clock at the source",
+    ),
     (
         "source_missing",
         "keys live in the source but not current in the dimension",
@@ -91,15 +121,76 @@ const SOURCE_CHECKS: &[(&str, &str, &str)] = &[
     ),
 ];
 
-async fn run_check(
+/// A column as the catalog lists it.
+#[derive(Clone, Debug)]
+struct Column {
+    name: String,
+    type_name: String,
+}
+
+/// The columns of `table` (or of a temporary table), in order; empty when it does not
+/// exist.
+async fn table_columns(
     conn: &mut Conn,
-    ctx: &SqlContext,
-    (name, description, hint): (&'static str, &'static str, &'static str),
-) -> Result<Check, DbError> {
-    let check = sql::statement(conn.backend(), "verify", name, ctx)?;
-    let counted = serde_json::json!({ "check": check, "examples": EXAMPLES });
-    let sql = sql::statement(conn.backend(), "verify", "counted", &counted)?;
-    let rows = conn.query_text(&format!("verify/{name}"), &sql, &[]).await?;
+    table: &str,
+    schema: Option<&str>,
+    quoted: &str,
+) -> Result<Vec<Column>, DbError> {
+    let backend = conn.backend();
+    let sql = sql::statement(backend, "verify", "table_columns", &serde_json::json!({}))?;
+    let params = match backend {
+        Backend::Sqlite => vec![Param::Text(table.into()), Param::Text(schema.unwrap_or("main").into())],
+        Backend::Postgres => vec![Param::Text(quoted.into())],
+    };
+    let rows = conn.query_text("reading a table's columns", &sql, &params).await?;
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| {
+            Some(Column {
+                name: r.first().cloned().flatten()?,
+                type_name: r.get(1).cloned().flatten().unwrap_or_default(),
+            })
+        })
+        .collect())
+}
+
+/// What became of one statement run on data that may have been edited by hand.
+enum Attempt {
+    /// It ran.
+    Rows(Vec<TextRow>),
+    /// The database refused it on this data (the message).
+    Refused(String),
+}
+
+/// Runs one statement inside a savepoint: an error the database reports about the data
+/// (a constraint, a type, a missing column) is returned as [`Attempt::Refused`] and the
+/// transaction goes on; a connection failure is an error.
+async fn attempt(conn: &mut Conn, what: &str, sql: &str, params: &[Param]) -> Result<Attempt, DbError> {
+    conn.execute_script("verify/savepoint", "SAVEPOINT dimlog_verify")
+        .await?;
+    match conn.query_text(what, sql, params).await {
+        Ok(rows) => {
+            conn.execute_script("verify/release", "RELEASE SAVEPOINT dimlog_verify")
+                .await?;
+            Ok(Attempt::Rows(rows))
+        }
+        Err(DbError::Query {
+            source: sqlx::Error::Database(e),
+            ..
+        }) => {
+            conn.execute_script(
+                "verify/rollback",
+                "ROLLBACK TO SAVEPOINT dimlog_verify; RELEASE SAVEPOINT dimlog_verify",
+            )
+            .await?;
+            Ok(Attempt::Refused(e.to_string()))
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// The findings of a check's rows: (count, examples).
+fn findings(rows: &[TextRow]) -> (usize, Vec<String>) {
     let count = rows
         .first()
         .and_then(|r| r.first().cloned().flatten())
@@ -115,6 +206,59 @@ async fn run_check(
             )
         })
         .collect();
+    (count, examples)
+}
+
+/// The tables a check reads, and which of their columns are gone.
+struct Tables<'a> {
+    backend: Backend,
+    dim: &'a str,
+    dim_columns: &'a [Column],
+    log: &'a str,
+    log_columns: &'a [Column],
+}
+
+impl Tables<'_> {
+    fn has(&self, columns: &[Column], name: &str) -> bool {
+        columns.iter().any(|c| same_column(self.backend, &c.name, name))
+    }
+
+    /// "column X: missing from T" for each of `dim` and `log` columns a check reads that
+    /// the table no longer has.
+    fn missing(&self, dim: &[&str], log: &[&str]) -> Vec<String> {
+        let gone = |table: &str, columns: &[Column], wanted: &[&str]| -> Vec<String> {
+            wanted
+                .iter()
+                .filter(|c| !self.has(columns, c))
+                .map(|c| format!("column {c}: missing from {table}, so this was not checked"))
+                .collect()
+        };
+        let mut out = gone(self.dim, self.dim_columns, dim);
+        out.extend(gone(self.log, self.log_columns, log));
+        out
+    }
+}
+
+/// Runs one check: not at all when columns it reads are gone (each is a finding), else
+/// its statement, counted in the database.
+async fn run_check(
+    conn: &mut Conn,
+    context: &serde_json::Value,
+    (name, description, hint): Spec,
+    missing: Vec<String>,
+    params: &[Param],
+) -> Result<Check, DbError> {
+    let (count, examples) = if !missing.is_empty() {
+        (missing.len(), missing)
+    } else {
+        let check = sql::statement(conn.backend(), "verify", name, context)?;
+        let counted = serde_json::json!({ "check": check, "examples": EXAMPLES });
+        let sql = sql::statement(conn.backend(), "verify", "counted", &counted)?;
+        match attempt(conn, &format!("verify/{name}"), &sql, params).await? {
+            Attempt::Rows(rows) => findings(&rows),
+            Attempt::Refused(e) => (1, vec![format!("{name}: could not be checked on this data: {e}")]),
+        }
+    };
     Ok(Check {
         name,
         description,
@@ -124,15 +268,25 @@ async fn run_check(
     })
 }
 
-/// Runs the checks; with `against_source`, also reads the whole source (up to its clock)
-/// and compares current rows. Writes nothing.
+/// Runs the checks; with `against_source`, also reads the whole source and compares
+/// current rows. Writes nothing.
 pub async fn verify(
     session: &mut Session,
     plan: &Plan,
     against_source: bool,
     observer: &dyn Observer,
 ) -> Result<VerifyReport, Error> {
-    crate::tables::init(&mut session.target, plan, &session.layout).await?;
+    match crate::tables::init(&mut session.target, plan, &session.layout).await {
+        // A table edited by hand can refuse what init does to it (an index over a
+        // dropped column): the checks below report what is wrong with it.
+        Err(crate::tables::InitError::Db(DbError::Query {
+            source: sqlx::Error::Database(_),
+            ..
+        })) => {}
+        other => {
+            other?;
+        }
+    }
     session.target.begin().await?;
     let result = checks(session, plan, against_source, observer).await;
     session.target.rollback().await;
@@ -144,6 +298,14 @@ pub async fn verify(
     })
 }
 
+fn columns_of(ident: &Ident) -> (String, Option<String>, String) {
+    (
+        ident.name().to_string(),
+        ident.schema().map(str::to_string),
+        ident.quoted(),
+    )
+}
+
 async fn checks(
     session: &mut Session,
     plan: &Plan,
@@ -151,33 +313,296 @@ async fn checks(
     observer: &dyn Observer,
 ) -> Result<Vec<Check>, Error> {
     let ctx = session.ctx.clone();
+    let conn = &mut session.target;
+    let backend = conn.backend();
+    let dim_name = plan.target.dimension.to_string();
+    let log_name = plan.target.log.to_string();
+    let (d, ds, dq) = columns_of(&plan.target.dimension);
+    let dim_columns = table_columns(conn, &d, ds.as_deref(), &dq).await?;
+    let (l, ls, lq) = columns_of(&plan.target.log);
+    let log_columns = table_columns(conn, &l, ls.as_deref(), &lq).await?;
+
     observer.phase("rebuilding from the log for comparison");
-    crate::rebuild::build_swap_table(&mut session.target, &ctx).await?;
+    crate::tables::run_named(conn, "verify", &["rebuilt_table"], &ctx).await?;
+    let insert = sql::statement(backend, "rebuild", "insert_verify", &ctx)?;
+    let rebuild_refused = match attempt(conn, "verify/rebuild", &insert, &[]).await? {
+        Attempt::Rows(_) => None,
+        Attempt::Refused(e) => Some(e),
+    };
+    if rebuild_refused.is_none() {
+        let mut index = vec!["rebuilt_index", "rebuilt_key_index"];
+        if backend == Backend::Postgres {
+            index.push("rebuilt_analyze");
+        }
+        crate::tables::run_named(conn, "verify", &index, &ctx).await?;
+    }
+    let rebuilt_columns = table_columns(conn, REBUILT, Some("temp"), REBUILT).await?;
+
+    let tables = Tables {
+        backend,
+        dim: &dim_name,
+        dim_columns: &dim_columns,
+        log: &log_name,
+        log_columns: &log_columns,
+    };
+    let sk = plan.target.surrogate_key.name();
+    let keys: Vec<&str> = ctx.key_defs.iter().map(|c| c.bare.as_str()).collect();
+    fn with<'a>(keys: &[&'a str], extra: &[&'a str]) -> Vec<&'a str> {
+        keys.iter().chain(extra).copied().collect()
+    }
+
+    // Every column the rebuild has, present in the dimension too.
+    let common: Vec<serde_json::Value> = rebuilt_columns
+        .iter()
+        .filter(|c| tables.has(&dim_columns, &c.name))
+        .map(|c| {
+            serde_json::json!({
+                "bare": c.name,
+                "q": Ident::column(&c.name).map(|i| i.quoted()).unwrap_or_else(|_| format!("\"{}\"", c.name)),
+            })
+        })
+        .collect();
+    let has_common = |name: &str| {
+        common
+            .iter()
+            .any(|c| c["bare"].as_str().is_some_and(|b| same_column(backend, b, name)))
+    };
+    let by_sk = has_common(sk);
+    let by_key = keys.iter().all(|k| has_common(k)) && has_common("valid_from");
+    let mut context = serde_json::to_value(&ctx).map_err(|e| Error::Internal(e.to_string()))?;
+    context["sk_bare"] = sk.into();
+    context["rebuilt"] = REBUILT.into();
+    context["common"] = common.clone().into();
+    context["by_sk"] = by_sk.into();
+    context["by_key"] = by_key.into();
+
+    // The log's columns: what a rebuild reads.
+    let mut log_expected: Vec<&str> = vec!["log_id", sk];
+    log_expected.extend(keys.iter().copied());
+    log_expected.extend(ctx.attr_defs.iter().map(|c| c.bare.as_str()));
+    log_expected.extend(["valid_from", "is_deleted", "row_hash", "load_id", "loaded_at"]);
+    let log_gone: Vec<String> = log_expected
+        .iter()
+        .filter(|c| !tables.has(&log_columns, c))
+        .map(|c| format!("column {c}: missing from {log_name}"))
+        .collect();
+
     let mut out = Vec::new();
-    for check in INVARIANTS {
-        observer.phase(check.0);
-        out.push(run_check(&mut session.target, &ctx, *check).await?);
+    for spec in INVARIANTS {
+        observer.phase(spec.0);
+        let check = match spec.0 {
+            "bad_interval" => {
+                let missing = tables.missing(&with(&keys, &["valid_from", "valid_to"]), &[]);
+                run_check(conn, &context, *spec, missing, &[]).await?
+            }
+            "overlap_or_gap" => {
+                let missing = tables.missing(
+                    &with(&keys, &["valid_from", "valid_to"]),
+                    &with(&keys, &["valid_from", "is_deleted"]),
+                );
+                run_check(conn, &context, *spec, missing, &[]).await?
+            }
+            "current" => {
+                let missing = tables.missing(&with(&keys, &["valid_to", "is_current"]), &[]);
+                run_check(conn, &context, *spec, missing, &[]).await?
+            }
+            "log_rules" => {
+                let core = ["log_id", sk, "valid_from", "is_deleted", "row_hash", "load_id"];
+                let runnable = core.iter().chain(&keys).all(|c| tables.has(&log_columns, c));
+                let mut check = if runnable {
+                    run_check(conn, &context, *spec, Vec::new(), &[]).await?
+                } else {
+                    Check {
+                        name: spec.0,
+                        description: spec.1,
+                        count: 0,
+                        examples: Vec::new(),
+                        hint: spec.2,
+                    }
+                };
+                check.count += log_gone.len();
+                let mut examples = log_gone.clone();
+                examples.append(&mut check.examples);
+                examples.truncate(EXAMPLES);
+                check.examples = examples;
+                check
+            }
+            "sk_reused" => {
+                let missing = tables.missing(&[], &with(&keys, &[sk, "valid_from"]));
+                run_check(conn, &context, *spec, missing, &[]).await?
+            }
+            _ => {
+                rebuild_diff(
+                    conn,
+                    &context,
+                    *spec,
+                    &tables,
+                    &rebuilt_columns,
+                    rebuild_refused.as_deref(),
+                    by_sk || by_key,
+                )
+                .await?
+            }
+        };
+        out.push(check);
+    }
+    let log_broken = out
+        .iter()
+        .any(|c| matches!(c.name, "log_rules" | "sk_reused") && c.count > 0);
+    if log_broken {
+        for c in out.iter_mut().filter(|c| c.hint == REBUILD) {
+            c.hint = REBUILD_AFTER_LOG;
+        }
     }
     if against_source {
         observer.phase("reading the source");
         let mut latest = ctx.clone();
         latest.history_all = false;
         crate::dedupe::create_staging(&mut session.target, &latest).await?;
-        let upper = {
+        let clock = {
             let source = session.source.as_mut().expect("source connection");
             extract::source_now(source, plan, &session.layout).await?
         };
+        let last_upper = last_upper(&mut session.target, plan).await?;
+        // The whole source, rows stamped after the last upper bound and after the
+        // source's clock included, so each key is compared with its newest row and a
+        // row not read yet is named as such.
         let window = Window {
             low: None,
-            high: upper,
+            high: FAR_FUTURE,
             high_inclusive: true,
         };
         let (staged, _) = crate::pipeline::stage_window(session, plan, &window, observer).await?;
         crate::dedupe::dedupe(&mut session.target, &latest, staged, true).await?;
-        for check in SOURCE_CHECKS {
-            observer.phase(check.0);
-            out.push(run_check(&mut session.target, &ctx, *check).await?);
+        let conn = &mut session.target;
+        if backend == Backend::Sqlite {
+            crate::tables::run_named(conn, "verify", &["stage_index"], &ctx).await?;
+        }
+        let bound = last_upper.unwrap_or(FAR_FUTURE);
+        let tables = Tables {
+            backend,
+            dim: &dim_name,
+            dim_columns: &dim_columns,
+            log: &log_name,
+            log_columns: &log_columns,
+        };
+        let t1: Vec<&str> = ctx
+            .attr_defs
+            .iter()
+            .filter(|c| ctx.t1.contains(&c.name))
+            .map(|c| c.bare.as_str())
+            .collect();
+        for spec in SOURCE_CHECKS {
+            observer.phase(spec.0);
+            let mut reads = with(&keys, &["is_current"]);
+            if spec.0 != "source_missing" && spec.0 != "source_extra" {
+                reads.extend(["row_hash", "valid_from"]);
+                reads.extend(t1.iter().copied());
+            }
+            let missing = tables.missing(&reads, &[]);
+            let params = if spec.0 == "source_ahead" {
+                vec![Param::Ts(bound), Param::Ts(clock)]
+            } else {
+                vec![Param::Ts(bound)]
+            };
+            out.push(run_check(conn, &context, *spec, missing, &params).await?);
         }
     }
     Ok(out)
+}
+
+/// The upper bound of the dimension's last committed run (`dimlog run`, a full refresh
+/// included), if there is one.
+async fn last_upper(conn: &mut Conn, plan: &Plan) -> Result<Option<Micros>, DbError> {
+    let sql = sql::statement(conn.backend(), "verify", "last_upper", &serde_json::json!({}))?;
+    Ok(
+        match attempt(
+            conn,
+            "reading the last run's upper bound",
+            &sql,
+            &[Param::Text(plan.name.clone())],
+        )
+        .await?
+        {
+            Attempt::Rows(rows) => rows
+                .first()
+                .and_then(|r| r.first().cloned().flatten())
+                .and_then(|t| Micros::parse(&t, None).ok()),
+            Attempt::Refused(_) => None,
+        },
+    )
+}
+
+/// The dimension against the fresh rebuild: its set of columns (and their types), then
+/// every column of every row.
+async fn rebuild_diff(
+    conn: &mut Conn,
+    context: &serde_json::Value,
+    (name, description, hint): Spec,
+    tables: &Tables<'_>,
+    rebuilt: &[Column],
+    refused: Option<&str>,
+    rows_comparable: bool,
+) -> Result<Check, DbError> {
+    let dim = tables.dim;
+    let mut examples = Vec::new();
+    if tables.dim_columns.is_empty() {
+        examples.push(format!("table {dim}: does not exist"));
+    }
+    for c in rebuilt {
+        match tables
+            .dim_columns
+            .iter()
+            .find(|d| same_column(tables.backend, &d.name, &c.name))
+        {
+            None if !tables.dim_columns.is_empty() => examples.push(format!(
+                "column {}: missing from {dim} (a fresh rebuild has it)",
+                c.name
+            )),
+            Some(d) if !d.type_name.eq_ignore_ascii_case(&c.type_name) => examples.push(format!(
+                "column {}: {} in {dim}, {} in a fresh rebuild",
+                c.name,
+                if d.type_name.is_empty() {
+                    "no type"
+                } else {
+                    &d.type_name
+                },
+                c.type_name
+            )),
+            _ => {}
+        }
+    }
+    for d in tables.dim_columns {
+        if !rebuilt.iter().any(|c| same_column(tables.backend, &c.name, &d.name)) {
+            examples.push(format!("column {}: in {dim}, not in a fresh rebuild", d.name));
+        }
+    }
+    let mut count = examples.len();
+    if let Some(e) = refused {
+        count += 1;
+        examples.push(format!("{}: a fresh rebuild from the log failed: {e}", tables.log));
+    } else if rows_comparable && !tables.dim_columns.is_empty() {
+        let check = sql::statement(conn.backend(), "verify", name, context)?;
+        let counted = serde_json::json!({ "check": check, "examples": EXAMPLES });
+        let sql = sql::statement(conn.backend(), "verify", "counted", &counted)?;
+        match attempt(conn, "verify/rebuild_diff", &sql, &[]).await? {
+            Attempt::Rows(rows) => {
+                let (n, mut rows) = findings(&rows);
+                count += n;
+                examples.append(&mut rows);
+            }
+            Attempt::Refused(e) => {
+                count += 1;
+                examples.push(format!("{name}: could not be checked on this data: {e}"));
+            }
+        }
+    }
+    examples.truncate(EXAMPLES);
+    Ok(Check {
+        name,
+        description,
+        count,
+        examples,
+        hint,
+    })
 }

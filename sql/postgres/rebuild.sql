@@ -101,3 +101,7 @@ DROP TABLE {{ dim }}
 ALTER TABLE {{ dim_new }} RENAME TO {{ dim_bare }}
 -- statement: rename_pk
 ALTER INDEX {{ dim_new_pk_qualified }} RENAME TO {{ dim_pk }}
+{# `dimlog verify`: a fresh rebuild of every key, into a table without constraints. #}
+-- statement: insert_verify
+INSERT INTO dimlog_verify_rebuilt ({{ columns() }})
+{{ derived(false) }}

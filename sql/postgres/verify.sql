@@ -2,6 +2,12 @@
    (offending key as text, detail) rows; `counted` counts them in the database and returns
    only the first few, so a check that finds millions costs no memory. #}
 {% macro keytext(p) %}concat_ws(', '{% for k in keys %}, {{ p }}{{ k }}::text{% endfor %}){% endmacro %}
+{% macro difflist(a, b) %}rtrim({% for c in common %}CASE WHEN {{ a }}.{{ c.q }}::text IS DISTINCT FROM {{ b }}.{{ c.q }}::text THEN '{{ c.bare }}, ' ELSE '' END || {% endfor %}'', ', '){% endmacro %}
+{% macro sk_pair(a, b) %}{{ a }}.{{ sk }} = {{ b }}.{{ sk }}{% endmacro %}
+{% macro key_pair(a, b) %}{{ keys|eqs(a, b) }} AND {{ a }}.valid_from = {{ b }}.valid_from{% endmacro %}
+{% macro unpaired(p, other) %}{% if by_sk %}NOT EXISTS (SELECT 1 FROM {{ other }} dimlog_o WHERE {{ sk_pair("dimlog_o", p) }}){% endif %}{% if by_sk and by_key %} AND {% endif %}{% if by_key %}NOT EXISTS (SELECT 1 FROM {{ other }} dimlog_o WHERE {{ key_pair("dimlog_o", p) }}){% endif %}{% endmacro %}
+{% macro rowkey(p) %}{% if by_key %}{{ keytext(p ~ ".") }}{% else %}'surrogate key ' || {{ p }}.{{ sk }}::text{% endif %}{% endmacro %}
+{% macro differs(s, d) %}({{ s }}.row_hash <> {{ d }}.row_hash{% for c in t1 %} OR {{ s }}.{{ c }}{{ "::text" if c in text_compared }} IS DISTINCT FROM {{ d }}.{{ c }}{{ "::text" if c in text_compared }}{% endfor %}){% endmacro %}
 -- statement: bad_interval
 SELECT {{ keytext("d.") }}, 'valid_from ' || {{ "d.valid_from"|pgts }} || ' is not before valid_to ' || {{ "d.valid_to"|pgts }}
 FROM {{ dim }} d WHERE d.valid_from >= d.valid_to
@@ -25,37 +31,129 @@ HAVING count(*) FILTER (WHERE d.is_current) > 1
     OR count(*) FILTER (WHERE d.is_current AND d.valid_to <> {{ sentinel }}) > 0
     OR count(*) FILTER (WHERE NOT d.is_current AND d.valid_to = {{ sentinel }}) > 0
 -- statement: sk_reused
-SELECT 'surrogate key ' || l.{{ sk }}::text, count(DISTINCT ({{ keys|cols("l") }}, l.valid_from))::text || ' distinct (key, valid_from) pairs share it'
-FROM {{ log }} l
-WHERE l.{{ sk }} IS NOT NULL
-GROUP BY l.{{ sk }}
-HAVING count(DISTINCT ({{ keys|cols("l") }}, l.valid_from)) > 1
--- statement: rebuild_diff
-SELECT {{ keytext("z.") }}, z.side || ' surrogate key ' || z.sk::text
+SELECT min(x.dimlog_key), 'surrogate key ' || x.dimlog_sk::text || ' is shared by ' || count(*)::text || ' versions: '
+       || left(string_agg(x.dimlog_key || ' at ' || COALESCE({{ "x.valid_from"|pgts }}, 'NULL'), ', ' ORDER BY x.dimlog_key, x.valid_from), 400)
+FROM (SELECT DISTINCT l.{{ sk }} AS dimlog_sk, {{ keytext("l.") }} AS dimlog_key, l.valid_from
+      FROM {{ log }} l WHERE l.{{ sk }} IS NOT NULL) x
+GROUP BY x.dimlog_sk
+HAVING count(*) > 1
+{# Rows of the log that break its rules (what its constraints guard, and what a rebuild
+   needs): a value where one is required, a 32-byte row_hash on every version, a log_id
+   of its own. #}
+-- statement: log_rules
+SELECT x.dimlog_key, 'log_id ' || COALESCE(x.log_id::text, 'NULL') || ': ' || x.dimlog_problem
 FROM (
-    (SELECT 'dimension has' AS side, d.{{ sk }} AS sk{% for k in keys %}, d.{{ k }}::text AS {{ k }}{% endfor %} FROM (
-        SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim }}
-        EXCEPT
-        SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim_new }}) d)
+    SELECT l.log_id, concat_ws(', '{% for k in keys %}, COALESCE(l.{{ k }}::text, 'NULL'){% endfor %}) AS dimlog_key,
+           CASE
+{% for k in key_defs %}
+               WHEN l.{{ k.name }} IS NULL THEN 'key column {{ k.bare }} is NULL'
+{% endfor %}
+               WHEN l.log_id IS NULL THEN 'log_id is NULL'
+               WHEN l.valid_from IS NULL THEN 'valid_from is NULL'
+               WHEN NOT isfinite(l.valid_from) THEN 'valid_from is ' || l.valid_from::text
+               WHEN l.is_deleted IS NULL THEN 'is_deleted is NULL'
+               WHEN l.load_id IS NULL THEN 'load_id is NULL'
+               WHEN NOT l.is_deleted AND l.{{ sk }} IS NOT NULL AND l.row_hash IS NULL THEN 'row_hash is NULL on a version'
+               WHEN NOT l.is_deleted AND l.{{ sk }} IS NOT NULL AND octet_length(l.row_hash) <> 32
+                   THEN 'row_hash is ' || octet_length(l.row_hash)::text || ' bytes, not 32'
+           END AS dimlog_problem
+    FROM {{ log }} l
+) x
+WHERE x.dimlog_problem IS NOT NULL
+UNION ALL
+SELECT min({{ keytext("l.") }}), 'log_id ' || l.log_id::text || ' is used by ' || count(*)::text || ' rows'
+FROM {{ log }} l WHERE l.log_id IS NOT NULL GROUP BY l.log_id HAVING count(*) > 1
+{# The dimension against a fresh rebuild, row by row, on every column both have (the
+   column sets are compared in Rust), as text (json and other types have no equality):
+   a row is paired with its rebuilt twin by surrogate key, else (its surrogate key
+   edited) by key and valid_from, and a pair that differs names the columns; a row
+   without a twin is reported as such. #}
+-- statement: rebuild_diff
+WITH dimlog_pairs AS (
+{% if by_sk %}
+    SELECT {{ keytext("n.") }} AS dimlog_key, n.{{ sk }} AS dimlog_sk, {{ difflist("d", "n") }} AS dimlog_diff
+    FROM {{ dim }} d JOIN {{ rebuilt }} n ON {{ sk_pair("d", "n") }}
+{% endif %}
+{% if by_sk and by_key %}
     UNION ALL
-    (SELECT 'a fresh rebuild has', n.{{ sk }}{% for k in keys %}, n.{{ k }}::text{% endfor %} FROM (
-        SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim_new }}
-        EXCEPT
-        SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim }}) n)
-) z
+{% endif %}
+{% if by_key %}
+    SELECT {{ keytext("n.") }}, n.{{ sk }}, {{ difflist("d", "n") }}
+    FROM {{ dim }} d JOIN {{ rebuilt }} n ON {{ key_pair("d", "n") }}
+{% if by_sk %}
+    WHERE NOT EXISTS (SELECT 1 FROM {{ rebuilt }} dimlog_n WHERE {{ sk_pair("dimlog_n", "d") }})
+      AND NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE {{ sk_pair("dimlog_d", "n") }})
+{% endif %}
+{% endif %}
+)
+SELECT dimlog_key, 'surrogate key ' || COALESCE(dimlog_sk::text, 'NULL') || ': ' || dimlog_diff
+       || CASE WHEN strpos(dimlog_diff, ',') > 0 THEN ' differ' ELSE ' differs' END || ' from a fresh rebuild'
+FROM dimlog_pairs WHERE dimlog_diff <> ''
+UNION ALL
+SELECT {{ rowkey("d") }}, 'dimension has a row a fresh rebuild does not (surrogate key ' || COALESCE(d.{{ sk }}::text, 'NULL') || ')'
+FROM {{ dim }} d WHERE {{ unpaired("d", rebuilt) }}
+UNION ALL
+SELECT {{ keytext("n.") }}, 'a fresh rebuild has surrogate key ' || COALESCE(n.{{ sk }}::text, 'NULL') || ', the dimension has no such row'
+FROM {{ rebuilt }} n WHERE {{ unpaired("n", dim) }}
+{# The table a fresh rebuild is derived into: the dimension's columns and types, none of
+   its constraints, so a log edited by hand (two versions sharing a surrogate key, a
+   NULL row_hash) still rebuilds and is reported instead of failing the command. #}
+-- statement: rebuilt_table
+CREATE TEMP TABLE dimlog_verify_rebuilt (
+    {{ sk }} bigint,
+{% for c in key_defs %}
+    {{ c.name }} {{ c.target_type }},
+{% endfor %}
+{% for c in attr_defs %}
+    {{ c.name }} {{ c.target_type }},
+{% endfor %}
+{% for c in current_defs %}
+    {{ c.name }} {{ c.target_type }},
+{% endfor %}
+    valid_from timestamptz,
+    valid_to   timestamptz,
+    is_current boolean,
+    row_hash   bytea,
+    load_id    bigint
+) ON COMMIT DROP
+-- statement: rebuilt_index
+CREATE INDEX dimlog_verify_rebuilt_sk ON dimlog_verify_rebuilt ({{ sk }})
+-- statement: rebuilt_key_index
+CREATE INDEX dimlog_verify_rebuilt_key ON dimlog_verify_rebuilt ({{ keys|cols }}, valid_from)
+-- statement: rebuilt_analyze
+ANALYZE dimlog_verify_rebuilt
+-- statement: table_columns
+SELECT a.attname::text, format_type(a.atttypid, a.atttypmod)
+FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum
+-- statement: last_upper
+SELECT {{ "max(upper_bound)"|pgts }} FROM dimlog_runs
+WHERE dimension = $1 AND status = 'succeeded' AND kind IN ('incremental', 'full-refresh')
+{# The source checks compare the source's rows read up to the last run's upper bound
+   ($1) with the dimension's current rows; a row stamped later is not read yet
+   (`source_ahead`), and $2 is the source's clock. #}
+-- statement: source_ahead
+SELECT {{ keytext("s.") }},
+       CASE WHEN s.is_deleted THEN 'deleted in the source at ' ELSE 'source row stamped ' END || {{ "s.valid_from"|pgts }}
+       || CASE WHEN s.valid_from > $2
+               THEN ', later than the source''s clock (' || {{ "$2"|pgts }} || '): no run reads it before the clock reaches that time (is the source''s clock or this updated_at wrong?)'
+               ELSE ', after the last run''s upper bound ' || {{ "$1"|pgts }} || ': not read yet, the next run reads it' END
+FROM dimlog_stage s
+LEFT JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
+WHERE s.valid_from > $1
+  AND CASE WHEN s.is_deleted THEN d.is_current IS NOT NULL ELSE d.is_current IS NULL OR {{ differs("s", "d") }} END
 -- statement: source_missing
 SELECT {{ keytext("s.") }}, 'in the source, not current in the dimension'
 FROM dimlog_stage s
-WHERE NOT s.is_deleted AND NOT EXISTS (SELECT 1 FROM {{ dim }} d WHERE d.is_current AND {{ keys|eqs("d", "s") }})
+WHERE NOT s.is_deleted AND s.valid_from <= $1 AND NOT EXISTS (SELECT 1 FROM {{ dim }} d WHERE d.is_current AND {{ keys|eqs("d", "s") }})
 -- statement: source_extra
 SELECT {{ keytext("d.") }}, 'current in the dimension, not in the source'
 FROM {{ dim }} d
-WHERE d.is_current AND NOT EXISTS (SELECT 1 FROM dimlog_stage s WHERE NOT s.is_deleted AND {{ keys|eqs("d", "s") }})
+WHERE d.is_current AND NOT EXISTS (SELECT 1 FROM dimlog_stage s WHERE (NOT s.is_deleted OR s.valid_from > $1) AND {{ keys|eqs("d", "s") }})
 -- statement: source_different
 SELECT {{ keytext("s.") }}, 'tracked values differ (source updated_at ' || {{ "s.valid_from"|pgts }} || ', dimension valid_from ' || {{ "d.valid_from"|pgts }} || ')'
 FROM dimlog_stage s
 JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
-WHERE NOT s.is_deleted AND (s.row_hash <> d.row_hash{% for c in t1 %} OR s.{{ c }}{{ "::text" if c in text_compared }} IS DISTINCT FROM d.{{ c }}{{ "::text" if c in text_compared }}{% endfor %})
+WHERE NOT s.is_deleted AND s.valid_from <= $1 AND {{ differs("s", "d") }}
 -- statement: counted
 WITH dimlog_check AS MATERIALIZED (
 {{ check }}

@@ -67,3 +67,7 @@ INSERT INTO {{ dim_new }} ({{ columns() }})
 DROP TABLE {{ dim }}
 -- statement: rename_new
 ALTER TABLE {{ dim_new }} RENAME TO {{ dim_bare }}
+{# `dimlog verify`: a fresh rebuild of every key, into a table without constraints. #}
+-- statement: insert_verify
+INSERT INTO dimlog_verify_rebuilt ({{ columns() }})
+{{ derived(false) }}

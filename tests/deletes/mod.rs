@@ -5,6 +5,7 @@
 
 mod reconcile;
 mod verify;
+mod verify_edits;
 
 use std::collections::BTreeMap;
 
