@@ -119,7 +119,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Config(_) | Error::Usage(_) => 2,
-            Error::Extract(extract::ExtractError::Config(_)) => 2,
+            Error::Extract(extract::ExtractError::Config(_) | extract::ExtractError::Window(_)) => 2,
             Error::Discrepancy(_) => 3,
             _ => 1,
         }
@@ -130,6 +130,7 @@ impl Error {
         match self {
             Error::Config(_) | Error::Extract(extract::ExtractError::Config(_)) => "config",
             Error::Usage(_) => "usage",
+            Error::Extract(extract::ExtractError::Window(_)) => "window",
             Error::Db(db::DbError::Locked(_)) => "locked",
             Error::Db(db::DbError::Connect { .. }) => "connect",
             Error::Db(_) => "database",

@@ -93,6 +93,10 @@ pub struct RunReport {
     /// Counts.
     #[serde(flatten)]
     pub counts: RunCounts,
+    /// The latest stamp among the rows after the upper bound (`future_rows`).
+    pub newest_future_row: Option<Micros>,
+    /// The source database's clock when the run started (none for backfill chunks).
+    pub source_clock: Option<Micros>,
     /// Live keys closed by reconciliation (included in `tombstones`).
     pub reconciled_deletes: i64,
     /// Type 1 observations appended (only Type 1 columns changed; no version).
@@ -202,7 +206,9 @@ pub async fn run(
                 session.target.rollback().await;
                 // A crash simulated after commit has nothing to record: the run committed.
                 let committed = matches!(e, Error::Failpoint("after_commit"));
-                if !opts.dry_run && !committed && !matches!(e, Error::Db(DbError::Locked(_))) {
+                // Refusals of the config or the window (exit 2) read nothing: there is
+                // no run to record, as for config errors found before the load.
+                if !opts.dry_run && !committed && !matches!(e, Error::Db(DbError::Locked(_))) && e.exit_code() != 2 {
                     let _ = state::record_failure(
                         &mut session.target,
                         plan,
@@ -234,29 +240,31 @@ async fn load(
 ) -> Result<RunReport, Error> {
     let fp = opts.failpoint.as_deref();
     let watermark_before = state::watermark(&mut session.target, plan, &opts.role).await?;
-    let window = match opts.window {
-        Some(w) => w,
+    // A backfill's chunks are fixed windows of the past; a run's window is checked against
+    // the source's clock before anything is read.
+    let (window, source_clock) = match opts.window {
+        Some(w) => (w, None),
         None => {
-            let upper = match opts.upper {
-                Some(u) => u,
-                None => extract::source_now(
-                    session.source.as_mut().expect("source connection"),
-                    plan,
-                    &session.layout,
-                )
-                .await?
-                .plus(-plan.source.safety_lag_micros),
-            };
+            let clock = extract::source_now(
+                session.source.as_mut().expect("source connection"),
+                plan,
+                &session.layout,
+            )
+            .await?;
+            let upper = opts.upper.unwrap_or(clock.plus(-plan.source.safety_lag_micros));
             let low = match opts.kind {
                 _ if migration.is_some() => None,
                 RunKind::FullRefresh => None,
                 _ => watermark_before.map(|w| w.plus(-plan.source.lookback_micros)),
             };
-            Window {
+            let window = Window {
                 low,
                 high: upper,
                 high_inclusive: true,
-            }
+            };
+            extract::check_window(plan, &window, clock, opts.upper.is_some(), watermark_before)
+                .map_err(extract::ExtractError::from)?;
+            (window, Some(clock))
         }
     };
     bounds.low = window.low;
@@ -279,6 +287,17 @@ async fn load(
         &session.layout,
     )
     .await?;
+    let mut future = if source_clock.is_some() {
+        extract::future_rows(
+            session.source.as_mut().expect("source connection"),
+            plan,
+            &session.layout,
+            &window,
+        )
+        .await?
+    } else {
+        extract::FutureRows::default()
+    };
     // A first load fills an empty log and dimension: their secondary indexes are built
     // once at the end rather than updated row by row, and with one staged row per key
     // there is nothing to compare, so classification, the staged rows' statistics and
@@ -305,11 +324,13 @@ async fn load(
         rows_read,
         rows_after_dedupe,
         max_read,
+        beyond_upper,
         changes,
         reconciled,
         rehashed,
         finished_at,
     } = loaded;
+    future.add(beyond_upper);
 
     let high_watermark = match (watermark_before, max_read) {
         (Some(a), Some(b)) => Some(a.max(b)),
@@ -324,6 +345,8 @@ async fn load(
         late_versions: changes.late_versions,
         corrections: changes.corrections,
         tombstones: changes.tombstones,
+        revived: changes.revived,
+        future_rows: future.count,
     };
     if !opts.dry_run {
         if let Some(wm) = high_watermark {
@@ -350,6 +373,8 @@ async fn load(
         watermark_before,
         upper_bound: window.high,
         counts,
+        newest_future_row: future.newest,
+        source_clock,
         reconciled_deletes: reconciled,
         type1_updates: changes.type1_updates,
         rehashed,
@@ -380,6 +405,8 @@ struct Loaded {
     rows_read: i64,
     rows_after_dedupe: i64,
     max_read: Option<Micros>,
+    /// Rows a loose read returned past the upper bound and dropped.
+    beyond_upper: extract::FutureRows,
     changes: log::Changes,
     reconciled: i64,
     rehashed: i64,
@@ -400,7 +427,11 @@ async fn stage_and_append(
     dedupe::create_staging(&mut session.target, &session.ctx).await?;
 
     step.observer.phase("reading");
-    let (rows_read, max_read) = stage_window(session, step.plan, step.window, step.observer).await?;
+    let Staged {
+        rows_read,
+        max_read,
+        beyond_upper,
+    } = stage_window(session, step.plan, step.window, step.observer).await?;
     failpoint::check(fp, "after_extract").await?;
 
     step.observer.phase("deduplicating");
@@ -436,15 +467,29 @@ async fn stage_and_append(
         session.source = Some(source);
         result?
     } else {
-        0
+        reconcile::Reconciled::default()
     };
+    if reconciled.unseen > 0 {
+        step.observer.phase("reading the rows of keys no window read");
+        stage_unseen(session, step).await?;
+    }
+    // Revival (spec 1.4): reconciliation and a full refresh see the source's whole key
+    // list, so a live row behind its key's tombstone is the key restored.
+    let revived =
+        if !first_load && !session.ctx.history_all && (reconcile_now || step.opts.kind == RunKind::FullRefresh) {
+            log::revive(&mut session.target, &session.ctx, step.window.high).await?
+        } else {
+            0
+        };
+    let reconciled = reconciled.missing;
 
     step.observer.phase("detecting changes");
-    let changes = if one_row_per_key {
+    let mut changes = if one_row_per_key {
         log::classify_first_load(&mut session.target, &session.ctx).await?
     } else {
         log::classify(&mut session.target, &session.ctx).await?
     };
+    changes.revived = revived;
     let finished_at = now();
     if changes.total > 0 {
         let dropped = if first_load {
@@ -485,11 +530,27 @@ async fn stage_and_append(
         rows_read,
         rows_after_dedupe,
         max_read,
+        beyond_upper,
         changes,
         reconciled,
         rehashed,
         finished_at,
     })
+}
+
+/// Reads the whole source up to the run's upper bound into a fresh raw staging table and
+/// adds the rows of the keys reconciliation listed in `dimlog_unseen` to the load
+/// (deduplicated by the usual rule). Only runs when there are such keys: rows stamped
+/// behind every window, which only a comparison of key lists can find.
+async fn stage_unseen(session: &mut Session, step: &Step<'_>) -> Result<(), Error> {
+    dedupe::recreate_raw(&mut session.target, &session.ctx).await?;
+    let whole = Window {
+        low: None,
+        ..*step.window
+    };
+    stage_window(session, step.plan, &whole, step.observer).await?;
+    dedupe::add_unseen(&mut session.target, &session.ctx).await?;
+    Ok(())
 }
 
 /// A first load from a PostgreSQL table whose primary key lies within the natural key,
@@ -541,6 +602,7 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
         rows_read: stager.rows_read,
         rows_after_dedupe: stager.rows_read,
         max_read: stager.max_read,
+        beyond_upper: extract::FutureRows::default(),
         changes,
         reconciled: 0,
         rehashed: 0,
@@ -548,15 +610,25 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     })
 }
 
+/// What [`stage_window`] staged.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Staged {
+    /// Rows staged.
+    pub rows_read: i64,
+    /// The greatest `updated_at` among them.
+    pub max_read: Option<Micros>,
+    /// Rows a loose read (SQLite) returned past the upper bound and dropped.
+    pub beyond_upper: extract::FutureRows,
+}
+
 /// Streams the window from the source into the staging table (created by
-/// [`dedupe::create_staging`]); returns the rows read and
-/// the greatest `updated_at` among them.
+/// [`dedupe::create_staging`]).
 pub async fn stage_window(
     session: &mut Session,
     plan: &Plan,
     window: &Window,
     observer: &dyn Observer,
-) -> Result<(i64, Option<Micros>), Error> {
+) -> Result<Staged, Error> {
     let both_postgres = session.target.backend() == Backend::Postgres
         && session.source.as_ref().map(Conn::backend) == Some(Backend::Postgres);
     if both_postgres {
@@ -572,6 +644,7 @@ pub async fn stage_window(
     let (mut batches, handle) = extract::spawn_reader(source, plan, layout, window)?;
     let mut rows_read = 0i64;
     let mut max_read: Option<Micros> = None;
+    let mut beyond_upper = extract::FutureRows::default();
     let mut null_keys: Vec<i64> = vec![0; key_count];
     let mut failure: Option<Error> = None;
     while let Some(batch) = batches.recv().await {
@@ -599,6 +672,12 @@ pub async fn stage_window(
                 }
             };
             if !window.contains(ts) {
+                if window.low.is_none_or(|l| ts >= l) {
+                    beyond_upper.add(extract::FutureRows {
+                        count: 1,
+                        newest: Some(ts),
+                    });
+                }
                 continue;
             }
             debug_assert_eq!(row.len(), n);
@@ -635,7 +714,11 @@ pub async fn stage_window(
         }
         .into());
     }
-    Ok((rows_read, max_read))
+    Ok(Staged {
+        rows_read,
+        max_read,
+        beyond_upper,
+    })
 }
 
 /// After a first load's append: fills the empty dimension (without a window over the log
@@ -664,13 +747,17 @@ async fn stage_window_copy(
     plan: &Plan,
     window: &Window,
     observer: &dyn Observer,
-) -> Result<(i64, Option<Micros>), Error> {
+) -> Result<Staged, Error> {
     let stager = dedupe::CopyStager::new(plan, &session.layout, *window);
     let columns = dedupe::Stager::new(&session.ctx).columns().to_vec();
     let read = extract::RawRead::Window(window);
     let into = ("staging source rows", "dimlog_raw", &columns[..]);
     let stager = copy_through(session, plan, stager, read, into, observer).await?;
-    Ok((stager.rows_read, stager.max_read))
+    Ok(Staged {
+        rows_read: stager.rows_read,
+        max_read: stager.max_read,
+        beyond_upper: extract::FutureRows::default(),
+    })
 }
 
 /// Streams a read of the source through `stager` into one `COPY table (columns) FROM

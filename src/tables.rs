@@ -66,6 +66,8 @@ pub struct SqlContext {
     pub column: Option<Col>,
     /// `source.history = "all"`.
     pub history_all: bool,
+    /// A soft-delete column is configured (the source key list carries a live flag).
+    pub deleted_flag: bool,
     /// One read holds at most one row per key (see [`Layout::unique_key`]).
     pub unique_key: bool,
     /// The log's and the dimension's indexes other than their primary keys, qualified
@@ -147,6 +149,7 @@ impl SqlContext {
             retained: Vec::new(),
             column: None,
             history_all: plan.source.history == History::All,
+            deleted_flag: plan.source.deleted_flag.is_some(),
             unique_key: layout.unique_key,
             secondary_indexes,
             sentinel: match backend {
@@ -351,6 +354,8 @@ pub async fn init_allowing_change_in(
             &ctx,
         )
         .await?;
+        add_missing_run_counters(conn).await?;
+        check_tables_unowned(conn, plan).await?;
         run_named(
             conn,
             "tables",
@@ -386,6 +391,75 @@ pub async fn init_allowing_change_in(
         return result;
     }
     conn.finish(result).await
+}
+
+/// The counters of `dimlog_runs` that older dimlog versions did not write.
+const RUN_COUNTERS: [&str; 2] = ["revived", "future_rows"];
+
+/// Adds the counters a `dimlog_runs` made by an older dimlog lacks (only those missing).
+async fn add_missing_run_counters(conn: &mut Conn) -> Result<(), DbError> {
+    let backend = conn.backend();
+    let present = conn
+        .query_text(
+            "reading the columns of dimlog_runs",
+            &sql::statement(backend, "init", "runs_columns", &serde_json::json!({}))?,
+            &[],
+        )
+        .await?;
+    for counter in RUN_COUNTERS {
+        if !present
+            .iter()
+            .any(|r| r.first().cloned().flatten().as_deref() == Some(counter))
+        {
+            let add = sql::statement(
+                backend,
+                "init",
+                "runs_add_counter",
+                &serde_json::json!({ "counter": counter }),
+            )?;
+            conn.execute("adding a counter to dimlog_runs", &add, &[]).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Refuses tables registered to another dimension name: two names on one log would
+/// number the same surrogate keys twice and each rebuild would drop the other's rows.
+async fn check_tables_unowned(conn: &mut Conn, plan: &Plan) -> Result<(), InitError> {
+    let backend = conn.backend();
+    let owners = conn
+        .query_text(
+            "reading which dimension owns which tables",
+            &sql::statement(backend, "state", "dimension_tables", &serde_json::json!({}))?,
+            &[Param::Text(plan.name.clone())],
+        )
+        .await?;
+    let ours = [
+        ("target.log", "log", plan.target.log.to_string()),
+        ("target.dimension", "dimension", plan.target.dimension.to_string()),
+    ];
+    for row in owners {
+        let [Some(owner), Some(log), Some(dim)] = &row[..] else {
+            continue;
+        };
+        for (setting, role, table) in &ours {
+            for (their_role, theirs) in [("log", log), ("dimension", dim)] {
+                if crate::db::same_table(backend, table, theirs) {
+                    return Err(ConfigError::invalid(
+                        *setting,
+                        format!(
+                            "table {table} is the {their_role} of dimension `{owner}`, so it cannot also be the {role} of `{}`; \
+                             a log or dimension table belongs to one dimension: set `name = \"{owner}\"` to load that dimension, \
+                             or give `{}` tables of its own in target.log and target.dimension",
+                            plan.name, plan.name
+                        ),
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn to_json<T: Serialize>(value: &T) -> String {

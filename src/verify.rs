@@ -172,7 +172,9 @@ async fn checks(
             high: upper,
             high_inclusive: true,
         };
-        let (staged, _) = crate::pipeline::stage_window(session, plan, &window, observer).await?;
+        let staged = crate::pipeline::stage_window(session, plan, &window, observer)
+            .await?
+            .rows_read;
         crate::dedupe::dedupe(&mut session.target, &latest, staged, true).await?;
         for check in SOURCE_CHECKS {
             observer.phase(check.0);

@@ -14,6 +14,20 @@ FROM {{ log }} l
 JOIN (SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage) t ON {{ keys|eqs("l", "t") }}
 WHERE l.is_deleted OR l.{{ sk }} IS NOT NULL
 ORDER BY {{ keys|cols("l") }}, l.valid_from, l.log_id DESC
+{# Revival (spec 1.4): a staged live row of a key whose newest effective log row is a
+   tombstone at or after the row's own time is the key's state now, restored with an
+   old stamp; it opens a version at the upper bound, or just after the tombstone. #}
+-- statement: revive
+UPDATE dimlog_stage s
+SET valid_from = GREATEST($1::timestamptz, n.valid_from + interval '1 microsecond')
+FROM (
+    SELECT DISTINCT ON ({{ keys|cols("l") }}) {{ keys|cols("l") }}, l.valid_from, l.is_deleted
+    FROM {{ log }} l
+    JOIN (SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage) t ON {{ keys|eqs("l", "t") }}
+    WHERE l.is_deleted OR l.{{ sk }} IS NOT NULL
+    ORDER BY {{ keys|cols("l") }}, l.valid_from DESC, l.log_id DESC
+) n
+WHERE {{ keys|eqs("s", "n") }} AND n.is_deleted AND NOT s.is_deleted AND s.valid_from <= n.valid_from
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes ON COMMIT DROP AS
 WITH touched AS (

@@ -21,12 +21,19 @@ COPY (
 ) TO STDOUT
 -- statement: null_check
 SELECT count(*)::text FROM {{ relation }} WHERE {{ updated_at }} IS NULL
+{# Rows stamped after the upper bound (future_rows): not read, counted. #}
+-- statement: future
+SELECT count(*)::text, to_char(max({{ ts(updated_at) }}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+FROM {{ relation }}
+WHERE {{ updated_at }} > {% if tz %}($1::timestamptz AT TIME ZONE '{{ tz }}'){% else %}$1::timestamptz{% endif %}
 -- statement: now
 SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 -- statement: newest
 SELECT to_char(max({{ ts(updated_at) }}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') FROM {{ relation }}
 -- statement: keys
-COPY (SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endfor %} FROM {{ relation }}) TO STDOUT
+COPY (SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endfor %}
+             {% if deleted_flag %}, NOT COALESCE(lower(btrim({{ deleted_flag }}::text)) IN ('true', 't', '1', 'yes', 'y'), false){% endif %}
+      FROM {{ relation }}) TO STDOUT
 -- statement: columns
 SELECT a.attname::text,
        format_type(a.atttypid, a.atttypmod),

@@ -3,6 +3,8 @@
    valid_from <= t, or an earlier staged row of the same key. Keys are touched only
    through the staged key list. A row that changes only Type 1 columns, and is the key's
    newest observation, is recorded as a Type 1 row (no surrogate key, no version). #}
+{# Fixed-width UTC text plus one microsecond. #}
+{% macro plus_1us(e) %}(CASE WHEN substr({{ e }}, 21, 6) = '999999' THEN strftime('%Y-%m-%dT%H:%M:%S', substr({{ e }}, 1, 19), '+1 second') || '.000000Z' ELSE substr({{ e }}, 1, 20) || printf('%06d', CAST(substr({{ e }}, 21, 6) AS INTEGER) + 1) || 'Z' END){% endmacro %}
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes AS
 WITH touched AS (
@@ -114,3 +116,20 @@ WHERE NOT s.is_deleted
 {% endfor %}
 -- statement: rehash_count
 SELECT count(*) FROM dimlog_rehashed
+{# Revival (spec 1.4): a staged live row of a key whose newest effective log row is a
+   tombstone at or after the row's own time is the key's state now, restored with an
+   old stamp; it opens a version at the upper bound, or just after the tombstone. #}
+-- statement: revive
+UPDATE dimlog_stage AS s
+SET valid_from = CASE WHEN n.valid_from < ?1 THEN ?1 ELSE {{ plus_1us("n.valid_from") }} END
+FROM (
+    SELECT {{ keys|cols("x") }}, x.valid_from, x.is_deleted FROM (
+        SELECT {{ keys|cols("l") }}, l.valid_from, l.is_deleted,
+               ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("l") }} ORDER BY l.valid_from DESC, l.log_id DESC) AS dimlog_rn
+        FROM {{ log }} l
+        WHERE (l.is_deleted OR l.{{ sk }} IS NOT NULL)
+          AND EXISTS (SELECT 1 FROM dimlog_stage t WHERE {{ keys|eqs("t", "l") }})
+    ) x
+    WHERE x.dimlog_rn = 1
+) AS n
+WHERE {{ keys|eqs("s", "n") }} AND n.is_deleted AND NOT s.is_deleted AND s.valid_from <= n.valid_from

@@ -16,3 +16,19 @@ WHERE dimlog_rn = 1
 ALTER TABLE temp.dimlog_raw RENAME TO dimlog_stage
 -- statement: count
 SELECT count(*) FROM dimlog_stage
+{# Rows of keys that reconciliation found in the source but not live in the dimension
+   and not in this load (`dimlog_unseen`: stamped behind the window, or restored), read
+   again from the whole source into a fresh dimlog_raw, deduplicated by the same rule. #}
+-- statement: unseen
+INSERT INTO dimlog_stage ({{ keys|cols }}, {% if attrs %}{{ attrs|cols }}, {% endif %}valid_from, is_deleted, row_hash)
+SELECT {{ keys|cols("x") }}, {% if attrs %}{{ attrs|cols("x") }}, {% endif %}x.valid_from, x.is_deleted, x.row_hash
+FROM (
+    SELECT r.*,
+           ROW_NUMBER() OVER (
+               PARTITION BY {{ keys|cols("r") }}{% if history_all %}, r.valid_from{% endif %}
+               ORDER BY r.valid_from DESC{% if tiebreak %}, r.dimlog_tiebreak DESC{% endif %}, r.row_hash DESC, r.is_deleted DESC
+           ) AS dimlog_rn
+    FROM dimlog_raw r
+    WHERE EXISTS (SELECT 1 FROM dimlog_unseen u WHERE {{ keys|eqs("u", "r") }})
+) x
+WHERE x.dimlog_rn = 1

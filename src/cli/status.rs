@@ -90,6 +90,8 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
                     r.counts.versions.to_string(),
                     r.counts.corrections.to_string(),
                     r.counts.tombstones.to_string(),
+                    r.counts.revived.to_string(),
+                    r.counts.future_rows.to_string(),
                     r.error.clone().unwrap_or_default(),
                 ]
             })
@@ -104,6 +106,8 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
                 "versions",
                 "corrections",
                 "tombstones",
+                "revived",
+                "future",
                 "error",
             ],
             &rows,

@@ -242,6 +242,26 @@ impl Conn {
     }
 }
 
+/// Whether two table names from configs (`name` or `schema.name`, as validated by
+/// [`crate::ident`]) name the same table: an unqualified name is in the default schema
+/// (`public` on PostgreSQL, `main` on SQLite), and SQLite folds case where PostgreSQL's
+/// quoted names do not.
+pub fn same_table(backend: Backend, a: &str, b: &str) -> bool {
+    let default = match backend {
+        Backend::Postgres => "public",
+        Backend::Sqlite => "main",
+    };
+    let parts = |t: &str| match t.split_once('.') {
+        Some((schema, name)) => (schema.to_string(), name.to_string()),
+        None => (default.to_string(), t.to_string()),
+    };
+    let (a, b) = (parts(a), parts(b));
+    match backend {
+        Backend::Postgres => a == b,
+        Backend::Sqlite => a.0.eq_ignore_ascii_case(&b.0) && a.1.eq_ignore_ascii_case(&b.1),
+    }
+}
+
 /// How a text value binds to a SQLite column (PostgreSQL parses the text itself).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BindKind {

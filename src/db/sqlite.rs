@@ -68,6 +68,21 @@ pub fn cell_text(row: &SqliteRow, i: usize) -> Result<Option<String>, sqlx::Erro
     Ok(Some(super::bytea_hex(&b)))
 }
 
+/// Reads a source value that the read cast to text. SQLite stores whatever bytes it is
+/// given as TEXT, so the text may not be UTF-8: then its bytes come back as `Err`, for
+/// the caller to refuse (rewriting them, e.g. as hex, would load a different value).
+pub fn source_text(row: &SqliteRow, i: usize) -> Result<Result<Option<String>, Vec<u8>>, sqlx::Error> {
+    let raw = row.try_get_raw(i)?;
+    if raw.is_null() {
+        return Ok(Ok(None));
+    }
+    let bytes: &[u8] = row.try_get_unchecked(i)?;
+    Ok(match std::str::from_utf8(bytes) {
+        Ok(s) => Ok(Some(s.to_string())),
+        Err(_) => Err(bytes.to_vec()),
+    })
+}
+
 /// Runs a query and returns its rows as text.
 pub async fn query_text(c: &mut SqliteConnection, sql: &str, params: &[Param]) -> Result<Vec<TextRow>, sqlx::Error> {
     let args = bind_all(params)?;

@@ -7,8 +7,10 @@ mod bad_input;
 mod cli;
 #[cfg(feature = "failpoints")]
 mod concurrency;
+mod edges;
 mod late_commit;
 mod model;
 mod property;
 #[cfg(feature = "failpoints")]
 mod sigkill;
+mod window;
