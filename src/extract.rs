@@ -142,13 +142,12 @@ pub fn check_window(
     if window.high >= low {
         return Ok(());
     }
-    let lag = std::time::Duration::from_micros(plan.source.safety_lag_micros.max(0) as u64);
     let origin = if upper_given {
         String::new()
     } else {
         format!(
             " (the source's clock {source_clock} minus source.safety_lag {})",
-            humantime::format_duration(lag)
+            duration_text(plan.source.safety_lag_micros)
         )
     };
     let hint = if watermark > source_clock {
@@ -168,12 +167,20 @@ pub fn check_window(
         origin,
         low,
         watermark,
-        lookback: humantime::format_duration(std::time::Duration::from_micros(
-            plan.source.lookback_micros.max(0) as u64
-        ))
-        .to_string(),
+        lookback: duration_text(plan.source.lookback_micros),
         hint,
     })
+}
+
+/// A config duration as a person would write it: whole days as days (humantime's months
+/// of 30.44 days make `3650days` unreadable), the rest as humantime prints it.
+fn duration_text(micros: i64) -> String {
+    const DAY: i64 = 86_400_000_000;
+    if micros >= DAY && micros % DAY == 0 {
+        format!("{}days", micros / DAY)
+    } else {
+        humantime::format_duration(std::time::Duration::from_micros(micros.max(0) as u64)).to_string()
+    }
 }
 
 /// Source rows stamped after a run's upper bound: not read by the run, counted so that a
