@@ -184,7 +184,10 @@ pub enum HardDeletes {
 /// A database URL whose password never reaches `Debug`, `Display` or a log.
 #[derive(Clone, PartialEq, Eq)]
 pub struct DbUrl {
+    /// As the driver gets it (see [`crate::secret::for_driver`]).
     url: String,
+    /// As the user wrote it (the path made absolute), secrets redacted: for messages.
+    shown: String,
     /// Which backend the scheme names.
     pub backend: Backend,
 }
@@ -205,8 +208,15 @@ impl DbUrl {
         if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
             url::Url::parse(raw)
                 .map_err(|e| ConfigError::invalid(setting, format!("cannot parse the PostgreSQL URL: {e}")))?;
+            let (url, dropped) = crate::secret::for_driver(raw);
+            for name in dropped {
+                tracing::warn!(
+                    "{setting}: the parameter `{name}` is not used by dimlog's PostgreSQL driver and is ignored"
+                );
+            }
             return Ok(DbUrl {
-                url: raw.to_string(),
+                url,
+                shown: redact(raw),
                 backend: Backend::Postgres,
             });
         }
@@ -238,6 +248,7 @@ impl DbUrl {
                 url.push_str(q);
             }
             return Ok(DbUrl {
+                shown: redact(&url),
                 url,
                 backend: Backend::Sqlite,
             });
@@ -258,7 +269,25 @@ impl DbUrl {
 
     /// The URL with any password replaced by `***`, for messages.
     pub fn redacted(&self) -> String {
-        redact(&self.url)
+        self.shown.clone()
+    }
+
+    /// `text` (a driver's message about this URL) with every secret of the URL replaced
+    /// by `***`, wherever the driver echoed it.
+    pub fn scrub(&self, text: &str) -> String {
+        crate::secret::scrub(text, &crate::secret::secrets(&self.url))
+    }
+
+    /// The driver's error `e` about this URL, as it may be shown: unchanged unless its
+    /// text or `Debug` form echoes a secret of the URL, then replaced by its scrubbed text.
+    pub fn scrub_error(&self, e: sqlx::Error) -> sqlx::Error {
+        let secrets = crate::secret::secrets(&self.url);
+        let (text, debug) = (e.to_string(), format!("{e:?}"));
+        let shown = crate::secret::scrub(&text, &secrets);
+        if shown == text && crate::secret::scrub(&debug, &secrets) == debug {
+            return e;
+        }
+        sqlx::Error::Configuration(shown.into())
     }
 
     /// The SQLite file path, for `sqlite://` URLs.
@@ -268,15 +297,10 @@ impl DbUrl {
     }
 }
 
-/// Replaces the password of a URL with `***`.
+/// Replaces every secret of a URL (or of any text holding URLs) with `***`: see
+/// [`crate::secret`].
 pub fn redact(raw: &str) -> String {
-    match url::Url::parse(raw) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(Some("***"));
-            u.to_string()
-        }
-        _ => raw.to_string(),
-    }
+    crate::secret::redact(raw)
 }
 
 impl fmt::Debug for DbUrl {

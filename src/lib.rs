@@ -49,6 +49,7 @@ pub mod pipeline;
 pub mod rebuild;
 pub mod reconcile;
 pub mod scaffold;
+pub mod secret;
 pub mod state;
 pub mod tables;
 pub mod timeline;
@@ -68,6 +69,10 @@ pub enum Error {
     /// Reading the source failed, or the source broke a rule (exit 1; config problems 2).
     #[error(transparent)]
     Extract(#[from] extract::ExtractError),
+    /// `assign-keys` refused the fact table (exit 2) or found facts it may not give the
+    /// unknown member (exit 1).
+    #[error(transparent)]
+    Assign(#[from] lookup::AssignError),
     /// Reconciliation would close too many keys (exit 1).
     #[error("reconciliation would close {would_close} of {live} live keys, more than deletes.max_fraction = {max_fraction}; nothing was committed. If the source really lost them, rerun with --allow-mass-delete; otherwise check the source table (an empty or partial load?)")]
     MassDelete {
@@ -121,6 +126,12 @@ impl Error {
             Error::Config(_) | Error::Usage(_) => 2,
             Error::Extract(extract::ExtractError::Config(_) | extract::ExtractError::Window(_)) => 2,
             Error::Discrepancy(_) => 3,
+            Error::Assign(e) => match e {
+                lookup::AssignError::Db(_)
+                | lookup::AssignError::BadTimestamps { .. }
+                | lookup::AssignError::Unknown { .. } => 1,
+                _ => 2,
+            },
             _ => 1,
         }
     }
@@ -139,6 +150,14 @@ impl Error {
             Error::Failpoint(_) => "failpoint",
             Error::Discrepancy(_) => "discrepancy",
             Error::Unknown(_) => "unknown-member",
+            Error::Assign(e) => match e {
+                lookup::AssignError::Db(db::DbError::Locked(_)) => "locked",
+                lookup::AssignError::Db(_) => "database",
+                lookup::AssignError::AtNoZone { .. } => "config",
+                lookup::AssignError::BadTimestamps { .. } => "bad-timestamp",
+                lookup::AssignError::Unknown { .. } => "unknown-member",
+                _ => "usage",
+            },
             Error::Internal(_) => "internal",
         }
     }

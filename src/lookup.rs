@@ -9,11 +9,10 @@
 //! in-memory [`Index`] for loaders written in Rust. They agree on every fact.
 
 use crate::config::Backend;
-use crate::db::{sql, Conn, DbError, Param};
+use crate::db::{sql, BindKind, Conn, DbError, Param};
 use crate::ident::Ident;
-use crate::tables::SqlContext;
+use crate::tables::{run_named, SqlContext};
 use crate::ts::{Micros, FAR_FUTURE};
-use crate::Error;
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 
@@ -45,6 +44,12 @@ pub struct AssignSpec {
     pub sk_column: Ident,
     /// Fail (and write nothing) when a fact has no version.
     pub unknown_is_error: bool,
+    /// Fill the surrogate-key column even when it holds values that are not surrogate
+    /// keys of this dimension.
+    pub overwrite: bool,
+    /// The zone of fact times written without one (`source.timezone`); without it such
+    /// a time is no usable timestamp.
+    pub timezone: Option<chrono_tz::Tz>,
 }
 
 /// What `assign-keys` did.
@@ -52,8 +57,177 @@ pub struct AssignSpec {
 pub struct AssignReport {
     /// Facts that got a real surrogate key.
     pub facts_matched: i64,
-    /// Facts that got the unknown member.
+    /// Facts that got the unknown member (those without a usable timestamp included).
     pub facts_unknown: i64,
+    /// Facts whose timestamp could not be read (they got the unknown member).
+    pub bad_timestamps: i64,
+    /// The first of them (by key), when there are any.
+    pub first_bad_timestamp: Option<BadFact>,
+}
+
+/// A fact whose timestamp could not be read.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct BadFact {
+    /// Its natural key, as text.
+    pub key: Vec<String>,
+    /// Its timestamp value as the fact table holds it: `NULL`, a number, or `'text'`.
+    pub value: String,
+    /// Why it is no usable timestamp.
+    pub reason: String,
+}
+
+impl std::fmt::Display for BadFact {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "key ({}) at {}", self.key.join(", "), self.value)?;
+        if !self.reason.is_empty() {
+            write!(f, ": {}", self.reason)?;
+        }
+        Ok(())
+    }
+}
+
+/// The part a fact-table column plays in an assignment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FactColumn {
+    /// One of the natural-key columns.
+    Key,
+    /// The timestamp column.
+    At,
+    /// The surrogate-key column.
+    SurrogateKey,
+}
+
+impl std::fmt::Display for FactColumn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            FactColumn::Key => "a key column",
+            FactColumn::At => "the timestamp column",
+            FactColumn::SurrogateKey => "the surrogate-key column",
+        })
+    }
+}
+
+/// Why `assign-keys` refused or failed; nothing was written to the fact table.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AssignError {
+    /// A database error.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The number of fact key columns differs from the dimension's key.
+    #[error("{given} key column(s) of the fact table given; the dimension's key has {expected} ({names}): give one per key column, in that order")]
+    KeyColumnCount {
+        /// How many were given.
+        given: usize,
+        /// How many the key has.
+        expected: usize,
+        /// The dimension's key columns.
+        names: String,
+    },
+    /// The fact table does not exist.
+    #[error("table {table} does not exist in the target database")]
+    NoFactTable {
+        /// The fact table.
+        table: String,
+    },
+    /// A key or timestamp column is not in the fact table.
+    #[error("{role} `{column}` is not in {table}; it has: {columns}")]
+    NoSuchColumn {
+        /// Which column it was to be.
+        role: FactColumn,
+        /// The name given.
+        column: String,
+        /// The fact table.
+        table: String,
+        /// The columns it has.
+        columns: String,
+    },
+    /// The surrogate-key column is one of the facts' inputs.
+    #[error("the surrogate-key column `{column}` is {role} of {table}: filling it would overwrite the facts' own values, and nothing was written; name a column of its own (it is created if missing)")]
+    SkIsInput {
+        /// The surrogate-key column.
+        column: String,
+        /// Which input it is.
+        role: FactColumn,
+        /// The fact table.
+        table: String,
+    },
+    /// The surrogate-key column cannot hold surrogate keys.
+    #[error("the surrogate-key column `{column}` of {table} is {type_name}, not an integer type, so it cannot hold surrogate keys; nothing was written. Name an integer column, or a new one (it is created)")]
+    SkNotInteger {
+        /// The surrogate-key column.
+        column: String,
+        /// The fact table.
+        table: String,
+        /// Its declared type.
+        type_name: String,
+    },
+    /// The surrogate-key column holds other values.
+    #[error("the surrogate-key column `{column}` of {table} holds {count} {values} that {are} not NULL, -1 or surrogate keys of {dimension} (e.g. {example}): it looks like a column of other data, and nothing was written")]
+    SkHoldsOtherValues {
+        /// The surrogate-key column.
+        column: String,
+        /// The fact table.
+        table: String,
+        /// The dimension.
+        dimension: String,
+        /// How many such values.
+        count: i64,
+        /// "value" or "values".
+        values: &'static str,
+        /// "is" or "are".
+        are: &'static str,
+        /// One of them.
+        example: String,
+    },
+    /// The timestamp column's type holds no points in time (PostgreSQL).
+    #[error("the timestamp column `{column}` of {table} is {type_name}, not a timestamp; nothing was written. Name a timestamptz column (or a timestamp column, with source.timezone)")]
+    AtNotTimestamp {
+        /// The timestamp column.
+        column: String,
+        /// The fact table.
+        table: String,
+        /// Its type.
+        type_name: String,
+    },
+    /// The timestamp column holds local times and no zone is configured (PostgreSQL).
+    #[error("the timestamp column `{column}` of {table} is {type_name}, which has no time zone; nothing was written. Set source.timezone to the zone its values are in, e.g. \"UTC\"")]
+    AtNoZone {
+        /// The timestamp column.
+        column: String,
+        /// The fact table.
+        table: String,
+        /// Its type.
+        type_name: String,
+    },
+    /// Facts whose timestamp cannot be read, when they must not get the unknown member.
+    #[error("{count} facts in {table} have no usable timestamp in `{column}` (first: {first}); nothing was written")]
+    BadTimestamps {
+        /// The fact table.
+        table: String,
+        /// The timestamp column.
+        column: String,
+        /// How many facts.
+        count: i64,
+        /// The first of them, by key.
+        first: BadFact,
+        /// Whether some of them are times without a zone (source.timezone would read
+        /// them).
+        no_zone: bool,
+    },
+    /// Facts without a version, when they must not get the unknown member.
+    #[error("{count} facts have no version in {dimension} (first: key ({key}) at {at}); nothing was written. Load the dimension first")]
+    Unknown {
+        /// How many facts.
+        count: i64,
+        /// The dimension.
+        dimension: String,
+        /// The first one's key (by time).
+        key: String,
+        /// Its time.
+        at: String,
+    },
 }
 
 #[derive(Serialize)]
@@ -64,26 +238,97 @@ struct AssignContext<'a> {
     fact_keys: Vec<String>,
     fact_at: String,
     fact_sk: String,
+    /// PostgreSQL: the timestamp column holds local times of `tz`.
+    at_local: bool,
+    tz: Option<String>,
+}
+
+/// Whether two column names name the same column: SQLite compares names without regard
+/// to (ASCII) case, PostgreSQL compares dimlog's quoted names exactly.
+pub fn same_column(backend: Backend, a: &str, b: &str) -> bool {
+    match backend {
+        Backend::Sqlite => a.eq_ignore_ascii_case(b),
+        Backend::Postgres => a == b,
+    }
+}
+
+/// Whether a fact-table column of this declared type holds integers.
+fn integer_type(backend: Backend, type_name: &str) -> bool {
+    match backend {
+        // SQLite's rule for INTEGER affinity.
+        Backend::Sqlite => type_name.to_ascii_uppercase().contains("INT"),
+        Backend::Postgres => matches!(type_name, "bigint" | "integer" | "smallint"),
+    }
+}
+
+/// How a PostgreSQL timestamp column's values are read: as instants, or as local times.
+fn pg_at_kind(type_name: &str) -> Option<bool> {
+    if type_name.starts_with("timestamp") && type_name.ends_with("with time zone") && !type_name.contains("without") {
+        Some(false)
+    } else if type_name == "date" || (type_name.starts_with("timestamp") && type_name.ends_with("without time zone")) {
+        Some(true)
+    } else {
+        None
+    }
+}
+
+/// Why a fact's timestamp value is no usable timestamp: `kind` is SQLite's `typeof`.
+fn bad_reason(kind: &str, value: Option<&str>, zone: Option<&chrono_tz::Tz>) -> (String, bool) {
+    match (kind, value) {
+        ("null", _) | (_, None) => (String::new(), false),
+        ("integer" | "real", _) => ("a number, not a timestamp".into(), false),
+        ("blob", _) => ("bytes, not a timestamp".into(), false),
+        (_, Some(v)) => match Micros::parse(v, zone) {
+            Err(crate::ts::TimestampError::NoZone(_)) => (
+                "a time without a zone (set source.timezone to the zone it is in)".into(),
+                true,
+            ),
+            Err(crate::ts::TimestampError::NonexistentLocalTime(_)) => (
+                format!(
+                    "a local time that does not exist in {} (a daylight-saving gap)",
+                    zone.map_or("the zone", |z| z.name())
+                ),
+                false,
+            ),
+            _ => (
+                "not a timestamp (expected RFC 3339, e.g. 2026-10-05T09:30:00Z)".into(),
+                false,
+            ),
+        },
+    }
 }
 
 /// Fills the surrogate-key column of a staged fact table, set-based, in one
 /// transaction. Safe to rerun: every fact is recomputed from the current dimension.
-pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -> Result<AssignReport, Error> {
+///
+/// Refuses (writing nothing) a surrogate-key column that is one of the key columns or
+/// the timestamp column, that is not of an integer type, or that holds values other
+/// than NULL, -1 and surrogate keys of this dimension (unless `spec.overwrite`). A fact
+/// whose timestamp cannot be read (NULL, a number, text that is not a time, a time
+/// without a zone when `spec.timezone` is not set) gets the unknown member and is
+/// counted.
+pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -> Result<AssignReport, AssignError> {
     if spec.key_columns.len() != ctx.keys.len() {
-        return Err(Error::Usage(format!(
-            "--key-column was given {} times; the dimension's key has {} columns ({}), give one per column in that order",
-            spec.key_columns.len(),
-            ctx.keys.len(),
-            ctx.key_defs.iter().map(|c| c.bare.as_str()).collect::<Vec<_>>().join(", ")
-        )));
+        return Err(AssignError::KeyColumnCount {
+            given: spec.key_columns.len(),
+            expected: ctx.keys.len(),
+            names: ctx
+                .key_defs
+                .iter()
+                .map(|c| c.bare.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        });
     }
     let backend = conn.backend();
-    let actx = AssignContext {
+    let mut actx = AssignContext {
         base: ctx,
         facts: spec.facts.quoted(),
         fact_keys: spec.key_columns.iter().map(Ident::quoted).collect(),
         fact_at: spec.at_column.quoted(),
         fact_sk: spec.sk_column.quoted(),
+        at_local: false,
+        tz: spec.timezone.map(|z| z.name().to_string()),
     };
     let columns_sql = sql::statement(backend, "lookup", "fact_columns", &actx)?;
     let table_param = match backend {
@@ -98,52 +343,229 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         )
         .await?;
     if columns.is_empty() {
-        return Err(Error::Usage(format!(
-            "--facts: table {} does not exist in the target database",
-            spec.facts
-        )));
+        return Err(AssignError::NoFactTable {
+            table: spec.facts.to_string(),
+        });
     }
-    let names: Vec<String> = columns.iter().filter_map(|r| r[0].clone()).collect();
-    for (flag, c) in spec
+    let columns: Vec<(String, String)> = columns
+        .into_iter()
+        .filter_map(|r| {
+            Some((
+                r.first().cloned().flatten()?,
+                r.get(1).cloned().flatten().unwrap_or_default(),
+            ))
+        })
+        .collect();
+    let find = |c: &Ident| columns.iter().find(|(n, _)| same_column(backend, n, c.name()));
+    let names = || columns.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ");
+    let inputs = spec
         .key_columns
         .iter()
-        .map(|c| ("--key-column", c))
-        .chain([("--at-column", &spec.at_column)])
-    {
-        if !names.iter().any(|n| n == c.name()) {
-            return Err(Error::Usage(format!(
-                "{flag}: column `{}` is not in {}; it has: {}",
-                c.name(),
-                spec.facts,
-                names.join(", ")
-            )));
+        .map(|c| (FactColumn::Key, c))
+        .chain([(FactColumn::At, &spec.at_column)]);
+    for (role, c) in inputs.clone() {
+        if find(c).is_none() {
+            return Err(AssignError::NoSuchColumn {
+                role,
+                column: c.name().to_string(),
+                table: spec.facts.to_string(),
+                columns: names(),
+            });
+        }
+    }
+    for (role, c) in inputs {
+        if same_column(backend, c.name(), spec.sk_column.name()) {
+            return Err(AssignError::SkIsInput {
+                column: spec.sk_column.name().to_string(),
+                role,
+                table: spec.facts.to_string(),
+            });
+        }
+    }
+    let existing_sk = find(&spec.sk_column).cloned();
+    if let Some((name, type_name)) = &existing_sk {
+        if !integer_type(backend, type_name) {
+            return Err(AssignError::SkNotInteger {
+                column: name.clone(),
+                table: spec.facts.to_string(),
+                type_name: if type_name.is_empty() {
+                    "declared without a type".into()
+                } else {
+                    type_name.clone()
+                },
+            });
+        }
+    }
+    if backend == Backend::Postgres {
+        let (name, type_name) = find(&spec.at_column).cloned().unwrap_or_default();
+        match pg_at_kind(&type_name) {
+            None => {
+                return Err(AssignError::AtNotTimestamp {
+                    column: name,
+                    table: spec.facts.to_string(),
+                    type_name,
+                })
+            }
+            Some(true) if spec.timezone.is_none() => {
+                return Err(AssignError::AtNoZone {
+                    column: name,
+                    table: spec.facts.to_string(),
+                    type_name,
+                })
+            }
+            Some(local) => actx.at_local = local,
+        }
+    }
+    if let (Some((name, _)), false) = (&existing_sk, spec.overwrite) {
+        let strays = conn
+            .query_text(
+                "checking the surrogate-key column's values",
+                &sql::statement(backend, "lookup", "sk_strays", &actx)?,
+                &[],
+            )
+            .await?;
+        let row = strays.into_iter().next().unwrap_or_default();
+        let count: i64 = row.first().cloned().flatten().and_then(|v| v.parse().ok()).unwrap_or(0);
+        if count > 0 {
+            return Err(AssignError::SkHoldsOtherValues {
+                column: name.clone(),
+                table: spec.facts.to_string(),
+                dimension: ctx.dim.replace('"', ""),
+                count,
+                values: if count == 1 { "value" } else { "values" },
+                are: if count == 1 { "is" } else { "are" },
+                example: row.get(1).cloned().flatten().unwrap_or_else(|| "NULL".into()),
+            });
         }
     }
     conn.begin().await?;
-    let result: Result<AssignReport, Error> = async {
-        if !names.iter().any(|n| n == spec.sk_column.name()) {
-            conn.execute("adding the surrogate-key column", &sql::statement(backend, "lookup", "add_sk_column", &actx)?, &[]).await?;
+    let result: Result<AssignReport, AssignError> = async {
+        if existing_sk.is_none() {
+            conn.execute(
+                "adding the surrogate-key column",
+                &sql::statement(backend, "lookup", "add_sk_column", &actx)?,
+                &[],
+            )
+            .await?;
         }
-        conn.execute("assign-keys", &sql::statement(backend, "lookup", "assign", &actx)?, &[]).await?;
-        let counts = conn.query_i64s("counting assigned facts", &sql::statement(backend, "lookup", "counts", &actx)?, &[]).await?;
-        let report = AssignReport { facts_matched: counts.first().copied().unwrap_or(0), facts_unknown: counts.get(1).copied().unwrap_or(0) };
-        if spec.unknown_is_error && report.facts_unknown > 0 {
-            let first = conn.query_text("finding an unknown fact", &sql::statement(backend, "lookup", "first_unknown", &actx)?, &[]).await?;
+        if backend == Backend::Sqlite {
+            parse_fact_times(conn, &actx, spec.timezone.as_ref()).await?;
+        }
+        conn.execute("assign-keys", &sql::statement(backend, "lookup", "assign", &actx)?, &[])
+            .await?;
+        let counts = conn
+            .query_i64s(
+                "counting assigned facts",
+                &sql::statement(backend, "lookup", "counts", &actx)?,
+                &[],
+            )
+            .await?;
+        let count = |i: usize| counts.get(i).copied().unwrap_or(0);
+        let mut report = AssignReport {
+            facts_matched: count(0),
+            facts_unknown: count(1),
+            bad_timestamps: count(2),
+            first_bad_timestamp: None,
+        };
+        let mut no_zone = false;
+        if report.bad_timestamps > 0 {
+            let first = conn
+                .query_text(
+                    "finding a fact without a usable timestamp",
+                    &sql::statement(backend, "lookup", "first_bad", &actx)?,
+                    &[],
+                )
+                .await?;
             let row = first.into_iter().next().unwrap_or_default();
-            let (at, key) = row.split_last().map(|(a, k)| (a.clone(), k.to_vec())).unwrap_or((None, vec![]));
+            let n = spec.key_columns.len();
+            let key = row
+                .iter()
+                .take(n)
+                .map(|v| v.clone().unwrap_or_else(|| "NULL".into()))
+                .collect();
+            let kind = row.get(n).cloned().flatten().unwrap_or_else(|| "null".into());
+            let value = row.get(n + 1).cloned().flatten();
+            let (reason, zone_less) = bad_reason(&kind, value.as_deref(), spec.timezone.as_ref());
+            no_zone = zone_less;
+            let shown = match (kind.as_str(), &value) {
+                (_, None) | ("null", _) => "NULL".to_string(),
+                ("integer" | "real", Some(v)) => v.clone(),
+                (_, Some(v)) => format!("'{}'", v.replace('\'', "''")),
+            };
+            report.first_bad_timestamp = Some(BadFact {
+                key,
+                value: shown,
+                reason,
+            });
+        }
+        if spec.unknown_is_error && report.facts_unknown > 0 {
+            if let Some(first) = report.first_bad_timestamp.clone() {
+                return Err(AssignError::BadTimestamps {
+                    table: spec.facts.to_string(),
+                    column: spec.at_column.name().to_string(),
+                    count: report.bad_timestamps,
+                    first,
+                    no_zone,
+                });
+            }
+            let first = conn
+                .query_text(
+                    "finding an unknown fact",
+                    &sql::statement(backend, "lookup", "first_unknown", &actx)?,
+                    &[],
+                )
+                .await?;
+            let row = first.into_iter().next().unwrap_or_default();
+            let (at, key) = row
+                .split_last()
+                .map(|(a, k)| (a.clone(), k.to_vec()))
+                .unwrap_or((None, vec![]));
             let key: Vec<String> = key.into_iter().map(|v| v.unwrap_or_else(|| "NULL".into())).collect();
-            return Err(Error::Discrepancy(format!(
-                "{} facts have no version in {} (first: key ({}) at {}); nothing was written. Load the dimension first, or use --unknown -1",
-                report.facts_unknown,
-                ctx.dim,
-                key.join(", "),
-                at.unwrap_or_default()
-            )));
+            return Err(AssignError::Unknown {
+                count: report.facts_unknown,
+                dimension: ctx.dim.replace('"', ""),
+                key: key.join(", "),
+                at: at.unwrap_or_else(|| "NULL".into()),
+            });
+        }
+        if backend == Backend::Sqlite {
+            run_named(conn, "lookup", &["drop_at_parsed"], &actx).await?;
         }
         Ok(report)
     }
     .await;
     conn.finish(result).await
+}
+
+/// SQLite: reads every fact timestamp the SQL does not take (see `at` in
+/// `sql/sqlite/lookup.sql`) with [`Micros::parse`], in `zone` when it has none, into the
+/// temporary table `dimlog_at_parsed`; what does not read stays out (no usable
+/// timestamp).
+async fn parse_fact_times(
+    conn: &mut Conn,
+    actx: &AssignContext<'_>,
+    zone: Option<&chrono_tz::Tz>,
+) -> Result<(), AssignError> {
+    run_named(conn, "lookup", &["drop_at_parsed", "at_parsed"], actx).await?;
+    let sql = sql::statement(conn.backend(), "lookup", "at_to_parse", actx)?;
+    let rows = conn.query_text("reading fact timestamps", &sql, &[]).await?;
+    let parsed: Vec<Vec<Option<String>>> = rows
+        .into_iter()
+        .filter_map(|r| {
+            let raw = r.into_iter().next().flatten()?;
+            let at = Micros::parse(&raw, zone).ok()?;
+            Some(vec![Some(raw), Some(at.to_text())])
+        })
+        .collect();
+    conn.bulk_insert(
+        "reading fact timestamps",
+        "dimlog_at_parsed",
+        &["raw".to_string(), "utc".to_string()],
+        &[BindKind::Text, BindKind::Text],
+        &parsed,
+    )
+    .await?;
+    Ok(())
 }
 
 /// One version's interval and surrogate key.

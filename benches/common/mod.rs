@@ -260,6 +260,8 @@ async fn do_job(job: Job) -> ChildResult {
                 at_column: Ident::column(&at_column).unwrap(),
                 sk_column: Ident::column(&sk_column).unwrap(),
                 unknown_is_error: false,
+                overwrite: false,
+                timezone: None,
             };
             let report = dimlog::lookup::assign_keys(&mut session.target, &session.ctx, &spec)
                 .await

@@ -1,5 +1,10 @@
 {# Surrogate-key lookup for fact loaders: the version with valid_from <= ts < valid_to.
    Served by the dimension's index on (key, valid_from). #}
+{# `at(x)`: a fact's timestamp as timestamptz. A `timestamp` or `date` column holds
+   local times of source.timezone (`at_local`), converted as the extract converts the
+   change column; NULL and ±infinity are no usable timestamp (`bad`). #}
+{% macro at(x) %}{% if at_local %}(({{ x }})::timestamp AT TIME ZONE '{{ tz }}'){% else %}{{ x }}{% endif %}{% endmacro %}
+{% macro bad(x) %}({{ x }} IS NULL OR NOT isfinite({{ x }})){% endmacro %}
 {% macro key_filter(p) %}{% for c in key_defs %}{{ p }}{{ c.name }} = CAST(${{ loop.index }} AS {{ c.target_type }}) AND {% endfor %}{% endmacro %}
 -- statement: one
 SELECT d.{{ sk }}::text FROM {{ dim }} d
@@ -16,14 +21,32 @@ FROM (
     SELECT x.ctid AS rid, COALESCE(d.{{ sk }}, -1) AS sk
     FROM {{ facts }} x
     LEFT JOIN {{ dim }} d
-      ON {% for k in fact_keys %}d.{{ keys[loop.index0] }} = x.{{ k }} AND {% endfor %}d.valid_from <= x.{{ fact_at }} AND x.{{ fact_at }} < d.valid_to
+      ON {% for k in fact_keys %}d.{{ keys[loop.index0] }} = x.{{ k }} AND {% endfor %}d.valid_from <= {{ at("x." ~ fact_at) }} AND {{ at("x." ~ fact_at) }} < d.valid_to
 ) m
 WHERE f.ctid = m.rid AND f.{{ fact_sk }} IS DISTINCT FROM m.sk
 -- statement: counts
-SELECT count(*) FILTER (WHERE {{ fact_sk }} <> -1)::text, count(*) FILTER (WHERE {{ fact_sk }} = -1)::text FROM {{ facts }}
+SELECT count(*) FILTER (WHERE {{ fact_sk }} <> -1)::text, count(*) FILTER (WHERE {{ fact_sk }} = -1)::text,
+       count(*) FILTER (WHERE {{ bad(fact_at) }})::text
+FROM {{ facts }}
 -- statement: first_unknown
-SELECT {% for k in fact_keys %}{{ k }}::text, {% endfor %}{{ fact_at|pgts }} FROM {{ facts }} WHERE {{ fact_sk }} = -1
-ORDER BY {{ facts }}.{{ fact_at }}{% for k in fact_keys %}, {{ facts }}.{{ k }}{% endfor %} LIMIT 1
+SELECT {% for k in fact_keys %}{{ k }}::text, {% endfor %}{{ at(facts ~ "." ~ fact_at)|pgts }} FROM {{ facts }} WHERE {{ fact_sk }} = -1
+ORDER BY {{ at(facts ~ "." ~ fact_at) }}{% for k in fact_keys %}, {{ facts }}.{{ k }}{% endfor %} LIMIT 1
+{# The first fact (by key) without a usable timestamp: its key, the kind of the value
+   (as SQLite's typeof names it) and the value. #}
+-- statement: first_bad
+SELECT {% for k in fact_keys %}{{ facts }}.{{ k }}::text, {% endfor %}CASE WHEN {{ facts }}.{{ fact_at }} IS NULL THEN 'null' ELSE 'text' END, {{ facts }}.{{ fact_at }}::text
+FROM {{ facts }} WHERE {{ bad(facts ~ "." ~ fact_at) }}
+ORDER BY {% for k in fact_keys %}{{ facts }}.{{ k }}, {% endfor %}{{ facts }}.{{ fact_at }} NULLS FIRST LIMIT 1
+{# Values of the surrogate-key column that are not NULL, -1 or a surrogate key of this
+   dimension (in the dimension, or a dead version's in the log): their count and one. #}
+-- statement: sk_strays
+WITH dimlog_strays AS (
+    SELECT dimlog_f.{{ fact_sk }} AS dimlog_v FROM {{ facts }} dimlog_f
+    WHERE dimlog_f.{{ fact_sk }} IS NOT NULL AND dimlog_f.{{ fact_sk }} <> -1
+      AND NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE dimlog_d.{{ sk }} = dimlog_f.{{ fact_sk }})
+      AND dimlog_f.{{ fact_sk }} NOT IN (SELECT dimlog_l.{{ sk }} FROM {{ log }} dimlog_l WHERE dimlog_l.{{ sk }} IS NOT NULL)
+)
+SELECT count(*)::text, min(dimlog_v)::text FROM dimlog_strays
 -- statement: index_rows
 SELECT {% for k in keys %}d.{{ k }}::text, {% endfor %}(extract(epoch FROM d.valid_from) * 1000000)::bigint::text,
        (extract(epoch FROM d.valid_to) * 1000000)::bigint::text, d.{{ sk }}::text

@@ -4,6 +4,22 @@
    would round a fraction to milliseconds, and .9999 up into the next second), and the
    fraction is carried over from the text (an offset moves whole minutes only), padded
    to 6 digits. #}
+{# `at(x)`: a fact's timestamp as fixed-width UTC text, or NULL when it is no usable
+   timestamp (NULL, a number, text that is not a time, a time without a zone). RFC 3339
+   text with `Z` or `±hh:mm` whose date and time exist is read here (`fast_ok`); every
+   other text was read in Rust, by the parser `lookup --at` and the extract use (with
+   source.timezone for a time without a zone), into `dimlog_at_parsed`. #}
+{% macro fast_ok(x) %}(typeof({{ x }}) = 'text'
+  AND {{ x }} GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][T ][0-9][0-9]:[0-9][0-9]:[0-9][0-9]*'
+  AND strftime('%Y-%m-%dT%H:%M:%S', substr({{ x }}, 1, 19)) = replace(substr({{ x }}, 1, 19), ' ', 'T')
+  AND ((length({{ x }}) = 20 AND {{ x }} GLOB '*Z')
+       OR (length({{ x }}) = 25 AND {{ x }} GLOB '*[+-][0-9][0-9]:[0-9][0-9]')
+       OR (substr({{ x }}, 20, 1) = '.' AND {{ x }} GLOB '*Z' AND length({{ x }}) > 21
+           AND substr({{ x }}, 21, length({{ x }}) - 21) NOT GLOB '*[^0-9]*')
+       OR (substr({{ x }}, 20, 1) = '.' AND {{ x }} GLOB '*[+-][0-9][0-9]:[0-9][0-9]' AND length({{ x }}) > 26
+           AND substr({{ x }}, 21, length({{ x }}) - 26) NOT GLOB '*[^0-9]*'))){% endmacro %}
+{% macro at(x) %}(CASE WHEN {{ fast_ok(x) }} THEN {{ canon(x) }}
+ WHEN typeof({{ x }}) = 'text' THEN (SELECT dimlog_p.utc FROM dimlog_at_parsed dimlog_p WHERE dimlog_p.raw = {{ x }}) END){% endmacro %}
 {% macro key_filter(p) %}{% for c in key_defs %}{{ p }}{{ c.name }} = ?{{ loop.index }} AND {% endfor %}{% endmacro %}
 {% macro canon(x) %}(CASE WHEN {{ x }} GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]Z' THEN {{ x }}
  WHEN {{ x }} GLOB '*Z' AND instr({{ x }}, '.') > 0 THEN strftime('%Y-%m-%dT%H:%M:%S', substr({{ x }}, 1, instr({{ x }}, '.') - 1) || 'Z') || '.' || substr(substr({{ x }}, instr({{ x }}, '.') + 1, length({{ x }}) - instr({{ x }}, '.') - 1) || '000000', 1, 6) || 'Z'
@@ -20,14 +36,39 @@ ALTER TABLE {{ facts }} ADD COLUMN {{ fact_sk }} INTEGER
 UPDATE {{ facts }}
 SET {{ fact_sk }} = COALESCE((
     SELECT d.{{ sk }} FROM {{ dim }} d
-    WHERE {% for k in fact_keys %}d.{{ keys[loop.index0] }} = {{ facts }}.{{ k }} AND {% endfor %}d.valid_from <= {{ canon(facts ~ "." ~ fact_at) }}
-      AND {{ canon(facts ~ "." ~ fact_at) }} < d.valid_to
+    WHERE {% for k in fact_keys %}d.{{ keys[loop.index0] }} = {{ facts }}.{{ k }} AND {% endfor %}d.valid_from <= {{ at(facts ~ "." ~ fact_at) }}
+      AND {{ at(facts ~ "." ~ fact_at) }} < d.valid_to
 ), -1)
 -- statement: counts
-SELECT sum({{ fact_sk }} <> -1), sum({{ fact_sk }} = -1) FROM {{ facts }}
+SELECT sum({{ fact_sk }} <> -1), sum({{ fact_sk }} = -1), sum({{ at(facts ~ "." ~ fact_at) }} IS NULL) FROM {{ facts }}
 -- statement: first_unknown
-SELECT {% for k in fact_keys %}CAST({{ k }} AS TEXT), {% endfor %}CAST({{ fact_at }} AS TEXT) FROM {{ facts }} WHERE {{ fact_sk }} = -1
-ORDER BY {{ canon(fact_at) }}{% for k in fact_keys %}, {{ k }}{% endfor %} LIMIT 1
+SELECT {% for k in fact_keys %}CAST({{ k }} AS TEXT), {% endfor %}{{ at(facts ~ "." ~ fact_at) }} FROM {{ facts }} WHERE {{ fact_sk }} = -1
+ORDER BY {{ at(facts ~ "." ~ fact_at) }}{% for k in fact_keys %}, {{ k }}{% endfor %} LIMIT 1
+{# The facts whose timestamp is read in Rust: text that `fast_ok` does not take. #}
+-- statement: at_to_parse
+SELECT DISTINCT {{ fact_at }} FROM {{ facts }} WHERE typeof({{ fact_at }}) = 'text' AND NOT {{ fast_ok(fact_at) }}
+-- statement: at_parsed
+CREATE TEMP TABLE dimlog_at_parsed (raw TEXT PRIMARY KEY, utc TEXT NOT NULL)
+-- statement: drop_at_parsed
+DROP TABLE IF EXISTS temp.dimlog_at_parsed
+{# The first fact (by key) without a usable timestamp: its key, the type of the value
+   (SQLite's typeof) and the value. #}
+-- statement: first_bad
+SELECT {% for k in fact_keys %}CAST({{ k }} AS TEXT), {% endfor %}typeof({{ fact_at }}), CAST({{ fact_at }} AS TEXT)
+FROM {{ facts }} WHERE {{ at(facts ~ "." ~ fact_at) }} IS NULL
+ORDER BY {% for k in fact_keys %}{{ k }}, {% endfor %}{{ fact_at }} IS NOT NULL, CAST({{ fact_at }} AS TEXT) LIMIT 1
+{# Values of the surrogate-key column that are not NULL, -1 or a surrogate key of this
+   dimension (in the dimension, or a dead version's in the log): their count and one. #}
+-- statement: sk_strays
+WITH dimlog_strays AS (
+    SELECT {{ fact_sk }} AS dimlog_v FROM {{ facts }}
+    WHERE {{ fact_sk }} IS NOT NULL
+      AND NOT (typeof({{ fact_sk }}) = 'integer'
+               AND ({{ fact_sk }} = -1
+                    OR EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE dimlog_d.{{ sk }} = {{ facts }}.{{ fact_sk }})
+                    OR {{ fact_sk }} IN (SELECT dimlog_l.{{ sk }} FROM {{ log }} dimlog_l WHERE dimlog_l.{{ sk }} IS NOT NULL)))
+)
+SELECT CAST(count(*) AS TEXT), CAST(min(dimlog_v) AS TEXT) FROM dimlog_strays
 -- statement: index_rows
 SELECT {% for k in keys %}CAST(d.{{ k }} AS TEXT), {% endfor %}d.valid_from, d.valid_to, CAST(d.{{ sk }} AS TEXT)
 FROM {{ dim }} d

@@ -1,6 +1,6 @@
 //! `dimlog history`.
 
-use super::{load_plan, output::table, GlobalArgs, Output};
+use super::{load_plan, output, output::table, GlobalArgs, Output};
 use crate::inspect;
 use crate::pipeline::Session;
 use crate::Error;
@@ -51,7 +51,8 @@ pub async fn run(global: &GlobalArgs, args: HistoryArgs, out: &Output) -> Result
     Ok(0)
 }
 
-/// The history as a text table.
+/// The history as a text table; values wider than [`output::MAX_CELL`] characters are
+/// cut, and a last line says so.
 pub fn render(rows: &[inspect::HistoryRow]) -> String {
     let names: Vec<String> = rows
         .first()
@@ -76,7 +77,14 @@ pub fn render(rows: &[inspect::HistoryRow]) -> String {
             cells
         })
         .collect();
-    table(&headers, &body)
+    let mut text = table(&headers, &body);
+    if output::any_cut(&body) {
+        text.push_str(&format!(
+            "\n(values longer than {} characters are cut short with …; `--json` shows them in full)",
+            output::MAX_CELL
+        ));
+    }
+    text
 }
 
 /// Draws the timeline and writes it to `path` (or stdout).

@@ -69,6 +69,10 @@ pub struct AssignKeysArgs {
     /// -1 (the unknown member) or error (write nothing, exit 1, name the first such fact).
     #[arg(long, value_enum, default_value = "-1", allow_hyphen_values = true)]
     pub unknown: Unknown,
+    /// Fill --sk-column even if it holds values that are not surrogate keys of this
+    /// dimension (otherwise refused: it looks like a column of other data).
+    #[arg(long)]
+    pub overwrite: bool,
 }
 
 /// Runs `assign-keys`.
@@ -87,23 +91,44 @@ pub async fn run_assign(global: &GlobalArgs, args: AssignKeysArgs, out: &Output)
         at_column: ident("--at-column", &args.at_column, false)?,
         sk_column: ident("--sk-column", &args.sk_column, false)?,
         unknown_is_error: args.unknown == Unknown::Error,
+        overwrite: args.overwrite,
+        timezone: plan.source.timezone,
     };
     let mut session = Session::open(&plan).await?;
     let started = std::time::Instant::now();
-    let report = lookup::assign_keys(&mut session.target, &session.ctx, &spec)
-        .await
-        .map_err(Error::into_run_failure)?;
+    let report = lookup::assign_keys(&mut session.target, &session.ctx, &spec).await?;
     let seconds = started.elapsed().as_secs_f64();
+    if let Some(first) = &report.first_bad_timestamp {
+        let warning = format!(
+            "{} facts in {} have no usable timestamp in `{}` (first: {first}); they got the unknown member -1",
+            report.bad_timestamps, spec.facts, spec.at_column
+        );
+        if out.json || global.quiet {
+            tracing::warn!("{warning}");
+        } else {
+            eprintln!("warning: {warning}");
+        }
+    }
     if out.json {
         out.print_json(&serde_json::json!({
             "facts": spec.facts.to_string(),
             "facts_matched": report.facts_matched,
             "facts_unknown": report.facts_unknown,
+            "bad_timestamps": report.bad_timestamps,
+            "first_bad_timestamp": report.first_bad_timestamp,
             "seconds": seconds,
         }));
     } else {
+        let bad = if report.bad_timestamps > 0 {
+            format!(
+                " ({} of them have no usable timestamp in `{}`)",
+                report.bad_timestamps, spec.at_column
+            )
+        } else {
+            String::new()
+        };
         out.line(format!(
-            "assigned {}: {} facts got a surrogate key, {} got the unknown member -1 ({seconds:.2}s)",
+            "assigned {}: {} facts got a surrogate key, {} got the unknown member -1{bad} ({seconds:.2}s)",
             spec.facts, report.facts_matched, report.facts_unknown
         ));
     }

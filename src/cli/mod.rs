@@ -115,6 +115,34 @@ pub fn load_plan(global: &GlobalArgs) -> Result<Plan, Error> {
     Ok(Plan::load(&global.config, &overrides)?)
 }
 
+/// What to do about an error, in terms of the command line (the library's messages
+/// never name a flag): printed after the message, and as `hint` in `--json` errors.
+pub fn hint(e: &Error) -> Option<String> {
+    use crate::lookup::{AssignError as A, FactColumn};
+    let Error::Assign(e) = e else { return None };
+    Some(
+        match e {
+            A::KeyColumnCount { .. } => "repeat --key-column once per column of source.key, in that order",
+            A::NoFactTable { .. } => "--facts names a table in the target database",
+            A::NoSuchColumn { role: FactColumn::At, .. } => "check --at-column",
+            A::NoSuchColumn { .. } => "check --key-column",
+            A::SkIsInput { .. } | A::SkNotInteger { .. } => {
+                "--sk-column names the column to fill: give it an integer column of its own, or a new name (it is created)"
+            }
+            A::SkHoldsOtherValues { .. } => {
+                "if this column is meant for these surrogate keys and its values may be replaced, rerun with --overwrite"
+            }
+            A::AtNotTimestamp { .. } => "--at-column names the facts' timestamp column",
+            A::BadTimestamps { .. } => {
+                "fix those facts, or rerun with --unknown -1 to give them the unknown member -1 (they are counted)"
+            }
+            A::Unknown { .. } => "or rerun with --unknown -1 to give such facts the unknown member -1",
+            _ => return None,
+        }
+        .to_string(),
+    )
+}
+
 /// Parses a timestamp flag (RFC 3339 with an offset).
 pub fn parse_ts(flag: &str, text: &str) -> Result<crate::ts::Micros, Error> {
     crate::ts::Micros::parse(text, None).map_err(|e| {

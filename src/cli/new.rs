@@ -69,15 +69,9 @@ fn url_for_file(flag: &str, raw: &str, config_dir: &Path) -> Result<(String, boo
             url.push('?');
             url.push_str(q);
         }
-        return Ok((url, false));
+        return Ok(crate::secret::strip(&url));
     }
-    match url::Url::parse(raw) {
-        Ok(mut u) if u.password().is_some() => {
-            let _ = u.set_password(None);
-            Ok((u.to_string(), true))
-        }
-        _ => Ok((raw.to_string(), false)),
-    }
+    Ok(crate::secret::strip(raw))
 }
 
 /// Runs `new`.
@@ -101,10 +95,20 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
         None => ("sqlite://warehouse.db".to_string(), false),
     };
     let mut header_notes = Vec::new();
+    let mut notes = Vec::new();
     if had_password || target_password {
         header_notes
             .push("Passwords are not written here: set PGPASSWORD, use ~/.pgpass, or give the full URL in".to_string());
         header_notes.push("DIMLOG_SOURCE_URL / DIMLOG_TARGET_URL.".to_string());
+        let (flag, env) = match (had_password, target_password) {
+            (true, true) => ("--source-url and --target-url", "DIMLOG_SOURCE_URL / DIMLOG_TARGET_URL"),
+            (true, false) => ("--source-url", "DIMLOG_SOURCE_URL"),
+            _ => ("--target-url", "DIMLOG_TARGET_URL"),
+        };
+        notes.push(format!(
+            "the password in {flag} is not written to {}: set PGPASSWORD (or use ~/.pgpass), or give the full URL in {env} when you run dimlog",
+            path.display()
+        ));
     }
     let request = Request {
         table,
@@ -138,8 +142,12 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
             "skipped_columns": generated.skipped.iter().map(|(c, why)| serde_json::json!({"column": c, "reason": why})).collect::<Vec<_>>(),
             "todo": generated.todo,
             "ready": code == 0,
+            "notes": notes,
         }));
         return Ok(code);
+    }
+    for n in &notes {
+        eprintln!("note: {n}");
     }
     out.line(format!(
         "wrote {}: key ({}), change column {}, {} tracked column(s){}",

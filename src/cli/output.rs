@@ -36,10 +36,18 @@ impl Output {
 
     /// Reports an error: JSON on stdout with `--json`, else `error: …` on stderr.
     pub fn error(&self, e: &crate::Error) {
+        let hint = super::hint(e);
         if self.json {
-            self.print_json(&serde_json::json!({"error": {"kind": e.kind(), "message": e.to_string()}}));
+            let mut error = serde_json::json!({"kind": e.kind(), "message": e.to_string()});
+            if let Some(h) = &hint {
+                error["hint"] = h.as_str().into();
+            }
+            self.print_json(&serde_json::json!({ "error": error }));
         } else {
             eprintln!("error: {e}");
+            if let Some(h) = hint {
+                eprintln!("hint: {h}");
+            }
         }
     }
 
@@ -85,21 +93,49 @@ impl Drop for Progress {
     }
 }
 
-/// Renders rows as an aligned text table.
+/// The widest cell [`table`] shows, in characters, ellipsis included: a wider value is
+/// cut (`--json` carries it in full), so one huge value neither floods the terminal nor
+/// breaks the layout.
+pub const MAX_CELL: usize = 64;
+
+/// `text` cut to at most [`MAX_CELL`] characters, on a character boundary, ending with
+/// `…` when something was cut.
+pub fn cell(text: &str) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(MAX_CELL) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some(_) => {
+            let end = text.char_indices().nth(MAX_CELL - 1).map_or(text.len(), |(i, _)| i);
+            std::borrow::Cow::Owned(format!("{}…", &text[..end]))
+        }
+    }
+}
+
+/// True when [`table`] would cut some cell of `rows`.
+pub fn any_cut(rows: &[Vec<String>]) -> bool {
+    rows.iter().flatten().any(|c| c.chars().nth(MAX_CELL).is_some())
+}
+
+/// Renders rows as an aligned text table; cells wider than [`MAX_CELL`] characters are
+/// cut (see [`cell`]).
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<std::borrow::Cow<'_, str>>> = rows.iter().map(|r| r.iter().map(|c| cell(c)).collect()).collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
-    for r in rows {
+    for r in &rows {
         for (i, c) in r.iter().enumerate() {
             if i < widths.len() {
                 widths[i] = widths[i].max(c.chars().count());
             }
         }
     }
+    // Padded by hand: a format width is limited to u16::MAX.
     let fmt_row = |cells: Vec<&str>| -> String {
         cells
             .iter()
             .enumerate()
-            .map(|(i, c)| format!("{c:<w$}", w = widths[i]))
+            .map(|(i, c)| {
+                let pad = widths.get(i).map_or(0, |w| w.saturating_sub(c.chars().count()));
+                format!("{c}{}", " ".repeat(pad))
+            })
             .collect::<Vec<_>>()
             .join("  ")
             .trim_end()
@@ -107,8 +143,39 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
     };
     let mut out = vec![fmt_row(headers.to_vec())];
     out.push(widths.iter().map(|w| "-".repeat(*w)).collect::<Vec<_>>().join("  "));
-    for r in rows {
-        out.push(fmt_row(r.iter().map(String::as_str).collect()));
+    for r in &rows {
+        out.push(fmt_row(r.iter().map(|c| c.as_ref()).collect()));
     }
     out.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_are_cut_on_character_boundaries() {
+        for unit in ["a", "é", "日", "𝄞"] {
+            let fits = unit.repeat(MAX_CELL);
+            assert_eq!(cell(&fits), fits.as_str());
+            let wide = unit.repeat(MAX_CELL + 1);
+            assert_eq!(cell(&wide), format!("{}…", unit.repeat(MAX_CELL - 1)));
+            assert_eq!(cell(&wide).chars().count(), MAX_CELL);
+        }
+        assert_eq!(cell(""), "");
+        let huge = "é".repeat(70_000);
+        let t = table(&["a", "b"], &[vec![huge.clone(), "x".into()]]);
+        assert!(t.lines().all(|l| l.chars().count() <= MAX_CELL + 3), "{t}");
+        assert!(any_cut(&[vec![huge]]));
+        assert!(!any_cut(&[vec!["x".repeat(MAX_CELL)]]));
+    }
+
+    #[test]
+    fn columns_stay_aligned() {
+        let t = table(
+            &["sk", "tier"],
+            &[vec!["1".into(), "日本".into()], vec!["10".into(), "x".into()]],
+        );
+        assert_eq!(t, "sk  tier\n--  ----\n1   日本\n10  x");
+    }
 }

@@ -82,10 +82,18 @@ pub type TextRow = Vec<Option<String>>;
 impl Conn {
     /// Connects; with `wait_for_locks` false, SQLite gives up at once on a busy database.
     pub async fn connect(url: &DbUrl) -> Result<Conn, DbError> {
-        match url.backend {
+        let conn = match url.backend {
             Backend::Sqlite => sqlite::connect(url).await.map(Conn::Sqlite),
             Backend::Postgres => postgres::connect(url).await.map(Conn::Postgres),
-        }
+        };
+        // A driver's message may echo what it was given: never a secret of the URL.
+        conn.map_err(|e| match e {
+            DbError::Connect { url: shown, source } => DbError::Connect {
+                url: crate::config::redact(&shown),
+                source: url.scrub_error(source),
+            },
+            other => other,
+        })
     }
 
     /// Which backend this is.

@@ -6,6 +6,7 @@ mod help;
 mod json;
 mod new;
 mod svg;
+mod wide;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -5,6 +5,7 @@
 //! agree on every fact.
 
 mod assign;
+mod assign_guard;
 mod boundaries;
 mod property;
 

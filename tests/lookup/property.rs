@@ -248,6 +248,8 @@ async fn run_case(backend: Backend, database: Option<&str>, case: &Case) -> Resu
         at_column: Ident::column("ordered_at").expect("an identifier"),
         sk_column: Ident::column("customer_sk").expect("an identifier"),
         unknown_is_error: false,
+        overwrite: false,
+        timezone: None,
     };
     let report = assign_keys(&mut session.target, &session.ctx, &spec)
         .await

@@ -417,7 +417,7 @@ fn assert_connect_error_hides_password(config: &std::path::Path, redacted_url: &
 /// A stand-in PostgreSQL server that asks for an MD5 password and refuses it, as a real
 /// server does for a wrong password (28P01). Returns its port and a count of the
 /// password messages it received.
-fn refusing_server() -> (u16, Arc<AtomicUsize>) {
+pub(super) fn refusing_server() -> (u16, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = listener.local_addr().expect("addr").port();
     let attempts = Arc::new(AtomicUsize::new(0));

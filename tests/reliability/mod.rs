@@ -11,6 +11,7 @@ mod edges;
 mod late_commit;
 mod model;
 mod property;
+mod secrets;
 #[cfg(feature = "failpoints")]
 mod sigkill;
 mod window;
