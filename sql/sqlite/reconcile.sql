@@ -11,17 +11,17 @@ CREATE TEMP TABLE dimlog_source_keys (
 CREATE INDEX temp.dimlog_source_keys_idx ON dimlog_source_keys ({{ keys|cols }})
 -- statement: missing
 CREATE TEMP TABLE dimlog_missing AS
-SELECT {{ keys|cols("d") }}, d.valid_from
-FROM {{ dim }} d
-WHERE d.is_current
-  AND NOT EXISTS (SELECT 1 FROM dimlog_source_keys s WHERE {{ keys|eqs("s", "d") }})
-  AND NOT EXISTS (SELECT 1 FROM dimlog_stage st WHERE {{ keys|eqs("st", "d") }})
+SELECT {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from
+FROM {{ dim }} dimlog_d
+WHERE dimlog_d.is_current
+  AND NOT EXISTS (SELECT 1 FROM dimlog_source_keys dimlog_s WHERE {{ keys|eqs("dimlog_s", "dimlog_d") }})
+  AND NOT EXISTS (SELECT 1 FROM dimlog_stage dimlog_st WHERE {{ keys|eqs("dimlog_st", "dimlog_d") }})
 -- statement: missing_count
 SELECT count(*) FROM dimlog_missing
 {# Live keys, counted only as far as the mass-delete guard needs: past the limit the
    guard cannot trip, so a run closing a few keys does not count the whole dimension. #}
 -- statement: live_count
-SELECT count(*) FROM (SELECT 1 FROM {{ dim }} WHERE is_current LIMIT ?1) live
+SELECT count(*) FROM (SELECT 1 FROM {{ dim }} WHERE is_current LIMIT ?1) dimlog_live
 -- statement: tombstones
 INSERT INTO dimlog_stage ({{ keys|cols }}, valid_from, is_deleted)
 SELECT {{ keys|cols }}, ?1, 1
