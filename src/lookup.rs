@@ -320,6 +320,18 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
                 .join(", "),
         });
     }
+    let prefix = crate::config::RESERVED_PREFIX;
+    if spec
+        .facts
+        .name()
+        .get(..prefix.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
+    {
+        return Err(Error::Usage(format!(
+            "--facts: table `{}` starts with `{prefix}`, which dimlog keeps for its own tables and the names of its SQL; give the fact table another name",
+            spec.facts.name()
+        )));
+    }
     let backend = conn.backend();
     let mut actx = AssignContext {
         base: ctx,

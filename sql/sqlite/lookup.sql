@@ -26,8 +26,8 @@
  WHEN {{ x }} GLOB '*[+-][0-9][0-9]:[0-9][0-9]' AND instr({{ x }}, '.') > 0 THEN strftime('%Y-%m-%dT%H:%M:%S', substr({{ x }}, 1, instr({{ x }}, '.') - 1) || substr({{ x }}, -6)) || '.' || substr(substr({{ x }}, instr({{ x }}, '.') + 1, length({{ x }}) - instr({{ x }}, '.') - 6) || '000000', 1, 6) || 'Z'
  ELSE strftime('%Y-%m-%dT%H:%M:%S', {{ x }}) || '.000000Z' END){% endmacro %}
 -- statement: one
-SELECT CAST(d.{{ sk }} AS TEXT) FROM {{ dim }} d
-WHERE {{ key_filter("d.") }}d.valid_from <= ?{{ key_defs|length + 1 }} AND ?{{ key_defs|length + 1 }} < d.valid_to
+SELECT CAST(dimlog_d.{{ sk }} AS TEXT) FROM {{ dim }} dimlog_d
+WHERE {{ key_filter("dimlog_d.") }}dimlog_d.valid_from <= ?{{ key_defs|length + 1 }} AND ?{{ key_defs|length + 1 }} < dimlog_d.valid_to
 -- statement: fact_columns
 SELECT name, type FROM pragma_table_info(?1)
 -- statement: add_sk_column
@@ -35,9 +35,9 @@ ALTER TABLE {{ facts }} ADD COLUMN {{ fact_sk }} INTEGER
 -- statement: assign
 UPDATE {{ facts }}
 SET {{ fact_sk }} = COALESCE((
-    SELECT d.{{ sk }} FROM {{ dim }} d
-    WHERE {% for k in fact_keys %}d.{{ keys[loop.index0] }} = {{ facts }}.{{ k }} AND {% endfor %}d.valid_from <= {{ at(facts ~ "." ~ fact_at) }}
-      AND {{ at(facts ~ "." ~ fact_at) }} < d.valid_to
+    SELECT dimlog_d.{{ sk }} FROM {{ dim }} dimlog_d
+    WHERE {% for k in fact_keys %}dimlog_d.{{ keys[loop.index0] }} = {{ facts }}.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at(facts ~ "." ~ fact_at) }}
+      AND {{ at(facts ~ "." ~ fact_at) }} < dimlog_d.valid_to
 ), -1)
 -- statement: counts
 SELECT sum({{ fact_sk }} <> -1), sum({{ fact_sk }} = -1), sum({{ at(facts ~ "." ~ fact_at) }} IS NULL) FROM {{ facts }}
@@ -70,6 +70,6 @@ WITH dimlog_strays AS (
 )
 SELECT CAST(count(*) AS TEXT), CAST(min(dimlog_v) AS TEXT) FROM dimlog_strays
 -- statement: index_rows
-SELECT {% for k in keys %}CAST(d.{{ k }} AS TEXT), {% endfor %}d.valid_from, d.valid_to, CAST(d.{{ sk }} AS TEXT)
-FROM {{ dim }} d
-ORDER BY {{ keys|cols("d") }}, d.valid_from
+SELECT {% for k in keys %}CAST(dimlog_d.{{ k }} AS TEXT), {% endfor %}dimlog_d.valid_from, dimlog_d.valid_to, CAST(dimlog_d.{{ sk }} AS TEXT)
+FROM {{ dim }} dimlog_d
+ORDER BY {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from

@@ -3,60 +3,60 @@
    only the first few, so a check that finds millions costs no memory. #}
 {% macro keytext(p) %}({% for k in keys %}CAST({{ p }}{{ k }} AS TEXT){{ " || ', ' || " if not loop.last }}{% endfor %}){% endmacro %}
 -- statement: bad_interval
-SELECT {{ keytext("d.") }}, 'valid_from ' || d.valid_from || ' is not before valid_to ' || d.valid_to
-FROM {{ dim }} d WHERE d.valid_from >= d.valid_to
+SELECT {{ keytext("dimlog_d.") }}, 'valid_from ' || dimlog_d.valid_from || ' is not before valid_to ' || dimlog_d.valid_to
+FROM {{ dim }} dimlog_d WHERE dimlog_d.valid_from >= dimlog_d.valid_to
 -- statement: overlap_or_gap
-SELECT {{ keytext("x.") }},
-       CASE WHEN x.valid_from < x.prev_to THEN 'version at ' || x.valid_from || ' overlaps the one before (ends ' || x.prev_to || ')'
-            ELSE 'gap from ' || x.prev_to || ' to ' || x.valid_from || ' with no tombstone' END
+SELECT {{ keytext("dimlog_x.") }},
+       CASE WHEN dimlog_x.valid_from < dimlog_x.dimlog_prev_to THEN 'version at ' || dimlog_x.valid_from || ' overlaps the one before (ends ' || dimlog_x.dimlog_prev_to || ')'
+            ELSE 'gap from ' || dimlog_x.dimlog_prev_to || ' to ' || dimlog_x.valid_from || ' with no tombstone' END
 FROM (
-    SELECT d.*, LAG(d.valid_to) OVER (PARTITION BY {{ keys|cols("d") }} ORDER BY d.valid_from) AS prev_to
-    FROM {{ dim }} d
-) x
-WHERE x.prev_to IS NOT NULL
-  AND (x.valid_from < x.prev_to
-       OR (x.valid_from > x.prev_to AND NOT EXISTS (
-             SELECT 1 FROM {{ log }} l WHERE {{ keys|eqs("l", "x") }} AND l.valid_from = x.prev_to AND l.is_deleted)))
+    SELECT dimlog_d.*, LAG(dimlog_d.valid_to) OVER (PARTITION BY {{ keys|cols("dimlog_d") }} ORDER BY dimlog_d.valid_from) AS dimlog_prev_to
+    FROM {{ dim }} dimlog_d
+) dimlog_x
+WHERE dimlog_x.dimlog_prev_to IS NOT NULL
+  AND (dimlog_x.valid_from < dimlog_x.dimlog_prev_to
+       OR (dimlog_x.valid_from > dimlog_x.dimlog_prev_to AND NOT EXISTS (
+             SELECT 1 FROM {{ log }} dimlog_l WHERE {{ keys|eqs("dimlog_l", "dimlog_x") }} AND dimlog_l.valid_from = dimlog_x.dimlog_prev_to AND dimlog_l.is_deleted)))
 -- statement: current
-SELECT {{ keytext("d.") }}, CAST(sum(d.is_current) AS TEXT) || ' current rows'
-FROM {{ dim }} d
-GROUP BY {{ keys|cols("d") }}
-HAVING sum(d.is_current) > 1
-    OR sum(d.is_current AND d.valid_to <> {{ sentinel }}) > 0
-    OR sum(NOT d.is_current AND d.valid_to = {{ sentinel }}) > 0
+SELECT {{ keytext("dimlog_d.") }}, CAST(sum(dimlog_d.is_current) AS TEXT) || ' current rows'
+FROM {{ dim }} dimlog_d
+GROUP BY {{ keys|cols("dimlog_d") }}
+HAVING sum(dimlog_d.is_current) > 1
+    OR sum(dimlog_d.is_current AND dimlog_d.valid_to <> {{ sentinel }}) > 0
+    OR sum(NOT dimlog_d.is_current AND dimlog_d.valid_to = {{ sentinel }}) > 0
 -- statement: sk_reused
-SELECT 'surrogate key ' || CAST(x.sk AS TEXT), CAST(count(*) AS TEXT) || ' distinct (key, valid_from) pairs share it'
-FROM (SELECT DISTINCT l.{{ sk }} AS sk, {{ keys|cols("l") }}, l.valid_from FROM {{ log }} l WHERE l.{{ sk }} IS NOT NULL) x
-GROUP BY x.sk
+SELECT 'surrogate key ' || CAST(dimlog_x.dimlog_sk AS TEXT), CAST(count(*) AS TEXT) || ' distinct (key, valid_from) pairs share it'
+FROM (SELECT DISTINCT dimlog_l.{{ sk }} AS dimlog_sk, {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from FROM {{ log }} dimlog_l WHERE dimlog_l.{{ sk }} IS NOT NULL) dimlog_x
+GROUP BY dimlog_x.dimlog_sk
 HAVING count(*) > 1
 -- statement: rebuild_diff
-SELECT {{ keytext("z.") }}, z.side || ' surrogate key ' || CAST(z.sk AS TEXT)
+SELECT {{ keytext("dimlog_z.") }}, dimlog_z.dimlog_side || ' surrogate key ' || CAST(dimlog_z.dimlog_sk AS TEXT)
 FROM (
-    SELECT 'dimension has' AS side, d.{{ sk }} AS sk{% for k in keys %}, d.{{ k }}{% endfor %} FROM (
+    SELECT 'dimension has' AS dimlog_side, dimlog_d.{{ sk }} AS dimlog_sk{% for k in keys %}, dimlog_d.{{ k }}{% endfor %} FROM (
         SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim }}
         EXCEPT
-        SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim_new }}) d
+        SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim_new }}) dimlog_d
     UNION ALL
-    SELECT 'a fresh rebuild has', n.{{ sk }}{% for k in keys %}, n.{{ k }}{% endfor %} FROM (
+    SELECT 'a fresh rebuild has', dimlog_n.{{ sk }}{% for k in keys %}, dimlog_n.{{ k }}{% endfor %} FROM (
         SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim_new }}
         EXCEPT
-        SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim }}) n
-) z
+        SELECT {{ sk }}, {{ keys|cols }}, valid_from, valid_to, is_current, row_hash, load_id FROM {{ dim }}) dimlog_n
+) dimlog_z
 -- statement: source_missing
-SELECT {{ keytext("s.") }}, 'in the source, not current in the dimension'
-FROM dimlog_stage s
-WHERE NOT s.is_deleted AND NOT EXISTS (SELECT 1 FROM {{ dim }} d WHERE d.is_current AND {{ keys|eqs("d", "s") }})
+SELECT {{ keytext("dimlog_s.") }}, 'in the source, not current in the dimension'
+FROM dimlog_stage dimlog_s
+WHERE NOT dimlog_s.is_deleted AND NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE dimlog_d.is_current AND {{ keys|eqs("dimlog_d", "dimlog_s") }})
 -- statement: source_extra
-SELECT {{ keytext("d.") }}, 'current in the dimension, not in the source'
-FROM {{ dim }} d
-WHERE d.is_current AND NOT EXISTS (SELECT 1 FROM dimlog_stage s WHERE NOT s.is_deleted AND {{ keys|eqs("d", "s") }})
+SELECT {{ keytext("dimlog_d.") }}, 'current in the dimension, not in the source'
+FROM {{ dim }} dimlog_d
+WHERE dimlog_d.is_current AND NOT EXISTS (SELECT 1 FROM dimlog_stage dimlog_s WHERE NOT dimlog_s.is_deleted AND {{ keys|eqs("dimlog_d", "dimlog_s") }})
 -- statement: source_different
-SELECT {{ keytext("s.") }}, 'tracked values differ (source updated_at ' || s.valid_from || ', dimension valid_from ' || d.valid_from || ')'
-FROM dimlog_stage s
-JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
-WHERE NOT s.is_deleted AND (s.row_hash <> d.row_hash{% for c in t1 %} OR s.{{ c }} IS NOT d.{{ c }}{% endfor %})
+SELECT {{ keytext("dimlog_s.") }}, 'tracked values differ (source updated_at ' || dimlog_s.valid_from || ', dimension valid_from ' || dimlog_d.valid_from || ')'
+FROM dimlog_stage dimlog_s
+JOIN {{ dim }} dimlog_d ON dimlog_d.is_current AND {{ keys|eqs("dimlog_d", "dimlog_s") }}
+WHERE NOT dimlog_s.is_deleted AND (dimlog_s.row_hash <> dimlog_d.row_hash{% for c in t1 %} OR dimlog_s.{{ c }} IS NOT dimlog_d.{{ c }}{% endfor %})
 -- statement: counted
 WITH dimlog_check AS MATERIALIZED (
 {{ check }}
 )
-SELECT CAST((SELECT count(*) FROM dimlog_check) AS TEXT), c.* FROM dimlog_check c LIMIT {{ examples }}
+SELECT CAST((SELECT count(*) FROM dimlog_check) AS TEXT), dimlog_c.* FROM dimlog_check dimlog_c LIMIT {{ examples }}
