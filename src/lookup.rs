@@ -125,6 +125,14 @@ pub enum AssignError {
         /// The dimension's key columns.
         names: String,
     },
+    /// The fact table has a name dimlog keeps for its own tables and SQL names.
+    #[error("table `{table}` starts with `{prefix}`, which dimlog keeps for its own tables and the names of its SQL; give the fact table another name")]
+    ReservedFactTable {
+        /// The fact table.
+        table: String,
+        /// The reserved prefix.
+        prefix: &'static str,
+    },
     /// The fact table does not exist.
     #[error("table {table} does not exist in the target database")]
     NoFactTable {
@@ -327,10 +335,10 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         .get(..prefix.len())
         .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
     {
-        return Err(Error::Usage(format!(
-            "--facts: table `{}` starts with `{prefix}`, which dimlog keeps for its own tables and the names of its SQL; give the fact table another name",
-            spec.facts.name()
-        )));
+        return Err(AssignError::ReservedFactTable {
+            table: spec.facts.name().to_string(),
+            prefix,
+        });
     }
     let backend = conn.backend();
     let mut actx = AssignContext {

@@ -4,7 +4,7 @@
    up to 14 h), and exactly in Rust after each value is parsed. #}
 {# Byte strings read as PostgreSQL's bytea text (`\x` and hex), so they hash and load as
    the bytes they are; every other value as text, which must be UTF-8. #}
-{% macro text(c) %}{% if c.kind == "bytes" %}CASE WHEN {{ c.name }} IS NULL THEN NULL ELSE '\x' || lower(hex({{ c.name }})) END{% else %}CAST({{ c.name }} AS TEXT){% endif %}{% endmacro %}
+{% macro text(c) %}{% if c.kind == "bytes" %}CASE WHEN {{ c.name }} IS NULL THEN NULL ELSE '\x' || lower(hex({{ c.name }})) END {% else %}CAST({{ c.name }} AS TEXT){% endif %}{% endmacro %}
 -- statement: rows
 SELECT {% for c in columns %}{{ text(c) }}, {% endfor %}
        CAST({{ updated_at }} AS TEXT)

@@ -123,7 +123,7 @@ pub fn hint(e: &Error) -> Option<String> {
     Some(
         match e {
             A::KeyColumnCount { .. } => "repeat --key-column once per column of source.key, in that order",
-            A::NoFactTable { .. } => "--facts names a table in the target database",
+            A::NoFactTable { .. } | A::ReservedFactTable { .. } => "--facts names a table in the target database",
             A::NoSuchColumn { role: FactColumn::At, .. } => "check --at-column",
             A::NoSuchColumn { .. } => "check --key-column",
             A::SkIsInput { .. } | A::SkNotInteger { .. } => {
