@@ -56,8 +56,10 @@ SELECT {{ keytext("s.") }}, 'tracked values differ (source updated_at ' || {{ "s
 FROM dimlog_stage s
 JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
 WHERE NOT s.is_deleted AND (s.row_hash <> d.row_hash{% for c in t1 %} OR s.{{ c }}{{ "::text" if c in text_compared }} IS DISTINCT FROM d.{{ c }}{{ "::text" if c in text_compared }}{% endfor %})
+{# `rebuilt`, when the check compares with a fresh rebuild: rebuild.sql's `rebuilt`. #}
 -- statement: counted
-WITH dimlog_check AS MATERIALIZED (
+WITH {% if rebuilt %}{{ rebuilt }},
+{% endif %}dimlog_check AS MATERIALIZED (
 {{ check }}
 )
 SELECT CAST((SELECT count(*) FROM dimlog_check) AS TEXT), c.* FROM dimlog_check c LIMIT {{ examples }}

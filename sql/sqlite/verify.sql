@@ -55,8 +55,10 @@ SELECT {{ keytext("s.") }}, 'tracked values differ (source updated_at ' || s.val
 FROM dimlog_stage s
 JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
 WHERE NOT s.is_deleted AND (s.row_hash <> d.row_hash{% for c in t1 %} OR s.{{ c }} IS NOT d.{{ c }}{% endfor %})
+{# `rebuilt`, when the check compares with a fresh rebuild: rebuild.sql's `rebuilt`. #}
 -- statement: counted
-WITH dimlog_check AS MATERIALIZED (
+WITH {% if rebuilt %}{{ rebuilt }},
+{% endif %}dimlog_check AS MATERIALIZED (
 {{ check }}
 )
 SELECT CAST((SELECT count(*) FROM dimlog_check) AS TEXT), c.* FROM dimlog_check c LIMIT {{ examples }}

@@ -12,3 +12,5 @@ mod model;
 mod property;
 #[cfg(feature = "failpoints")]
 mod sigkill;
+mod source_files;
+mod target_only;
