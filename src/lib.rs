@@ -83,6 +83,10 @@ pub enum Error {
         /// The configured guard.
         max_fraction: f64,
     },
+    /// The dimension was never loaded into the target (exit 2): a command that only reads
+    /// it says so rather than create anything.
+    #[error("{0}; run `dimlog run` to load it, or check `name` and `target.url` in the config")]
+    NotLoaded(#[from] tables::NotLoaded),
     /// A failpoint fired (tests only).
     #[error("failpoint {0} fired; nothing after it was committed")]
     Failpoint(&'static str),
@@ -110,6 +114,16 @@ impl From<tables::InitError> for Error {
     }
 }
 
+impl From<tables::RecordError> for Error {
+    fn from(e: tables::RecordError) -> Self {
+        match e {
+            tables::RecordError::Db(d) => Error::Db(d),
+            tables::RecordError::NotLoaded(n) => Error::NotLoaded(n),
+            tables::RecordError::Config(c) => Error::Config(c),
+        }
+    }
+}
+
 impl Error {
     /// Turns a discrepancy into a run failure (exit 1) for commands where "not found"
     /// means the command failed rather than that a check found something.
@@ -123,7 +137,7 @@ impl Error {
     /// The process exit code (spec section 4).
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Config(_) | Error::Usage(_) => 2,
+            Error::Config(_) | Error::Usage(_) | Error::NotLoaded(_) => 2,
             Error::Extract(extract::ExtractError::Config(_) | extract::ExtractError::Window(_)) => 2,
             Error::Discrepancy(_) => 3,
             Error::Assign(e) => match e {
@@ -142,6 +156,7 @@ impl Error {
             Error::Config(_) | Error::Extract(extract::ExtractError::Config(_)) => "config",
             Error::Usage(_) => "usage",
             Error::Extract(extract::ExtractError::Window(_)) => "window",
+            Error::NotLoaded(_) => "not-loaded",
             Error::Db(db::DbError::Locked(_)) => "locked",
             Error::Db(db::DbError::Connect { .. }) => "connect",
             Error::Db(_) => "database",

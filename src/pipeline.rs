@@ -6,8 +6,8 @@
 //! record, the watermark) commits in one transaction of the target, so a crash anywhere
 //! leaves the previous state and the retry loads everything.
 
-use crate::config::{Backend, HardDeletes, Plan};
-use crate::db::{Conn, DbError};
+use crate::config::{Backend, ConfigError, HardDeletes, Plan};
+use crate::db::{Access, Conn, DbError};
 use crate::detect::{stage_row, ColumnKind, StagedRow};
 use crate::extract::{self, Layout, SourceSchema, Window};
 use crate::state::{self, RunBounds, RunCounts, RunKind};
@@ -121,7 +121,8 @@ pub struct RunReport {
 /// Open connections and the validated layout of one dimension; reused by backfill
 /// chunks.
 pub struct Session {
-    /// The source (moved into the reader task while a window streams).
+    /// The source (moved into the reader task while a window streams); none for a
+    /// session of the target alone ([`Session::open_target`]).
     pub source: Option<Conn>,
     /// The target.
     pub target: Conn,
@@ -132,13 +133,39 @@ pub struct Session {
 }
 
 impl Session {
-    /// Connects to both sides and checks the config against the source's schema.
-    /// Creates nothing.
+    /// Connects to both sides for a load: opens the source read-only (dimlog never
+    /// writes it), checks the config against the source's schema, and only then connects
+    /// to the target, creating its SQLite file if there is none. A config the source
+    /// refutes, or a source that cannot be reached, therefore leaves no file behind.
+    /// Creates no table.
     pub async fn open(plan: &Plan) -> Result<Session, Error> {
-        let mut source = Conn::connect(&plan.source.url).await?;
-        let target = Conn::connect(&plan.target.url).await?;
-        let schema = SourceSchema::load(&mut source, &plan.source.relation).await?;
-        let layout = schema.layout(plan, target.backend())?;
+        Session::open_with(plan, Access::Create).await
+    }
+
+    /// [`Session::open`], connecting to the target with `target` access: with anything but
+    /// [`Access::Create`], a target whose SQLite file does not exist is
+    /// [`Error::NotLoaded`].
+    pub async fn open_with(plan: &Plan, target: Access) -> Result<Session, Error> {
+        let mut source = open_source(plan).await?;
+        let layout = async {
+            let schema = SourceSchema::load(&mut source, &plan.source.relation).await?;
+            Ok::<_, Error>(schema.layout(plan, plan.target.url.backend)?)
+        }
+        .await;
+        let layout = match layout {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = source.close().await;
+                return Err(e);
+            }
+        };
+        let target = match open_target(plan, target).await {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = source.close().await;
+                return Err(e);
+            }
+        };
         let ctx = SqlContext::new(plan, &layout, target.backend());
         Ok(Session {
             source: Some(source),
@@ -147,6 +174,72 @@ impl Session {
             ctx,
         })
     }
+
+    /// The target alone, for commands that do not read the source (`status`, `history`,
+    /// `lookup`, `verify`, with [`Access::QueryOnly`]; `assign-keys` and `rebuild`, with
+    /// [`Access::ReadWrite`]): never connects to the source, and takes the layout from
+    /// the dimension's record in the target ([`tables::existing_record`]) rather than from
+    /// the source's schema, so a source that is down, gone or reshaped does not matter.
+    /// Creates nothing: a target where the dimension was never loaded is
+    /// [`Error::NotLoaded`].
+    pub async fn open_target(plan: &Plan, access: Access) -> Result<Session, Error> {
+        let mut target = open_target(plan, access).await?;
+        let layout = async {
+            let record = tables::existing_record(&mut target, plan).await?;
+            Ok::<_, Error>(record.layout(plan, target.backend())?)
+        }
+        .await;
+        let layout = match layout {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = target.close().await;
+                return Err(e);
+            }
+        };
+        let ctx = SqlContext::new(plan, &layout, target.backend());
+        Ok(Session {
+            source: None,
+            target,
+            layout,
+            ctx,
+        })
+    }
+
+    /// Closes both connections cleanly (see [`Conn::close`]): a command that read a
+    /// SQLite target leaves no `-wal` or `-shm` file behind when it was the last one
+    /// there. A failure to close is of no consequence to what was done, and is ignored.
+    pub async fn close(self) {
+        if let Some(source) = self.source {
+            let _ = source.close().await;
+        }
+        let _ = self.target.close().await;
+    }
+}
+
+/// Opens the source read-only ([`Access::ReadOnly`]); a SQLite file that does not exist
+/// is a config error naming it (dimlog never creates a source).
+pub async fn open_source(plan: &Plan) -> Result<Conn, Error> {
+    Conn::open(&plan.source.url, Access::ReadOnly)
+        .await
+        .map_err(|e| match e {
+            DbError::NoDatabase { path } => Error::Config(ConfigError::invalid(
+                "source.url",
+                format!(
+                    "no SQLite database at {}; dimlog opens a source read-only and never creates one: check the path",
+                    path.display()
+                ),
+            )),
+            other => other.into(),
+        })
+}
+
+/// Connects to the target with `access`; a SQLite file that does not exist (and may not
+/// be created) means the dimension was never loaded there.
+async fn open_target(plan: &Plan, access: Access) -> Result<Conn, Error> {
+    Conn::open(&plan.target.url, access).await.map_err(|e| match e {
+        DbError::NoDatabase { path } => Error::NotLoaded(tables::not_loaded_file(plan, path)),
+        other => other.into(),
+    })
 }
 
 fn now() -> Micros {

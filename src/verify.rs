@@ -6,7 +6,10 @@
 //! dimension equal to a fresh rebuild from the log) and the source comparison (keys
 //! missing, extra, or with different tracked values) are set-based statements in
 //! `sql/<backend>/verify.sql`, run inside a transaction that is always rolled back:
-//! `verify` never writes.
+//! `verify` never writes. Without the source comparison it only reads: the fresh rebuild
+//! it compares the dimension with is a common table expression of the check
+//! (`rebuild.sql`'s `rebuilt`), not a table, so it runs on a read-only connection and
+//! takes no lock a run would wait for.
 
 use crate::config::Plan;
 use crate::db::{sql, Conn, DbError};
@@ -18,6 +21,10 @@ use serde::Serialize;
 
 /// How many offending keys a check lists.
 pub const EXAMPLES: usize = 5;
+
+/// The name of the fresh rebuild from the log that checks compare the dimension with
+/// (`dim_new` in their templates).
+const REBUILT: &str = "dimlog_rebuilt";
 
 /// One check's findings.
 #[derive(Clone, Debug, Serialize)]
@@ -97,7 +104,13 @@ async fn run_check(
     (name, description, hint): (&'static str, &'static str, &'static str),
 ) -> Result<Check, DbError> {
     let check = sql::statement(conn.backend(), "verify", name, ctx)?;
-    let counted = serde_json::json!({ "check": check, "examples": EXAMPLES });
+    // A check that compares with a fresh rebuild gets it as a common table expression.
+    let rebuilt = if check.contains(REBUILT) {
+        Some(sql::statement(conn.backend(), "rebuild", "rebuilt", ctx)?)
+    } else {
+        None
+    };
+    let counted = serde_json::json!({ "check": check, "examples": EXAMPLES, "rebuilt": rebuilt });
     let sql = sql::statement(conn.backend(), "verify", "counted", &counted)?;
     let rows = conn.query_text(&format!("verify/{name}"), &sql, &[]).await?;
     let count = rows
@@ -125,15 +138,22 @@ async fn run_check(
 }
 
 /// Runs the checks; with `against_source`, also reads the whole source (up to its clock)
-/// and compares current rows. Writes nothing.
+/// and compares current rows. Writes nothing, creates nothing: a dimension that was never
+/// loaded is [`Error::NotLoaded`]. Without `against_source` the session needs no source
+/// ([`Session::open_target`]) and only reads the target, in one read-only snapshot.
 pub async fn verify(
     session: &mut Session,
     plan: &Plan,
     against_source: bool,
     observer: &dyn Observer,
 ) -> Result<VerifyReport, Error> {
-    crate::tables::init(&mut session.target, plan, &session.layout).await?;
-    session.target.begin().await?;
+    crate::tables::check_registered(&mut session.target, plan, &session.layout).await?;
+    if against_source {
+        // The source's rows are staged in temporary tables.
+        session.target.begin().await?;
+    } else {
+        session.target.begin_read().await?;
+    }
     let result = checks(session, plan, against_source, observer).await;
     session.target.rollback().await;
     let checks = result?;
@@ -150,9 +170,8 @@ async fn checks(
     against_source: bool,
     observer: &dyn Observer,
 ) -> Result<Vec<Check>, Error> {
-    let ctx = session.ctx.clone();
-    observer.phase("rebuilding from the log for comparison");
-    crate::rebuild::build_swap_table(&mut session.target, &ctx).await?;
+    let mut ctx = session.ctx.clone();
+    ctx.dim_new = REBUILT.into();
     let mut out = Vec::new();
     for check in INVARIANTS {
         observer.phase(check.0);

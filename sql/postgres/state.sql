@@ -40,6 +40,12 @@ SELECT key_columns, tracked_columns, type1_columns, column_types, hash_version::
 FROM dimlog_dimensions WHERE dimension = $1
 -- statement: dimension_tables
 SELECT dimension, log_table, dimension_table FROM dimlog_dimensions WHERE dimension <> $1
+{# Whether this database has dimlog's tables at all (a target that was never loaded has
+   none, and a command that only reads it must not create them). #}
+-- statement: tables_exist
+SELECT (to_regclass('dimlog_dimensions') IS NOT NULL)::int::text
+-- statement: dimension_names
+SELECT dimension FROM dimlog_dimensions ORDER BY dimension
 -- statement: dimension_register
 INSERT INTO dimlog_dimensions (dimension, log_table, dimension_table, surrogate_key, key_columns, tracked_columns,
                                type1_columns, column_types, hash_version, next_surrogate_key, next_log_id, updated_at)

@@ -56,8 +56,10 @@ SELECT {{ keytext("dimlog_s.") }}, 'tracked values differ (source updated_at ' |
 FROM dimlog_stage dimlog_s
 JOIN {{ dim }} dimlog_d ON dimlog_d.is_current AND {{ keys|eqs("dimlog_d", "dimlog_s") }}
 WHERE NOT dimlog_s.is_deleted AND (dimlog_s.row_hash <> dimlog_d.row_hash{% for c in t1 %} OR dimlog_s.{{ c }}{{ "::text" if c in text_compared }} IS DISTINCT FROM dimlog_d.{{ c }}{{ "::text" if c in text_compared }}{% endfor %})
+{# `rebuilt`, when the check compares with a fresh rebuild: rebuild.sql's `rebuilt`. #}
 -- statement: counted
-WITH dimlog_check AS MATERIALIZED (
+WITH {% if rebuilt %}{{ rebuilt }},
+{% endif %}dimlog_check AS MATERIALIZED (
 {{ check }}
 )
 SELECT CAST((SELECT count(*) FROM dimlog_check) AS TEXT), dimlog_c.* FROM dimlog_check dimlog_c LIMIT {{ examples }}

@@ -63,6 +63,12 @@ INSERT INTO {{ dim }} ({{ columns() }})
 -- statement: insert_new
 INSERT INTO {{ dim_new }} ({{ columns() }})
 {{ derived(false) }}
+{# The whole dimension derived from the log as a common table expression named
+   `dim_new`, for `verify` to compare the dimension with without writing anything. #}
+-- statement: rebuilt
+{{ dim_new }} ({{ columns() }}) AS MATERIALIZED (
+{{ derived(false) }}
+)
 -- statement: drop_old
 DROP TABLE {{ dim }}
 -- statement: rename_new

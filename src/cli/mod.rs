@@ -76,7 +76,7 @@ pub enum Command {
     AssignKeys(lookup::AssignKeysArgs),
     /// Show every version of one key.
     History(history::HistoryArgs),
-    /// Show watermarks, lag and recent runs.
+    /// Show watermarks and recent runs (and the lag behind the source, when asked).
     Status(status::StatusArgs),
     /// Check the dimension's invariants, and optionally compare it with the source.
     Verify(verify::VerifyArgs),

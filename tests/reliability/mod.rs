@@ -15,3 +15,5 @@ mod secrets;
 #[cfg(feature = "failpoints")]
 mod sigkill;
 mod window;
+mod source_files;
+mod target_only;
