@@ -72,7 +72,7 @@ pub enum Error {
     /// `assign-keys` refused the fact table (exit 2) or found facts it may not give the
     /// unknown member (exit 1).
     #[error(transparent)]
-    Assign(#[from] lookup::AssignError),
+    Assign(Box<lookup::AssignError>),
     /// Reconciliation would close too many keys (exit 1).
     #[error("reconciliation would close {would_close} of {live} live keys, more than deletes.max_fraction = {max_fraction}; nothing was committed. If the source really lost them, rerun with --allow-mass-delete; otherwise check the source table (an empty or partial load?)")]
     MassDelete {
@@ -124,6 +124,12 @@ impl From<tables::RecordError> for Error {
     }
 }
 
+impl From<lookup::AssignError> for Error {
+    fn from(e: lookup::AssignError) -> Self {
+        Error::Assign(Box::new(e))
+    }
+}
+
 impl Error {
     /// Turns a discrepancy into a run failure (exit 1) for commands where "not found"
     /// means the command failed rather than that a check found something.
@@ -140,7 +146,7 @@ impl Error {
             Error::Config(_) | Error::Usage(_) | Error::NotLoaded(_) => 2,
             Error::Extract(extract::ExtractError::Config(_) | extract::ExtractError::Window(_)) => 2,
             Error::Discrepancy(_) => 3,
-            Error::Assign(e) => match e {
+            Error::Assign(e) => match e.as_ref() {
                 lookup::AssignError::Db(_)
                 | lookup::AssignError::BadTimestamps { .. }
                 | lookup::AssignError::Unknown { .. } => 1,
@@ -165,7 +171,7 @@ impl Error {
             Error::Failpoint(_) => "failpoint",
             Error::Discrepancy(_) => "discrepancy",
             Error::Unknown(_) => "unknown-member",
-            Error::Assign(e) => match e {
+            Error::Assign(e) => match e.as_ref() {
                 lookup::AssignError::Db(db::DbError::Locked(_)) => "locked",
                 lookup::AssignError::Db(_) => "database",
                 lookup::AssignError::AtNoZone { .. } => "config",

@@ -106,7 +106,7 @@ pub async fn run_assign(global: &GlobalArgs, args: AssignKeysArgs, out: &Output)
     let started = std::time::Instant::now();
     let report = lookup::assign_keys(&mut session.target, &session.ctx, &spec).await;
     session.close().await;
-    let report = report.map_err(Error::into_run_failure)?;
+    let report = report?;
     let seconds = started.elapsed().as_secs_f64();
     if let Some(first) = &report.first_bad_timestamp {
         let warning = format!(

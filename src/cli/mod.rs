@@ -121,7 +121,7 @@ pub fn hint(e: &Error) -> Option<String> {
     use crate::lookup::{AssignError as A, FactColumn};
     let Error::Assign(e) = e else { return None };
     Some(
-        match e {
+        match e.as_ref() {
             A::KeyColumnCount { .. } => "repeat --key-column once per column of source.key, in that order",
             A::NoFactTable { .. } | A::ReservedFactTable { .. } => "--facts names a table in the target database",
             A::NoSuchColumn { role: FactColumn::At, .. } => "check --at-column",

@@ -14,6 +14,6 @@ mod property;
 mod secrets;
 #[cfg(feature = "failpoints")]
 mod sigkill;
-mod window;
 mod source_files;
 mod target_only;
+mod window;
