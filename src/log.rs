@@ -37,6 +37,9 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbEr
         // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`).
         run_named(conn, "classify", &["history"], ctx).await?;
     }
+    if !ctx.history_all {
+        run_named(conn, "classify", &["drop_revived_rereads"], ctx).await?;
+    }
     run_named(conn, "classify", &["classify"], ctx).await?;
     let at = counts(conn, ctx, "counts").await?;
     Ok(Changes {

@@ -28,6 +28,26 @@ FROM (
     ORDER BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from DESC, dimlog_l.log_id DESC
 ) dimlog_n
 WHERE {{ keys|eqs("dimlog_s", "dimlog_n") }} AND dimlog_n.is_deleted AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_n.valid_from
+{# A reread of a row that revival already put back (history = "latest"): the staged row
+   lies behind its key's tombstone, and the key's newest version, after the row, holds
+   the same values. The source's state now is the dimension's current row; comparing the
+   row with its predecessor, the tombstone, would open a late copy of it on every reread. #}
+-- statement: drop_revived_rereads
+DELETE FROM dimlog_stage dimlog_s
+USING (
+    SELECT DISTINCT ON ({{ keys|cols("dimlog_h") }}) {{ keys|cols("dimlog_h") }}{% for c in t1 %}, dimlog_h.{{ c }}{% endfor %}, dimlog_h.valid_from, dimlog_h.is_deleted, dimlog_h.row_hash
+    FROM dimlog_history dimlog_h
+    ORDER BY {{ keys|cols("dimlog_h") }}, dimlog_h.valid_from DESC
+) dimlog_n
+WHERE {{ keys|eqs("dimlog_s", "dimlog_n") }}
+  AND NOT dimlog_s.is_deleted AND NOT dimlog_n.is_deleted
+  AND dimlog_n.valid_from > dimlog_s.valid_from AND dimlog_n.row_hash = dimlog_s.row_hash
+{% for c in t1 %}
+  AND dimlog_n.{{ c }}{{ "::text" if c in text_compared }} IS NOT DISTINCT FROM dimlog_s.{{ c }}{{ "::text" if c in text_compared }}
+{% endfor %}
+  AND (SELECT dimlog_p.is_deleted FROM dimlog_history dimlog_p
+       WHERE {{ keys|eqs("dimlog_p", "dimlog_s") }} AND dimlog_p.valid_from <= dimlog_s.valid_from
+       ORDER BY dimlog_p.valid_from DESC LIMIT 1)
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes ON COMMIT DROP AS
 WITH dimlog_staged_keys AS (

@@ -5,6 +5,9 @@
    newest observation, is recorded as a Type 1 row (no surrogate key, no version). #}
 {# Fixed-width UTC text plus one microsecond. #}
 {% macro plus_1us(e) %}(CASE WHEN substr({{ e }}, 21, 6) = '999999' THEN strftime('%Y-%m-%dT%H:%M:%S', substr({{ e }}, 1, 19), '+1 second') || '.000000Z' ELSE substr({{ e }}, 1, 20) || printf('%06d', CAST(substr({{ e }}, 21, 6) AS INTEGER) + 1) || 'Z' END){% endmacro %}
+{% macro newest(col) %}(SELECT dimlog_n.{{ col }} FROM {{ log }} dimlog_n
+     WHERE {{ keys|eqs("dimlog_n", "dimlog_s") }} AND (dimlog_n.is_deleted OR dimlog_n.{{ sk }} IS NOT NULL)
+     ORDER BY dimlog_n.valid_from DESC, dimlog_n.log_id DESC LIMIT 1){% endmacro %}
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes AS
 WITH dimlog_staged_keys AS (
@@ -133,3 +136,19 @@ FROM (
     WHERE dimlog_x.dimlog_rn = 1
 ) AS dimlog_n
 WHERE {{ keys|eqs("dimlog_s", "dimlog_n") }} AND dimlog_n.is_deleted AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_n.valid_from
+{# A reread of a row that revival already put back (history = "latest"): the staged row
+   lies behind its key's tombstone, and the key's newest version, after the row, holds
+   the same values. The source's state now is the dimension's current row; comparing the
+   row with its predecessor, the tombstone, would open a late copy of it on every reread. #}
+-- statement: drop_revived_rereads
+DELETE FROM dimlog_stage AS dimlog_s
+WHERE NOT dimlog_s.is_deleted
+  AND {{ newest("row_hash") }} = dimlog_s.row_hash
+  AND {{ newest("valid_from") }} > dimlog_s.valid_from
+{% for c in t1 %}
+  AND {{ newest(c) }} IS dimlog_s.{{ c }}
+{% endfor %}
+  AND (SELECT dimlog_p.is_deleted FROM {{ log }} dimlog_p
+       WHERE {{ keys|eqs("dimlog_p", "dimlog_s") }} AND (dimlog_p.is_deleted OR dimlog_p.{{ sk }} IS NOT NULL)
+         AND dimlog_p.valid_from <= dimlog_s.valid_from
+       ORDER BY dimlog_p.valid_from DESC, dimlog_p.log_id DESC LIMIT 1)

@@ -411,7 +411,14 @@ impl Model {
             let newest_logged = timelines.get(&key).and_then(|tl| tl.keys().next_back().copied());
             let tl = work.entry(key).or_default();
             let p = tl.range(..=at).next_back().map(|(vf, e)| (*vf, *e));
+            // A reread of a row revival already put back: behind its key's tombstone,
+            // equal to the key's newest version after it (history = "latest").
+            let newest_version = timelines.get(&key).and_then(|tl| tl.iter().next_back());
+            let revived_reread = !self.history_all
+                && matches!(p, Some((_, (Payload::Deleted, _))))
+                && matches!(newest_version, Some((n_at, (n_payload, _))) if *n_at > at && *n_payload == payload);
             let change: Option<(Payload, Option<u64>)> = match (payload, p) {
+                _ if revived_reread => None,
                 (Payload::Deleted, Some((_, (Payload::Deleted, _)))) => None,
                 (Payload::Deleted, _) => {
                     counts.tombstones += 1;

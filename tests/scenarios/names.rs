@@ -1268,8 +1268,9 @@ async fn load_history(mut fx: Fixture, shape: &Shape) {
     refused_args[facts_at] = &reserved;
     let (code, report) = cli_json(&fx, &refused_args);
     let message = report["error"]["message"].as_str().unwrap_or_default();
+    let hint = report["error"]["hint"].as_str().unwrap_or_default();
     assert!(
-        code == Some(2) && message.contains("--facts") && message.contains(&format!("`{reserved}`")),
+        code == Some(2) && hint.contains("--facts") && message.contains(&format!("`{reserved}`")),
         "assign-keys --facts {reserved}: {report}\n{what}"
     );
 }
