@@ -134,7 +134,7 @@ async fn bench(versions: u64, facts: u64) {
     let config = customer_config(dir.path(), "lookup.toml", &source, &target, "src_changes", "all");
     let load = run_child(&Job::Run {
         config: config.clone(),
-        upper: "2030-01-01T00:00:00Z".into(),
+        upper: "2026-11-01T00:00:00Z".into(),
         reconcile_deletes: false,
         full_refresh: false,
         dry_run: false,

@@ -24,13 +24,13 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 /// S1 reads everything up to here.
-const U1: &str = "2028-12-31T00:00:00Z";
+const U1: &str = "2026-10-31T00:00:00Z";
 /// S2's changes land in the hour after this.
-const S2_AT: &str = "2029-01-02T00:00:00Z";
-const U2: &str = "2029-01-02T02:00:00Z";
-const U3: &str = "2029-01-02T03:00:00Z";
-const U4: &str = "2029-01-02T04:00:00Z";
-const UR: &str = "2029-01-04T00:00:00Z";
+const S2_AT: &str = "2026-11-02T00:00:00Z";
+const U2: &str = "2026-11-02T02:00:00Z";
+const U3: &str = "2026-11-02T03:00:00Z";
+const U4: &str = "2026-11-02T04:00:00Z";
+const UR: &str = "2026-11-04T00:00:00Z";
 
 struct Args {
     rows: Vec<u64>,
@@ -189,8 +189,9 @@ fn reconciled_dry_run(config: &Path, upper: &str) -> [Job; 3] {
     [dry.clone(), dry.clone(), dry]
 }
 
-/// The source table: N customers with distinct `updated_at` spread 10 s apart from
-/// 2025-01-01 (N = 1M spans 116 days), with a primary key and an index on the change
+/// The source table: N customers with distinct `updated_at` spread 2 s apart from
+/// 2025-01-01 (N = 1M spans 23 days, 10M 231: all before the runs' upper bounds, which
+/// must not be later than the source's clock), with a primary key and an index on the change
 /// column (a watermark read needs one, or every incremental read scans the table).
 async fn generate_source(c: &mut PgConnection, n: u64) {
     exec(
@@ -201,7 +202,7 @@ async fn generate_source(c: &mut PgConnection, n: u64) {
              SELECT i, 'user' || i || '@example.com',
                     (ARRAY['bronze','silver','gold','platinum'])[1 + i % 4],
                     (ARRAY['NL','DE','FR','US','GB','JP','BR'])[1 + i % 7],
-                    timestamptz '2025-01-01 00:00:00+00' + ((i * 37) % {n}) * interval '10 seconds'
+                    timestamptz '2025-01-01 00:00:00+00' + ((i * 37) % {n}) * interval '2 seconds'
              FROM generate_series(1, {n}) i;
              ALTER TABLE src_customers ADD PRIMARY KEY (customer_id);
              CREATE INDEX src_customers_updated_at ON src_customers (updated_at);

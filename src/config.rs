@@ -407,6 +407,27 @@ fn table_ident(setting: &str, s: &str) -> Result<Ident, ConfigError> {
     Ident::table(s).map_err(|e| ConfigError::invalid(setting, e.to_string()))
 }
 
+/// The prefix of every name dimlog itself gives in SQL: its tables, aliases, CTEs and
+/// internal columns. Config names may not start with it (see `check_reserved_prefix`).
+pub const RESERVED_PREFIX: &str = "dimlog_";
+
+/// Columns of the log and the dimension that dimlog writes itself: no key, tracked or
+/// Type 1 column, nor the surrogate key, may be named so (in any case).
+const WRITTEN_COLUMNS: [&str; 8] = [
+    "valid_from",
+    "valid_to",
+    "is_current",
+    "is_deleted",
+    "row_hash",
+    "load_id",
+    "loaded_at",
+    "log_id",
+];
+
+/// PostgreSQL's system columns: a table cannot have a column of one of these names
+/// (quoted exactly; `oid` stopped being one in PostgreSQL 12).
+const POSTGRES_SYSTEM_COLUMNS: [&str; 6] = ["tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"];
+
 fn column_ident(setting: &str, s: &str) -> Result<Ident, ConfigError> {
     if s.starts_with(crate::scaffold::PLACEHOLDER_PREFIX) {
         return Err(ConfigError::invalid(
@@ -591,6 +612,7 @@ impl Plan {
                 "give a share between 0 and 1, e.g. 0.10",
             ));
         }
+        self.check_reserved_prefix()?;
         let mut seen: Vec<(&Ident, &'static str)> = Vec::new();
         let mut roles: Vec<(&Ident, &'static str)> = Vec::new();
         for k in &self.source.key {
@@ -618,22 +640,22 @@ impl Plan {
             }
             seen.push((c, setting));
         }
-        let reserved = [
-            "valid_from",
-            "valid_to",
-            "is_current",
-            "is_deleted",
-            "row_hash",
-            "load_id",
-            "loaded_at",
-            "log_id",
-        ];
+        let postgres = self.target.url.backend == Backend::Postgres;
         for (c, setting) in seen
             .iter()
             .filter(|(_, s)| !matches!(*s, "source.updated_at" | "source.deleted_flag"))
         {
-            if reserved.contains(&c.name().to_ascii_lowercase().as_str()) {
+            if WRITTEN_COLUMNS.contains(&c.name().to_ascii_lowercase().as_str()) {
                 return Err(ConfigError::invalid(*setting, format!("column `{}` clashes with a column dimlog writes; track it under another name with `source.query`", c.name())));
+            }
+            if postgres && POSTGRES_SYSTEM_COLUMNS.contains(&c.name()) {
+                return Err(ConfigError::invalid(
+                    *setting,
+                    format!(
+                        "column `{0}` has the name of a PostgreSQL system column, which no table of the PostgreSQL target can have; track it under another name with `source.query`, e.g. SELECT …, {0} AS {0}_1 FROM …",
+                        c.name()
+                    ),
+                ));
             }
             if c.name().eq_ignore_ascii_case(self.target.surrogate_key.name()) {
                 return Err(ConfigError::invalid(
@@ -641,6 +663,112 @@ impl Plan {
                     format!(
                         "`{}` is also a source column; choose another surrogate key name",
                         c.name()
+                    ),
+                ));
+            }
+        }
+        let sk = self.target.surrogate_key.name();
+        if WRITTEN_COLUMNS.contains(&sk.to_ascii_lowercase().as_str()) {
+            return Err(ConfigError::invalid(
+                "target.surrogate_key",
+                format!(
+                    "`{sk}` is a column dimlog writes in the log and the dimension; choose another surrogate key name"
+                ),
+            ));
+        }
+        if postgres && POSTGRES_SYSTEM_COLUMNS.contains(&sk) {
+            return Err(ConfigError::invalid(
+                "target.surrogate_key",
+                format!("`{sk}` is the name of a PostgreSQL system column, which no table of the PostgreSQL target can have; choose another surrogate key name"),
+            ));
+        }
+        // Type 6 twins are columns of the dimension too.
+        let mut twins: Vec<String> = Vec::new();
+        for c in &self.current {
+            let twin = format!("current_{}", c.name());
+            let clash = self
+                .source
+                .key
+                .iter()
+                .chain(&self.tracked)
+                .chain(&self.type1)
+                .chain([&self.target.surrogate_key])
+                .map(|i| i.name().to_string())
+                .chain(twins.iter().cloned())
+                .find(|n| n.eq_ignore_ascii_case(&twin));
+            if let Some(other) = clash {
+                return Err(ConfigError::invalid(
+                    "track.current_columns",
+                    format!(
+                        "the twin column `{twin}` of `{}` would clash with the column `{other}` of the dimension; track that column under another name with `source.query`",
+                        c.name()
+                    ),
+                ));
+            }
+            twins.push(twin);
+        }
+        Ok(())
+    }
+
+    /// `dimlog_…` names (in any case: SQLite compares names without it) are dimlog's
+    /// own: its staging tables and every alias, CTE, window and internal column of its
+    /// SQL. No name a config gives may start so, so none can collide with them.
+    fn check_reserved_prefix(&self) -> Result<(), ConfigError> {
+        let reserved = |name: &str| {
+            name.get(..RESERVED_PREFIX.len())
+                .is_some_and(|p| p.eq_ignore_ascii_case(RESERVED_PREFIX))
+        };
+        let mut columns: Vec<(&Ident, &'static str)> = Vec::new();
+        columns.extend(self.source.key.iter().map(|k| (k, "source.key")));
+        columns.push((&self.source.updated_at, "source.updated_at"));
+        columns.extend(self.source.deleted_flag.iter().map(|d| (d, "source.deleted_flag")));
+        columns.extend(self.source.tiebreak.iter().map(|t| (t, "source.tiebreak")));
+        columns.extend(self.tracked.iter().map(|c| (c, "track.columns")));
+        columns.extend(self.type1.iter().map(|c| (c, "track.type1")));
+        for (c, setting) in columns {
+            if reserved(c.name()) {
+                let plain = match &c.name()[RESERVED_PREFIX.len()..] {
+                    "" => "col",
+                    rest => rest,
+                };
+                return Err(ConfigError::invalid(
+                    setting,
+                    format!(
+                        "column `{}` starts with `{RESERVED_PREFIX}`, which dimlog keeps for the names of its own SQL; give the column another name with `source.query`, e.g. SELECT …, {} AS {plain} FROM …",
+                        c.name(),
+                        c.name()
+                    ),
+                ));
+            }
+        }
+        let sk = self.target.surrogate_key.name();
+        if reserved(sk) {
+            return Err(ConfigError::invalid(
+                "target.surrogate_key",
+                format!("`{sk}` starts with `{RESERVED_PREFIX}`, which dimlog keeps for the names of its own SQL; choose another surrogate key name"),
+            ));
+        }
+        // `dimlog rebuild` builds the dimension anew beside it, as `<dimension>_dimlog_new`.
+        let swap = format!("{}_dimlog_new", self.target.dimension.name());
+        if self.target.log.name().eq_ignore_ascii_case(&swap) {
+            return Err(ConfigError::invalid(
+                "target.log",
+                format!(
+                    "table `{}` is the name of the table `dimlog rebuild` builds the dimension in before it replaces it; choose another name",
+                    self.target.log.name()
+                ),
+            ));
+        }
+        for (table, setting) in [
+            (&self.target.log, "target.log"),
+            (&self.target.dimension, "target.dimension"),
+        ] {
+            if reserved(table.name()) {
+                return Err(ConfigError::invalid(
+                    setting,
+                    format!(
+                        "table `{}` starts with `{RESERVED_PREFIX}`, which dimlog keeps for its own tables and the names of its SQL; choose another name",
+                        table.name()
                     ),
                 ));
             }
@@ -737,6 +865,29 @@ columns = ["email", "tier", "country"]
                 "docs/config.md does not describe `{k}`"
             );
         }
+    }
+
+    #[test]
+    fn a_twin_that_clashes_with_a_column_is_refused() {
+        let text = GOOD.replace("\"country\"]", "\"current_tier\"]\ncurrent_columns = [\"tier\"]");
+        let e = load(&text).unwrap_err();
+        assert!(
+            e.to_string().contains("track.current_columns") && e.to_string().contains("`current_tier`"),
+            "{e}"
+        );
+        let text = GOOD.replace("\"country\"]", "\"country\"]\ncurrent_columns = [\"tier\"]");
+        let e = load(&text.replace("\"customer_sk\"", "\"CURRENT_TIER\"")).unwrap_err();
+        assert!(e.to_string().contains("track.current_columns"), "{e}");
+        assert!(load(&text).is_ok());
+    }
+
+    #[test]
+    fn the_rebuild_swap_table_cannot_be_the_log() {
+        let e = load(&GOOD.replace("\"customer_versions\"", "\"Dim_Customer_Dimlog_New\"")).unwrap_err();
+        assert!(
+            e.to_string().contains("target.log") && e.to_string().contains("choose another"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -27,6 +27,18 @@ pub async fn create_staging(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbE
     run_named(conn, "stage", &["raw"], ctx).await
 }
 
+/// Drops the raw staging table if a load left one and creates it empty, for a second
+/// read in the same load (see [`add_unseen`]).
+pub async fn recreate_raw(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
+    run_named(conn, "stage", &["drop_raw", "raw"], ctx).await
+}
+
+/// Adds to the staged rows those raw rows whose key reconciliation listed in
+/// `dimlog_unseen`, deduplicated by the same rule as [`dedupe`].
+pub async fn add_unseen(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
+    run_named(conn, "dedupe", &["unseen"], ctx).await
+}
+
 /// The staging table's columns and how each binds.
 pub struct Stager {
     columns: Vec<String>,

@@ -44,6 +44,19 @@ pub enum ExtractError {
         /// How many rows.
         count: i64,
     },
+    /// The window to read is impossible; refused before anything is read (exit 2).
+    #[error(transparent)]
+    Window(#[from] WindowError),
+    /// A source value that is not UTF-8 text: it could not be loaded unchanged.
+    #[error("source column `{column}` of key ({key}) holds text that is not valid UTF-8 (bytes {bytes}); dimlog loads text unchanged or not at all: fix the value at the source, or declare the column BLOB (or cast it to BLOB in source.query) to load it as bytes")]
+    NotUtf8 {
+        /// The column.
+        column: String,
+        /// The key of the row, as text.
+        key: String,
+        /// The first bytes of the value, in hex.
+        bytes: String,
+    },
     /// A change-column value that is not a usable timestamp.
     #[error("source column `{column}` (source.updated_at): {reason}{hint}")]
     BadTimestamp {
@@ -71,6 +84,155 @@ impl ExtractError {
             hint,
         }
     }
+}
+
+/// Why a run's window cannot be read (spec section 1: the window is checked before
+/// anything is read). Each names both times, so a wrong clock is found where it is.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WindowError {
+    /// An upper bound later than the source's clock would let the watermark pass rows the
+    /// source has not written yet, and every later run would start after them.
+    #[error("upper bound {upper} is later than the source's clock {source_clock}: rows written from now on but stamped before {upper} would never be read; give an upper bound not later than the source's clock, or none (the source's clock minus source.safety_lag)")]
+    AfterSourceClock {
+        /// The upper bound asked for.
+        upper: Micros,
+        /// The source database's clock when the run started.
+        source_clock: Micros,
+    },
+    /// An upper bound earlier than the window's low end: nothing could be read, and a
+    /// run that "succeeds" reading nothing hides the mistake.
+    #[error("the window is empty: upper bound {upper}{origin} is earlier than its low end {low} (the watermark {watermark} minus source.lookback {lookback}), so nothing could be read; {hint}")]
+    BeforeLowEnd {
+        /// The upper bound.
+        upper: Micros,
+        /// Where the upper bound came from, in words (empty when given).
+        origin: String,
+        /// `watermark - lookback`.
+        low: Micros,
+        /// The watermark.
+        watermark: Micros,
+        /// The lookback, as a duration.
+        lookback: String,
+        /// What to do.
+        hint: String,
+    },
+}
+
+/// Checks a run's window against the source's clock before anything is read: an upper
+/// bound later than the clock, or earlier than `watermark - lookback`, is refused.
+/// `upper_given` says whether the bound was asked for (else it is the clock minus
+/// `source.safety_lag`); `watermark` is the one `window.low` was derived from.
+pub fn check_window(
+    plan: &Plan,
+    window: &Window,
+    source_clock: Micros,
+    upper_given: bool,
+    watermark: Option<Micros>,
+) -> Result<(), WindowError> {
+    if window.high > source_clock {
+        return Err(WindowError::AfterSourceClock {
+            upper: window.high,
+            source_clock,
+        });
+    }
+    let (Some(low), Some(watermark)) = (window.low, watermark) else {
+        return Ok(());
+    };
+    if window.high >= low {
+        return Ok(());
+    }
+    let origin = if upper_given {
+        String::new()
+    } else {
+        format!(
+            " (the source's clock {source_clock} minus source.safety_lag {})",
+            duration_text(plan.source.safety_lag_micros)
+        )
+    };
+    let hint = if watermark > source_clock {
+        format!(
+            "the watermark itself is later than the source's clock {source_clock}: an earlier run read rows stamped in the future. \
+             Correct the clock of what writes the source, then set the watermark back by hand \
+             (UPDATE dimlog_state SET high_watermark = ... WHERE dimension = '{}' AND role = 'incremental')",
+            plan.name
+        )
+    } else if upper_given {
+        "to re-read a past period, use `dimlog backfill` with its from and to".to_string()
+    } else {
+        "make source.safety_lag shorter than the time since the watermark".to_string()
+    };
+    Err(WindowError::BeforeLowEnd {
+        upper: window.high,
+        origin,
+        low,
+        watermark,
+        lookback: duration_text(plan.source.lookback_micros),
+        hint,
+    })
+}
+
+/// A config duration as a person would write it: whole days as days (humantime's months
+/// of 30.44 days make `3650days` unreadable), the rest as humantime prints it.
+fn duration_text(micros: i64) -> String {
+    const DAY: i64 = 86_400_000_000;
+    if micros >= DAY && micros % DAY == 0 {
+        format!("{}days", micros / DAY)
+    } else {
+        humantime::format_duration(std::time::Duration::from_micros(micros.max(0) as u64)).to_string()
+    }
+}
+
+/// Source rows stamped after a run's upper bound: not read by the run, counted so that a
+/// wrong clock at the source is seen.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FutureRows {
+    /// How many.
+    pub count: i64,
+    /// The latest stamp among them.
+    pub newest: Option<Micros>,
+}
+
+impl FutureRows {
+    /// Adds rows counted elsewhere (those a loose window read and then dropped).
+    pub fn add(&mut self, other: FutureRows) {
+        self.count += other.count;
+        self.newest = self.newest.max(other.newest);
+    }
+}
+
+/// Counts the source rows stamped after `window.high` that the window's read does not
+/// return (on SQLite the read is loose, and the rows it returns past the bound are counted
+/// where they are dropped).
+pub async fn future_rows(
+    conn: &mut Conn,
+    plan: &Plan,
+    layout: &Layout,
+    window: &Window,
+) -> Result<FutureRows, ExtractError> {
+    let sql = sql::statement(
+        conn.backend(),
+        "extract",
+        "future",
+        &extract_context(plan, layout, Some(window)),
+    )?;
+    let rows = conn
+        .query_text(
+            "counting source rows after the upper bound",
+            &sql,
+            &[Param::Ts(window.high)],
+        )
+        .await?;
+    let row = rows.into_iter().next().unwrap_or_default();
+    let count = row.first().cloned().flatten().and_then(|c| c.parse().ok()).unwrap_or(0);
+    let newest = match row.get(1).cloned().flatten() {
+        Some(text) => Some(
+            Micros::parse(&text, plan.source.timezone.as_ref())
+                .map_err(|r| ExtractError::bad_change_column(plan, r))?,
+        ),
+        None => None,
+    };
+    Ok(FutureRows { count, newest })
 }
 
 /// One source column as the catalog describes it.
@@ -485,7 +647,33 @@ pub async fn check_null_updated_at(conn: &mut Conn, plan: &Plan, layout: &Layout
 pub type SourceRow = TextRow;
 
 /// Batches of rows arriving from the reader task.
-pub type RowBatches = mpsc::Receiver<Result<Vec<SourceRow>, DbError>>;
+pub type RowBatches = mpsc::Receiver<Result<Vec<SourceRow>, ExtractError>>;
+
+/// What a row reader needs to name a value it cannot read: the columns it selects, in
+/// order, of which the first `key_count` are the natural key.
+#[derive(Clone, Debug)]
+struct Selected {
+    names: Vec<String>,
+    key_count: usize,
+}
+
+impl Selected {
+    fn not_utf8(&self, row: &[Option<String>], column: usize, bytes: &[u8]) -> ExtractError {
+        let key = row
+            .iter()
+            .take(self.key_count)
+            .map(|v| v.clone().unwrap_or_else(|| "?".into()))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let mut hex = Vec::new();
+        crate::db::push_hex(&mut hex, &bytes[..bytes.len().min(32)]);
+        ExtractError::NotUtf8 {
+            column: self.names.get(column).cloned().unwrap_or_default(),
+            key,
+            bytes: String::from_utf8(hex).unwrap_or_default(),
+        }
+    }
+}
 
 /// Starts reading `window` on its own task. Batches arrive through a bounded channel
 /// (back-pressure keeps memory flat); the task hands the connection back when done.
@@ -508,7 +696,14 @@ pub fn spawn_reader(
         }
         params.push(Param::Ts(window.high));
     }
-    Ok(spawn_stream(conn, sql, params))
+    let mut names: Vec<String> = layout.read_columns().iter().map(|c| c.bare.clone()).collect();
+    names.push(plan.source.updated_at.name().into());
+    names.extend(plan.source.deleted_flag.iter().map(|d| d.name().to_string()));
+    let selected = Selected {
+        names,
+        key_count: layout.keys.len(),
+    };
+    Ok(spawn_stream(conn, sql, params, selected))
 }
 
 /// Streams the source's full key list (key columns only), for delete reconciliation.
@@ -518,7 +713,13 @@ pub fn spawn_key_reader(
     layout: &Layout,
 ) -> Result<(RowBatches, tokio::task::JoinHandle<Conn>), ExtractError> {
     let sql = sql::statement(conn.backend(), "extract", "keys", &extract_context(plan, layout, None))?;
-    Ok(spawn_stream(conn, sql, Vec::new()))
+    let mut names: Vec<String> = layout.keys.iter().map(|c| c.bare.clone()).collect();
+    names.extend(plan.source.deleted_flag.iter().map(|d| d.name().to_string()));
+    let selected = Selected {
+        names,
+        key_count: layout.keys.len(),
+    };
+    Ok(spawn_stream(conn, sql, Vec::new(), selected))
 }
 
 /// What [`spawn_raw_reader`] reads.
@@ -596,10 +797,15 @@ pub fn spawn_raw_reader(
     Ok((rx, handle))
 }
 
-fn spawn_stream(mut conn: Conn, sql: String, params: Vec<Param>) -> (RowBatches, tokio::task::JoinHandle<Conn>) {
+fn spawn_stream(
+    mut conn: Conn,
+    sql: String,
+    params: Vec<Param>,
+    selected: Selected,
+) -> (RowBatches, tokio::task::JoinHandle<Conn>) {
     let (tx, rx) = mpsc::channel(4);
     let handle = tokio::spawn(async move {
-        let result = stream_rows(&mut conn, &sql, params, &tx).await;
+        let result = stream_rows(&mut conn, &sql, params, &selected, &tx).await;
         if let Err(e) = result {
             let _ = tx.send(Err(e)).await;
         }
@@ -612,8 +818,9 @@ async fn stream_rows(
     conn: &mut Conn,
     sql: &str,
     params: Vec<Param>,
-    tx: &mpsc::Sender<Result<Vec<SourceRow>, DbError>>,
-) -> Result<(), DbError> {
+    selected: &Selected,
+    tx: &mpsc::Sender<Result<Vec<SourceRow>, ExtractError>>,
+) -> Result<(), ExtractError> {
     use futures::StreamExt;
     let err = |source| DbError::Query {
         what: "reading the source".into(),
@@ -645,10 +852,13 @@ async fn stream_rows(
             while let Some(row) = stream.next().await {
                 let row = row.map_err(err)?;
                 let n = sqlx::Row::len(&row);
-                let values = (0..n)
-                    .map(|i| crate::db::sqlite::cell_text(&row, i))
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(err)?;
+                let mut values = Vec::with_capacity(n);
+                for i in 0..n {
+                    match crate::db::sqlite::source_text(&row, i).map_err(err)? {
+                        Ok(v) => values.push(v),
+                        Err(bytes) => return Err(selected.not_utf8(&values, i, &bytes)),
+                    }
+                }
                 batch.push(values);
                 if batch.len() >= BATCH_ROWS && tx.send(Ok(std::mem::take(&mut batch))).await.is_err() {
                     return Ok(());

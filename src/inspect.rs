@@ -102,9 +102,11 @@ pub struct Status {
     pub dimension: String,
     /// One entry per role.
     pub watermarks: Vec<WatermarkRow>,
-    /// The source's newest change.
+    /// The source's newest change, when the source was asked (null otherwise: status
+    /// reads only the target unless told to read the source too).
     pub source_newest: Option<String>,
-    /// How far the incremental watermark is behind the source's newest change, seconds.
+    /// How far the incremental watermark is behind the source's newest change, seconds
+    /// (null when the source was not asked).
     pub lag_seconds: Option<f64>,
     /// Newest first.
     pub runs: Vec<crate::state::RunRecord>,

@@ -72,7 +72,7 @@ pub enum Error {
     /// `assign-keys` refused the fact table (exit 2) or found facts it may not give the
     /// unknown member (exit 1).
     #[error(transparent)]
-    Assign(#[from] lookup::AssignError),
+    Assign(Box<lookup::AssignError>),
     /// Reconciliation would close too many keys (exit 1).
     #[error("reconciliation would close {would_close} of {live} live keys, more than deletes.max_fraction = {max_fraction}; nothing was committed. If the source really lost them, rerun with --allow-mass-delete; otherwise check the source table (an empty or partial load?)")]
     MassDelete {
@@ -83,6 +83,10 @@ pub enum Error {
         /// The configured guard.
         max_fraction: f64,
     },
+    /// The dimension was never loaded into the target (exit 2): a command that only reads
+    /// it says so rather than create anything.
+    #[error("{0}; run `dimlog run` to load it, or check `name` and `target.url` in the config")]
+    NotLoaded(#[from] tables::NotLoaded),
     /// A failpoint fired (tests only).
     #[error("failpoint {0} fired; nothing after it was committed")]
     Failpoint(&'static str),
@@ -110,6 +114,22 @@ impl From<tables::InitError> for Error {
     }
 }
 
+impl From<tables::RecordError> for Error {
+    fn from(e: tables::RecordError) -> Self {
+        match e {
+            tables::RecordError::Db(d) => Error::Db(d),
+            tables::RecordError::NotLoaded(n) => Error::NotLoaded(n),
+            tables::RecordError::Config(c) => Error::Config(c),
+        }
+    }
+}
+
+impl From<lookup::AssignError> for Error {
+    fn from(e: lookup::AssignError) -> Self {
+        Error::Assign(Box::new(e))
+    }
+}
+
 impl Error {
     /// Turns a discrepancy into a run failure (exit 1) for commands where "not found"
     /// means the command failed rather than that a check found something.
@@ -123,10 +143,10 @@ impl Error {
     /// The process exit code (spec section 4).
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Config(_) | Error::Usage(_) => 2,
-            Error::Extract(extract::ExtractError::Config(_)) => 2,
+            Error::Config(_) | Error::Usage(_) | Error::NotLoaded(_) => 2,
+            Error::Extract(extract::ExtractError::Config(_) | extract::ExtractError::Window(_)) => 2,
             Error::Discrepancy(_) => 3,
-            Error::Assign(e) => match e {
+            Error::Assign(e) => match e.as_ref() {
                 lookup::AssignError::Db(_)
                 | lookup::AssignError::BadTimestamps { .. }
                 | lookup::AssignError::Unknown { .. } => 1,
@@ -141,6 +161,8 @@ impl Error {
         match self {
             Error::Config(_) | Error::Extract(extract::ExtractError::Config(_)) => "config",
             Error::Usage(_) => "usage",
+            Error::Extract(extract::ExtractError::Window(_)) => "window",
+            Error::NotLoaded(_) => "not-loaded",
             Error::Db(db::DbError::Locked(_)) => "locked",
             Error::Db(db::DbError::Connect { .. }) => "connect",
             Error::Db(_) => "database",
@@ -149,7 +171,7 @@ impl Error {
             Error::Failpoint(_) => "failpoint",
             Error::Discrepancy(_) => "discrepancy",
             Error::Unknown(_) => "unknown-member",
-            Error::Assign(e) => match e {
+            Error::Assign(e) => match e.as_ref() {
                 lookup::AssignError::Db(db::DbError::Locked(_)) => "locked",
                 lookup::AssignError::Db(_) => "database",
                 lookup::AssignError::AtNoZone { .. } => "config",

@@ -23,6 +23,8 @@ pub struct Changes {
     pub corrections: i64,
     /// Tombstones.
     pub tombstones: i64,
+    /// Deleted keys revived (their new versions are counted in `versions` too).
+    pub revived: i64,
     /// Type 1 observations (only Type 1 columns changed; no version).
     pub type1_updates: i64,
     /// Every log row to append.
@@ -35,6 +37,9 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbEr
         // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`).
         run_named(conn, "classify", &["history"], ctx).await?;
     }
+    if !ctx.history_all {
+        run_named(conn, "classify", &["drop_revived_rereads"], ctx).await?;
+    }
     run_named(conn, "classify", &["classify"], ctx).await?;
     let at = counts(conn, ctx, "counts").await?;
     Ok(Changes {
@@ -44,7 +49,20 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbEr
         tombstones: at(3),
         type1_updates: at(4),
         total: at(5),
+        revived: 0,
     })
+}
+
+/// Revival (spec 1.4): moves each staged live row whose key's newest effective log row
+/// is a tombstone at or after the row's own time to the upper bound (or just after the
+/// tombstone, if that is later), so classify opens a new version for it; returns how
+/// many keys were revived. Only for loads that see the source's whole key list.
+pub async fn revive(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<i64, DbError> {
+    let sql = sql::statement(conn.backend(), "classify", "revive", ctx)?;
+    let n = conn
+        .execute("reviving restored keys", &sql, &[Param::Ts(upper)])
+        .await?;
+    Ok(i64::try_from(n).unwrap_or(i64::MAX))
 }
 
 /// Counts a first load's changes without comparing anything: into an empty log, with one

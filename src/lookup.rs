@@ -125,6 +125,14 @@ pub enum AssignError {
         /// The dimension's key columns.
         names: String,
     },
+    /// The fact table has a name dimlog keeps for its own tables and SQL names.
+    #[error("table `{table}` starts with `{prefix}`, which dimlog keeps for its own tables and the names of its SQL; give the fact table another name")]
+    ReservedFactTable {
+        /// The fact table.
+        table: String,
+        /// The reserved prefix.
+        prefix: &'static str,
+    },
     /// The fact table does not exist.
     #[error("table {table} does not exist in the target database")]
     NoFactTable {
@@ -318,6 +326,18 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
                 .map(|c| c.bare.as_str())
                 .collect::<Vec<_>>()
                 .join(", "),
+        });
+    }
+    let prefix = crate::config::RESERVED_PREFIX;
+    if spec
+        .facts
+        .name()
+        .get(..prefix.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(prefix))
+    {
+        return Err(AssignError::ReservedFactTable {
+            table: spec.facts.name().to_string(),
+            prefix,
         });
     }
     let backend = conn.backend();
@@ -560,7 +580,7 @@ async fn parse_fact_times(
     conn.bulk_insert(
         "reading fact timestamps",
         "dimlog_at_parsed",
-        &["raw".to_string(), "utc".to_string()],
+        &["dimlog_raw".to_string(), "dimlog_utc".to_string()],
         &[BindKind::Text, BindKind::Text],
         &parsed,
     )

@@ -6,8 +6,8 @@
 //! record, the watermark) commits in one transaction of the target, so a crash anywhere
 //! leaves the previous state and the retry loads everything.
 
-use crate::config::{Backend, HardDeletes, Plan};
-use crate::db::{Conn, DbError};
+use crate::config::{Backend, ConfigError, HardDeletes, Plan};
+use crate::db::{Access, Conn, DbError};
 use crate::detect::{stage_row, ColumnKind, StagedRow};
 use crate::extract::{self, Layout, SourceSchema, Window};
 use crate::state::{self, RunBounds, RunCounts, RunKind};
@@ -93,6 +93,10 @@ pub struct RunReport {
     /// Counts.
     #[serde(flatten)]
     pub counts: RunCounts,
+    /// The latest stamp among the rows after the upper bound (`future_rows`).
+    pub newest_future_row: Option<Micros>,
+    /// The source database's clock when the run started (none for backfill chunks).
+    pub source_clock: Option<Micros>,
     /// Live keys closed by reconciliation (included in `tombstones`).
     pub reconciled_deletes: i64,
     /// Type 1 observations appended (only Type 1 columns changed; no version).
@@ -117,7 +121,8 @@ pub struct RunReport {
 /// Open connections and the validated layout of one dimension; reused by backfill
 /// chunks.
 pub struct Session {
-    /// The source (moved into the reader task while a window streams).
+    /// The source (moved into the reader task while a window streams); none for a
+    /// session of the target alone ([`Session::open_target`]).
     pub source: Option<Conn>,
     /// The target.
     pub target: Conn,
@@ -128,13 +133,39 @@ pub struct Session {
 }
 
 impl Session {
-    /// Connects to both sides and checks the config against the source's schema.
-    /// Creates nothing.
+    /// Connects to both sides for a load: opens the source read-only (dimlog never
+    /// writes it), checks the config against the source's schema, and only then connects
+    /// to the target, creating its SQLite file if there is none. A config the source
+    /// refutes, or a source that cannot be reached, therefore leaves no file behind.
+    /// Creates no table.
     pub async fn open(plan: &Plan) -> Result<Session, Error> {
-        let mut source = Conn::connect(&plan.source.url).await?;
-        let target = Conn::connect(&plan.target.url).await?;
-        let schema = SourceSchema::load(&mut source, &plan.source.relation).await?;
-        let layout = schema.layout(plan, target.backend())?;
+        Session::open_with(plan, Access::Create).await
+    }
+
+    /// [`Session::open`], connecting to the target with `target` access: with anything but
+    /// [`Access::Create`], a target whose SQLite file does not exist is
+    /// [`Error::NotLoaded`].
+    pub async fn open_with(plan: &Plan, target: Access) -> Result<Session, Error> {
+        let mut source = open_source(plan).await?;
+        let layout = async {
+            let schema = SourceSchema::load(&mut source, &plan.source.relation).await?;
+            Ok::<_, Error>(schema.layout(plan, plan.target.url.backend)?)
+        }
+        .await;
+        let layout = match layout {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = source.close().await;
+                return Err(e);
+            }
+        };
+        let target = match open_target(plan, target).await {
+            Ok(t) => t,
+            Err(e) => {
+                let _ = source.close().await;
+                return Err(e);
+            }
+        };
         let ctx = SqlContext::new(plan, &layout, target.backend());
         Ok(Session {
             source: Some(source),
@@ -143,6 +174,72 @@ impl Session {
             ctx,
         })
     }
+
+    /// The target alone, for commands that do not read the source (`status`, `history`,
+    /// `lookup`, `verify`, with [`Access::QueryOnly`]; `assign-keys` and `rebuild`, with
+    /// [`Access::ReadWrite`]): never connects to the source, and takes the layout from
+    /// the dimension's record in the target ([`tables::existing_record`]) rather than from
+    /// the source's schema, so a source that is down, gone or reshaped does not matter.
+    /// Creates nothing: a target where the dimension was never loaded is
+    /// [`Error::NotLoaded`].
+    pub async fn open_target(plan: &Plan, access: Access) -> Result<Session, Error> {
+        let mut target = open_target(plan, access).await?;
+        let layout = async {
+            let record = tables::existing_record(&mut target, plan).await?;
+            Ok::<_, Error>(record.layout(plan, target.backend())?)
+        }
+        .await;
+        let layout = match layout {
+            Ok(l) => l,
+            Err(e) => {
+                let _ = target.close().await;
+                return Err(e);
+            }
+        };
+        let ctx = SqlContext::new(plan, &layout, target.backend());
+        Ok(Session {
+            source: None,
+            target,
+            layout,
+            ctx,
+        })
+    }
+
+    /// Closes both connections cleanly (see [`Conn::close`]): a command that read a
+    /// SQLite target leaves no `-wal` or `-shm` file behind when it was the last one
+    /// there. A failure to close is of no consequence to what was done, and is ignored.
+    pub async fn close(self) {
+        if let Some(source) = self.source {
+            let _ = source.close().await;
+        }
+        let _ = self.target.close().await;
+    }
+}
+
+/// Opens the source read-only ([`Access::ReadOnly`]); a SQLite file that does not exist
+/// is a config error naming it (dimlog never creates a source).
+pub async fn open_source(plan: &Plan) -> Result<Conn, Error> {
+    Conn::open(&plan.source.url, Access::ReadOnly)
+        .await
+        .map_err(|e| match e {
+            DbError::NoDatabase { path } => Error::Config(ConfigError::invalid(
+                "source.url",
+                format!(
+                    "no SQLite database at {}; dimlog opens a source read-only and never creates one: check the path",
+                    path.display()
+                ),
+            )),
+            other => other.into(),
+        })
+}
+
+/// Connects to the target with `access`; a SQLite file that does not exist (and may not
+/// be created) means the dimension was never loaded there.
+async fn open_target(plan: &Plan, access: Access) -> Result<Conn, Error> {
+    Conn::open(&plan.target.url, access).await.map_err(|e| match e {
+        DbError::NoDatabase { path } => Error::NotLoaded(tables::not_loaded_file(plan, path)),
+        other => other.into(),
+    })
 }
 
 fn now() -> Micros {
@@ -202,7 +299,9 @@ pub async fn run(
                 session.target.rollback().await;
                 // A crash simulated after commit has nothing to record: the run committed.
                 let committed = matches!(e, Error::Failpoint("after_commit"));
-                if !opts.dry_run && !committed && !matches!(e, Error::Db(DbError::Locked(_))) {
+                // Refusals of the config or the window (exit 2) read nothing: there is
+                // no run to record, as for config errors found before the load.
+                if !opts.dry_run && !committed && !matches!(e, Error::Db(DbError::Locked(_))) && e.exit_code() != 2 {
                     let _ = state::record_failure(
                         &mut session.target,
                         plan,
@@ -234,29 +333,31 @@ async fn load(
 ) -> Result<RunReport, Error> {
     let fp = opts.failpoint.as_deref();
     let watermark_before = state::watermark(&mut session.target, plan, &opts.role).await?;
-    let window = match opts.window {
-        Some(w) => w,
+    // A backfill's chunks are fixed windows of the past; a run's window is checked against
+    // the source's clock before anything is read.
+    let (window, source_clock) = match opts.window {
+        Some(w) => (w, None),
         None => {
-            let upper = match opts.upper {
-                Some(u) => u,
-                None => extract::source_now(
-                    session.source.as_mut().expect("source connection"),
-                    plan,
-                    &session.layout,
-                )
-                .await?
-                .plus(-plan.source.safety_lag_micros),
-            };
+            let clock = extract::source_now(
+                session.source.as_mut().expect("source connection"),
+                plan,
+                &session.layout,
+            )
+            .await?;
+            let upper = opts.upper.unwrap_or(clock.plus(-plan.source.safety_lag_micros));
             let low = match opts.kind {
                 _ if migration.is_some() => None,
                 RunKind::FullRefresh => None,
                 _ => watermark_before.map(|w| w.plus(-plan.source.lookback_micros)),
             };
-            Window {
+            let window = Window {
                 low,
                 high: upper,
                 high_inclusive: true,
-            }
+            };
+            extract::check_window(plan, &window, clock, opts.upper.is_some(), watermark_before)
+                .map_err(extract::ExtractError::from)?;
+            (window, Some(clock))
         }
     };
     bounds.low = window.low;
@@ -279,6 +380,17 @@ async fn load(
         &session.layout,
     )
     .await?;
+    let mut future = if source_clock.is_some() {
+        extract::future_rows(
+            session.source.as_mut().expect("source connection"),
+            plan,
+            &session.layout,
+            &window,
+        )
+        .await?
+    } else {
+        extract::FutureRows::default()
+    };
     // A first load fills an empty log and dimension: their secondary indexes are built
     // once at the end rather than updated row by row, and with one staged row per key
     // there is nothing to compare, so classification, the staged rows' statistics and
@@ -305,11 +417,13 @@ async fn load(
         rows_read,
         rows_after_dedupe,
         max_read,
+        beyond_upper,
         changes,
         reconciled,
         rehashed,
         finished_at,
     } = loaded;
+    future.add(beyond_upper);
 
     let high_watermark = match (watermark_before, max_read) {
         (Some(a), Some(b)) => Some(a.max(b)),
@@ -324,6 +438,8 @@ async fn load(
         late_versions: changes.late_versions,
         corrections: changes.corrections,
         tombstones: changes.tombstones,
+        revived: changes.revived,
+        future_rows: future.count,
     };
     if !opts.dry_run {
         if let Some(wm) = high_watermark {
@@ -350,6 +466,8 @@ async fn load(
         watermark_before,
         upper_bound: window.high,
         counts,
+        newest_future_row: future.newest,
+        source_clock,
         reconciled_deletes: reconciled,
         type1_updates: changes.type1_updates,
         rehashed,
@@ -380,6 +498,8 @@ struct Loaded {
     rows_read: i64,
     rows_after_dedupe: i64,
     max_read: Option<Micros>,
+    /// Rows a loose read returned past the upper bound and dropped.
+    beyond_upper: extract::FutureRows,
     changes: log::Changes,
     reconciled: i64,
     rehashed: i64,
@@ -400,7 +520,11 @@ async fn stage_and_append(
     dedupe::create_staging(&mut session.target, &session.ctx).await?;
 
     step.observer.phase("reading");
-    let (rows_read, max_read) = stage_window(session, step.plan, step.window, step.observer).await?;
+    let Staged {
+        rows_read,
+        max_read,
+        beyond_upper,
+    } = stage_window(session, step.plan, step.window, step.observer).await?;
     failpoint::check(fp, "after_extract").await?;
 
     step.observer.phase("deduplicating");
@@ -436,15 +560,29 @@ async fn stage_and_append(
         session.source = Some(source);
         result?
     } else {
-        0
+        reconcile::Reconciled::default()
     };
+    if reconciled.unseen > 0 {
+        step.observer.phase("reading the rows of keys no window read");
+        stage_unseen(session, step).await?;
+    }
+    // Revival (spec 1.4): reconciliation and a full refresh see the source's whole key
+    // list, so a live row behind its key's tombstone is the key restored.
+    let revived =
+        if !first_load && !session.ctx.history_all && (reconcile_now || step.opts.kind == RunKind::FullRefresh) {
+            log::revive(&mut session.target, &session.ctx, step.window.high).await?
+        } else {
+            0
+        };
+    let reconciled = reconciled.missing;
 
     step.observer.phase("detecting changes");
-    let changes = if one_row_per_key {
+    let mut changes = if one_row_per_key {
         log::classify_first_load(&mut session.target, &session.ctx).await?
     } else {
         log::classify(&mut session.target, &session.ctx).await?
     };
+    changes.revived = revived;
     let finished_at = now();
     if changes.total > 0 {
         let dropped = if first_load {
@@ -485,11 +623,27 @@ async fn stage_and_append(
         rows_read,
         rows_after_dedupe,
         max_read,
+        beyond_upper,
         changes,
         reconciled,
         rehashed,
         finished_at,
     })
+}
+
+/// Reads the whole source up to the run's upper bound into a fresh raw staging table and
+/// adds the rows of the keys reconciliation listed in `dimlog_unseen` to the load
+/// (deduplicated by the usual rule). Only runs when there are such keys: rows stamped
+/// behind every window, which only a comparison of key lists can find.
+async fn stage_unseen(session: &mut Session, step: &Step<'_>) -> Result<(), Error> {
+    dedupe::recreate_raw(&mut session.target, &session.ctx).await?;
+    let whole = Window {
+        low: None,
+        ..*step.window
+    };
+    stage_window(session, step.plan, &whole, step.observer).await?;
+    dedupe::add_unseen(&mut session.target, &session.ctx).await?;
+    Ok(())
 }
 
 /// A first load from a PostgreSQL table whose primary key lies within the natural key,
@@ -541,6 +695,7 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
         rows_read: stager.rows_read,
         rows_after_dedupe: stager.rows_read,
         max_read: stager.max_read,
+        beyond_upper: extract::FutureRows::default(),
         changes,
         reconciled: 0,
         rehashed: 0,
@@ -548,15 +703,25 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     })
 }
 
+/// What [`stage_window`] staged.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Staged {
+    /// Rows staged.
+    pub rows_read: i64,
+    /// The greatest `updated_at` among them.
+    pub max_read: Option<Micros>,
+    /// Rows a loose read (SQLite) returned past the upper bound and dropped.
+    pub beyond_upper: extract::FutureRows,
+}
+
 /// Streams the window from the source into the staging table (created by
-/// [`dedupe::create_staging`]); returns the rows read and
-/// the greatest `updated_at` among them.
+/// [`dedupe::create_staging`]).
 pub async fn stage_window(
     session: &mut Session,
     plan: &Plan,
     window: &Window,
     observer: &dyn Observer,
-) -> Result<(i64, Option<Micros>), Error> {
+) -> Result<Staged, Error> {
     let both_postgres = session.target.backend() == Backend::Postgres
         && session.source.as_ref().map(Conn::backend) == Some(Backend::Postgres);
     if both_postgres {
@@ -572,6 +737,7 @@ pub async fn stage_window(
     let (mut batches, handle) = extract::spawn_reader(source, plan, layout, window)?;
     let mut rows_read = 0i64;
     let mut max_read: Option<Micros> = None;
+    let mut beyond_upper = extract::FutureRows::default();
     let mut null_keys: Vec<i64> = vec![0; key_count];
     let mut failure: Option<Error> = None;
     while let Some(batch) = batches.recv().await {
@@ -599,6 +765,12 @@ pub async fn stage_window(
                 }
             };
             if !window.contains(ts) {
+                if window.low.is_none_or(|l| ts >= l) {
+                    beyond_upper.add(extract::FutureRows {
+                        count: 1,
+                        newest: Some(ts),
+                    });
+                }
                 continue;
             }
             debug_assert_eq!(row.len(), n);
@@ -635,7 +807,11 @@ pub async fn stage_window(
         }
         .into());
     }
-    Ok((rows_read, max_read))
+    Ok(Staged {
+        rows_read,
+        max_read,
+        beyond_upper,
+    })
 }
 
 /// After a first load's append: fills the empty dimension (without a window over the log
@@ -664,13 +840,17 @@ async fn stage_window_copy(
     plan: &Plan,
     window: &Window,
     observer: &dyn Observer,
-) -> Result<(i64, Option<Micros>), Error> {
+) -> Result<Staged, Error> {
     let stager = dedupe::CopyStager::new(plan, &session.layout, *window);
     let columns = dedupe::Stager::new(&session.ctx).columns().to_vec();
     let read = extract::RawRead::Window(window);
     let into = ("staging source rows", "dimlog_raw", &columns[..]);
     let stager = copy_through(session, plan, stager, read, into, observer).await?;
-    Ok((stager.rows_read, stager.max_read))
+    Ok(Staged {
+        rows_read: stager.rows_read,
+        max_read: stager.max_read,
+        beyond_upper: extract::FutureRows::default(),
+    })
 }
 
 /// Streams a read of the source through `stager` into one `COPY table (columns) FROM

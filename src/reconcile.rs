@@ -15,8 +15,19 @@ use crate::tables::{run_named, SqlContext};
 use crate::ts::Micros;
 use crate::{dedupe, Error};
 
-/// Stages tombstones for live keys missing from the source; returns the source
-/// connection (it was lent to the key reader) and how many keys will be closed.
+/// What reconciliation found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reconciled {
+    /// Live keys missing from the source, staged as tombstones.
+    pub missing: i64,
+    /// Source keys held live that are neither live in the dimension nor in this load
+    /// (listed in `dimlog_unseen`): their rows must be read again, whatever their stamp.
+    pub unseen: i64,
+}
+
+/// Stages tombstones for live keys missing from the source and lists the source's keys
+/// that no window will read; returns the source connection (it was lent to the key
+/// reader) and the counts.
 pub async fn stage_missing_keys(
     source: Conn,
     target: &mut Conn,
@@ -25,7 +36,7 @@ pub async fn stage_missing_keys(
     ctx: &SqlContext,
     upper: Micros,
     allow_mass_delete: bool,
-) -> (Conn, Result<i64, Error>) {
+) -> (Conn, Result<Reconciled, Error>) {
     let (source, result) = if source.backend() == Backend::Postgres && target.backend() == Backend::Postgres {
         stage_keys_copy(source, target, plan, layout, ctx).await
     } else {
@@ -53,8 +64,11 @@ async fn stage_keys(
     let mut result: Result<(), Error> = run_named(target, "reconcile", &["keys_table"], ctx)
         .await
         .map_err(Error::from);
-    let columns: Vec<String> = layout.keys.iter().map(|c| c.name.clone()).collect();
-    let kinds: Vec<BindKind> = layout.keys.iter().map(|c| BindKind::from(c.kind)).collect();
+    let columns = key_list_columns(ctx);
+    let mut kinds: Vec<BindKind> = layout.keys.iter().map(|c| BindKind::from(c.kind)).collect();
+    if ctx.deleted_flag {
+        kinds.push(BindKind::Bool);
+    }
     while let Some(batch) = batches.recv().await {
         if result.is_err() {
             continue;
@@ -97,7 +111,7 @@ async fn stage_keys_copy(
         .await
         .map_err(Error::from);
     if result.is_ok() {
-        let columns: Vec<String> = layout.keys.iter().map(|c| c.name.clone()).collect();
+        let columns = key_list_columns(ctx);
         result = dedupe::copy_into(
             target,
             "staging the source key list",
@@ -119,11 +133,27 @@ async fn stage_keys_copy(
     (source, result)
 }
 
+/// The columns of the staged source key list: the keys, and whether the row is live
+/// when a soft-delete column is configured.
+fn key_list_columns(ctx: &SqlContext) -> Vec<String> {
+    let mut columns = ctx.keys.clone();
+    if ctx.deleted_flag {
+        columns.push("dimlog_live".into());
+    }
+    columns
+}
+
 fn unreachable_source(e: extract::ExtractError) -> ! {
     panic!("the key-list statement did not render: {e}")
 }
 
-async fn compare(target: &mut Conn, ctx: &SqlContext, plan: &Plan, upper: Micros, allow: bool) -> Result<i64, Error> {
+async fn compare(
+    target: &mut Conn,
+    ctx: &SqlContext,
+    plan: &Plan,
+    upper: Micros,
+    allow: bool,
+) -> Result<Reconciled, Error> {
     let backend = target.backend();
     let index = if backend == Backend::Postgres {
         "analyze"
@@ -191,5 +221,17 @@ async fn compare(target: &mut Conn, ctx: &SqlContext, plan: &Plan, upper: Micros
                 .await?;
         }
     }
-    Ok(missing)
+    // A change feed's rows are events at their own times: a late one is read by a full
+    // refresh, and a key's deleted events would make it look unseen on every run.
+    if ctx.history_all {
+        return Ok(Reconciled { missing, unseen: 0 });
+    }
+    run_named(target, "reconcile", &["unseen"], ctx).await?;
+    let unseen = target
+        .query_i64s("counting source keys no window read", &count("unseen_count")?, &[])
+        .await?
+        .first()
+        .copied()
+        .unwrap_or(0);
+    Ok(Reconciled { missing, unseen })
 }

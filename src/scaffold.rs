@@ -566,6 +566,12 @@ pub fn generate(request: &Request, profile: &Profile) -> Result<Scaffold, Error>
                 c.name.clone(),
                 "dimlog writes a column of that name; track it renamed through source.query".into(),
             ));
+        } else if lower(&c.name).starts_with(crate::config::RESERVED_PREFIX) {
+            skipped.push((
+                c.name.clone(),
+                "dimlog keeps names starting with dimlog_ for its own SQL; track it renamed through source.query"
+                    .into(),
+            ));
         } else if Ident::column(&c.name).is_err() {
             skipped.push((
                 c.name.clone(),

@@ -159,6 +159,12 @@ pub struct RunCounts {
     pub corrections: i64,
     /// Tombstones appended.
     pub tombstones: i64,
+    /// Deleted keys the source holds live again with a stamp not later than their
+    /// tombstone, reopened at the upper bound (included in `versions`).
+    pub revived: i64,
+    /// Source rows stamped after the upper bound: not read by this run (a wrong clock at
+    /// the source shows here instead of going unnoticed).
+    pub future_rows: i64,
 }
 
 /// Inserts the run's record (`running`) inside the run's transaction; returns run_id.
@@ -220,6 +226,8 @@ pub async fn finish_run(
             Param::I64(c.late_versions),
             Param::I64(c.corrections),
             Param::I64(c.tombstones),
+            Param::I64(c.revived),
+            Param::I64(c.future_rows),
             Param::Text("succeeded".into()),
             Param::Ts(finished),
             Param::Null,
@@ -319,11 +327,13 @@ pub async fn recent_runs(conn: &mut Conn, plan: &Plan, limit: i64) -> Result<Vec
                 late_versions: int(&r[11]),
                 corrections: int(&r[12]),
                 tombstones: int(&r[13]),
+                revived: int(&r[14]),
+                future_rows: int(&r[15]),
             },
-            status: r[14].clone().unwrap_or_default(),
-            started_at: r[15].clone(),
-            finished_at: r[16].clone(),
-            error: r[17].clone(),
+            status: r[16].clone().unwrap_or_default(),
+            started_at: r[17].clone(),
+            finished_at: r[18].clone(),
+            error: r[19].clone(),
         })
         .collect())
 }

@@ -3,12 +3,15 @@
 //!
 //! `init` is idempotent and runs before every load, so `dimlog run` on an empty target
 //! just works. It records the column sets a dimension was built with, so a later config
-//! change is noticed instead of silently re-versioning history.
+//! change is noticed instead of silently re-versioning history. Commands that only read a
+//! dimension take its layout from that record ([`existing_record`],
+//! [`DimensionRecord::layout`]) and create nothing: a target where it was never loaded
+//! is [`NotLoaded`].
 
 use crate::config::{Backend, ConfigError, History, Plan};
 use crate::db::{sql, Conn, DbError, Param};
 use crate::detect::{ColumnKind, HASH_VERSION};
-use crate::extract::{Col, Layout};
+use crate::extract::{Col, CurrentCol, Layout};
 use crate::ident::Ident;
 use crate::ts::{Micros, FAR_FUTURE};
 use serde::Serialize;
@@ -66,6 +69,8 @@ pub struct SqlContext {
     pub column: Option<Col>,
     /// `source.history = "all"`.
     pub history_all: bool,
+    /// A soft-delete column is configured (the source key list carries a live flag).
+    pub deleted_flag: bool,
     /// One read holds at most one row per key (see [`Layout::unique_key`]).
     pub unique_key: bool,
     /// The log's and the dimension's indexes other than their primary keys, qualified
@@ -147,6 +152,7 @@ impl SqlContext {
             retained: Vec::new(),
             column: None,
             history_all: plan.source.history == History::All,
+            deleted_flag: plan.source.deleted_flag.is_some(),
             unique_key: layout.unique_key,
             secondary_indexes,
             sentinel: match backend {
@@ -296,6 +302,195 @@ impl DimensionRecord {
     }
 }
 
+/// A dimension the target has no record of: it was never loaded there (or the config
+/// names another dimension or target).
+#[derive(Debug, thiserror::Error)]
+#[error("dimension `{dimension}` has not been loaded yet: {missing}")]
+pub struct NotLoaded {
+    /// The config's `name`.
+    pub dimension: String,
+    /// What the target lacks.
+    pub missing: Missing,
+}
+
+/// What a target without the dimension lacks.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Missing {
+    /// The SQLite file of `target.url` does not exist.
+    #[error("there is no SQLite database at {} (target.url)", .0.display())]
+    Database(std::path::PathBuf),
+    /// The target has none of dimlog's tables.
+    #[error("the target {0} has no dimlog tables")]
+    Tables(String),
+    /// dimlog's tables hold other dimensions only.
+    #[error("the target {target} holds {}", others_text(.others))]
+    Dimension {
+        /// The target's URL, without its password.
+        target: String,
+        /// The dimensions it does hold.
+        others: Vec<String>,
+    },
+}
+
+fn others_text(others: &[String]) -> String {
+    if others.is_empty() {
+        "no dimension yet".into()
+    } else {
+        format!("only dimension(s) {}", others.join(", "))
+    }
+}
+
+/// Why the stored record of a dimension could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// A database error.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The dimension was never loaded into this target.
+    #[error(transparent)]
+    NotLoaded(#[from] NotLoaded),
+    /// The config does not fit the tables the dimension was built with.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// The stored record of the plan's dimension, read without creating or writing anything;
+/// [`NotLoaded`] when the target has none, saying what it lacks.
+pub async fn existing_record(conn: &mut Conn, plan: &Plan) -> Result<DimensionRecord, RecordError> {
+    let not_loaded = |missing| NotLoaded {
+        dimension: plan.name.clone(),
+        missing,
+    };
+    let backend = conn.backend();
+    let exists = sql::statement(backend, "state", "tables_exist", &serde_json::json!({}))?;
+    let found = conn.query_i64s("looking for dimlog's tables", &exists, &[]).await?;
+    if found.first().copied().unwrap_or(0) == 0 {
+        return Err(not_loaded(Missing::Tables(plan.target.url.redacted())).into());
+    }
+    if let Some(record) = read_record(conn, plan).await? {
+        return Ok(record);
+    }
+    let names = sql::statement(backend, "state", "dimension_names", &serde_json::json!({}))?;
+    let others = conn
+        .query_text("listing the target's dimensions", &names, &[])
+        .await?
+        .into_iter()
+        .filter_map(|r| r.into_iter().next().flatten())
+        .collect();
+    Err(not_loaded(Missing::Dimension {
+        target: plan.target.url.redacted(),
+        others,
+    })
+    .into())
+}
+
+/// [`NotLoaded`] for a target whose SQLite file does not exist.
+pub fn not_loaded_file(plan: &Plan, path: std::path::PathBuf) -> NotLoaded {
+    NotLoaded {
+        dimension: plan.name.clone(),
+        missing: Missing::Database(path),
+    }
+}
+
+/// Checks, without creating or writing anything, that the dimension is registered and
+/// that a layout read from the source fits the record: same key, same column types, and
+/// no change of the column sets (which only `run` may migrate).
+pub async fn check_registered(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<DimensionRecord, RecordError> {
+    let stored = existing_record(conn, plan).await?;
+    let wanted = DimensionRecord::from_layout(layout);
+    check_compatible(&stored, &wanted, plan, conn.backend())?;
+    if let Some(c) = ConfigChange::between(&stored, &wanted) {
+        return Err(ConfigError::invalid("track.columns", c.refusal()).into());
+    }
+    Ok(stored)
+}
+
+impl DimensionRecord {
+    /// The layout of the dimension's tables as this record describes them (the key,
+    /// Type 2, Type 1 and `current_<col>` columns with their target types), for commands
+    /// that read the target without the source. The config must name the same key; its
+    /// column lists may have changed since (see [`DimensionRecord::pending_change`]): the
+    /// tables keep the recorded ones until a run migrates them. A layout made here has no
+    /// tie-break column and does not know the change column's kind: it cannot stage rows.
+    pub fn layout(&self, plan: &Plan, backend: Backend) -> Result<Layout, ConfigError> {
+        let configured: Vec<String> = plan.source.key.iter().map(|k| k.name().to_string()).collect();
+        if configured != self.key_columns {
+            return Err(ConfigError::invalid(
+                "source.key",
+                key_refusal(&self.key_columns, &configured),
+            ));
+        }
+        let col = |name: &String| -> Result<Col, ConfigError> {
+            let ident = Ident::column(name).map_err(|e| {
+                ConfigError::invalid(
+                    "target.dimension",
+                    format!("dimlog_dimensions records a column `{name}` that is not a valid name ({e})"),
+                )
+            })?;
+            let target_type = self
+                .column_types
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t.clone())
+                .unwrap_or_else(|| crate::db::type_of_kind(backend, ColumnKind::Text).to_string());
+            Ok(Col {
+                name: ident.quoted(),
+                bare: name.clone(),
+                kind: crate::db::kind_of_type(backend, &target_type),
+                target_type,
+            })
+        };
+        let cols = |names: &[String]| names.iter().map(col).collect::<Result<Vec<_>, _>>();
+        let tracked = cols(&self.tracked_columns)?;
+        let current = self
+            .current_columns
+            .iter()
+            .filter_map(|c| tracked.iter().find(|t| &t.bare == c))
+            .map(|t| {
+                let bare = format!("current_{}", t.bare);
+                CurrentCol {
+                    source: t.name.clone(),
+                    name: quoted_name(bare.clone()),
+                    bare,
+                    target_type: t.target_type.clone(),
+                }
+            })
+            .collect();
+        Ok(Layout {
+            keys: cols(&self.key_columns)?,
+            tracked,
+            type1: cols(&self.type1_columns)?,
+            current,
+            tiebreak: None,
+            updated_at_kind: ColumnKind::TimestampTz,
+            unique_key: false,
+        })
+    }
+
+    /// The change of column sets the config asks for and a run has not applied yet
+    /// (`dimlog run --accept-config-change` applies it), from the config's names alone.
+    pub fn pending_change(&self, plan: &Plan) -> Option<ConfigChange> {
+        let names = |ids: &[Ident]| ids.iter().map(|c| c.name().to_string()).collect::<Vec<_>>();
+        let wanted = DimensionRecord {
+            key_columns: names(&plan.source.key),
+            tracked_columns: names(&plan.tracked),
+            type1_columns: names(&plan.type1),
+            current_columns: names(&plan.current),
+            column_types: self.column_types.clone(),
+            hash_version: self.hash_version,
+        };
+        ConfigChange::between(self, &wanted)
+    }
+}
+
+fn key_refusal(stored: &[String], configured: &[String]) -> String {
+    format!(
+        "the dimension was built with key {stored:?}, the config says {configured:?}; a new key needs a new dimension (change `name` and the target tables)"
+    )
+}
+
 /// Why `init` refused to go on.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -351,6 +546,8 @@ pub async fn init_allowing_change_in(
             &ctx,
         )
         .await?;
+        add_missing_run_counters(conn).await?;
+        check_tables_unowned(conn, plan).await?;
         run_named(
             conn,
             "tables",
@@ -386,6 +583,75 @@ pub async fn init_allowing_change_in(
         return result;
     }
     conn.finish(result).await
+}
+
+/// The counters of `dimlog_runs` that older dimlog versions did not write.
+const RUN_COUNTERS: [&str; 2] = ["revived", "future_rows"];
+
+/// Adds the counters a `dimlog_runs` made by an older dimlog lacks (only those missing).
+async fn add_missing_run_counters(conn: &mut Conn) -> Result<(), DbError> {
+    let backend = conn.backend();
+    let present = conn
+        .query_text(
+            "reading the columns of dimlog_runs",
+            &sql::statement(backend, "init", "runs_columns", &serde_json::json!({}))?,
+            &[],
+        )
+        .await?;
+    for counter in RUN_COUNTERS {
+        if !present
+            .iter()
+            .any(|r| r.first().cloned().flatten().as_deref() == Some(counter))
+        {
+            let add = sql::statement(
+                backend,
+                "init",
+                "runs_add_counter",
+                &serde_json::json!({ "counter": counter }),
+            )?;
+            conn.execute("adding a counter to dimlog_runs", &add, &[]).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Refuses tables registered to another dimension name: two names on one log would
+/// number the same surrogate keys twice and each rebuild would drop the other's rows.
+async fn check_tables_unowned(conn: &mut Conn, plan: &Plan) -> Result<(), InitError> {
+    let backend = conn.backend();
+    let owners = conn
+        .query_text(
+            "reading which dimension owns which tables",
+            &sql::statement(backend, "state", "dimension_tables", &serde_json::json!({}))?,
+            &[Param::Text(plan.name.clone())],
+        )
+        .await?;
+    let ours = [
+        ("target.log", "log", plan.target.log.to_string()),
+        ("target.dimension", "dimension", plan.target.dimension.to_string()),
+    ];
+    for row in owners {
+        let [Some(owner), Some(log), Some(dim)] = &row[..] else {
+            continue;
+        };
+        for (setting, role, table) in &ours {
+            for (their_role, theirs) in [("log", log), ("dimension", dim)] {
+                if crate::db::same_table(backend, table, theirs) {
+                    return Err(ConfigError::invalid(
+                        *setting,
+                        format!(
+                            "table {table} is the {their_role} of dimension `{owner}`, so it cannot also be the {role} of `{}`; \
+                             a log or dimension table belongs to one dimension: set `name = \"{owner}\"` to load that dimension, \
+                             or give `{}` tables of its own in target.log and target.dimension",
+                            plan.name, plan.name
+                        ),
+                    )
+                    .into());
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 fn to_json<T: Serialize>(value: &T) -> String {
@@ -429,10 +695,7 @@ fn check_compatible(
     if stored.key_columns != wanted.key_columns {
         return Err(ConfigError::invalid(
             "source.key",
-            format!(
-                "the dimension was built with key {:?}, the config says {:?}; a new key needs a new dimension (change `name` and the target tables)",
-                stored.key_columns, wanted.key_columns
-            ),
+            key_refusal(&stored.key_columns, &wanted.key_columns),
         ));
     }
     for (name, ty) in &wanted.column_types {

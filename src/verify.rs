@@ -7,13 +7,16 @@
 //! of every row and in its set of columns) and the source comparison (keys missing,
 //! extra, with different tracked values, or stamped after the last run's upper bound)
 //! are set-based statements in `sql/<backend>/verify.sql`, run inside a transaction that
-//! is always rolled back: `verify` never writes.
+//! is always rolled back: `verify` never writes. Without the source comparison it only
+//! reads: the fresh rebuild it compares the dimension with is a common table expression
+//! of the check (`rebuild.sql`'s `rebuilt`), not a table, so it runs on a read-only
+//! connection and takes no lock a run would wait for.
 //!
 //! A table edited by hand is what `verify` exists for, so bad data never makes it fail:
-//! the fresh rebuild goes into a temporary table without constraints (two versions
-//! sharing a surrogate key still rebuild), a check whose columns were dropped reports
-//! them instead of running, and a check the database refuses to run on the data it
-//! finds (inside a savepoint) is reported as a finding.
+//! the fresh rebuild has no constraints (two versions sharing a surrogate key still
+//! rebuild), a check whose columns were dropped reports them instead of running, and a
+//! check the database refuses to run on the data it finds (inside a savepoint) is
+//! reported as a finding.
 
 use crate::config::{Backend, Plan};
 use crate::db::{sql, Conn, DbError, Param, TextRow};
@@ -28,8 +31,9 @@ use serde::Serialize;
 /// How many offending keys a check lists.
 pub const EXAMPLES: usize = 5;
 
-/// The temporary table a fresh rebuild is derived into.
-const REBUILT: &str = "dimlog_verify_rebuilt";
+/// The name of the fresh rebuild from the log that checks compare the dimension with
+/// (`dim_new` in their templates).
+const REBUILT: &str = "dimlog_rebuilt";
 
 /// One check's findings.
 #[derive(Clone, Debug, Serialize)]
@@ -239,6 +243,19 @@ impl Tables<'_> {
     }
 }
 
+/// A check's statement, counted in the database (`counted` in `verify.sql`); a check
+/// that compares with a fresh rebuild gets it as a common table expression.
+fn counted(backend: Backend, name: &str, context: &serde_json::Value) -> Result<String, DbError> {
+    let check = sql::statement(backend, "verify", name, context)?;
+    let rebuilt = if check.contains(REBUILT) {
+        Some(sql::statement(backend, "rebuild", "rebuilt", context)?)
+    } else {
+        None
+    };
+    let counted = serde_json::json!({ "check": check, "examples": EXAMPLES, "rebuilt": rebuilt });
+    sql::statement(backend, "verify", "counted", &counted)
+}
+
 /// Runs one check: not at all when columns it reads are gone (each is a finding), else
 /// its statement, counted in the database.
 async fn run_check(
@@ -251,9 +268,7 @@ async fn run_check(
     let (count, examples) = if !missing.is_empty() {
         (missing.len(), missing)
     } else {
-        let check = sql::statement(conn.backend(), "verify", name, context)?;
-        let counted = serde_json::json!({ "check": check, "examples": EXAMPLES });
-        let sql = sql::statement(conn.backend(), "verify", "counted", &counted)?;
+        let sql = counted(conn.backend(), name, context)?;
         match attempt(conn, &format!("verify/{name}"), &sql, params).await? {
             Attempt::Rows(rows) => findings(&rows),
             Attempt::Refused(e) => (1, vec![format!("{name}: could not be checked on this data: {e}")]),
@@ -269,25 +284,22 @@ async fn run_check(
 }
 
 /// Runs the checks; with `against_source`, also reads the whole source and compares
-/// current rows. Writes nothing.
+/// current rows. Writes nothing, creates nothing: a dimension that was never loaded is
+/// [`Error::NotLoaded`]. Without `against_source` the session needs no source
+/// ([`Session::open_target`]) and only reads the target, in one read-only snapshot.
 pub async fn verify(
     session: &mut Session,
     plan: &Plan,
     against_source: bool,
     observer: &dyn Observer,
 ) -> Result<VerifyReport, Error> {
-    match crate::tables::init(&mut session.target, plan, &session.layout).await {
-        // A table edited by hand can refuse what init does to it (an index over a
-        // dropped column): the checks below report what is wrong with it.
-        Err(crate::tables::InitError::Db(DbError::Query {
-            source: sqlx::Error::Database(_),
-            ..
-        })) => {}
-        other => {
-            other?;
-        }
+    crate::tables::check_registered(&mut session.target, plan, &session.layout).await?;
+    if against_source {
+        // The source's rows are staged in temporary tables.
+        session.target.begin().await?;
+    } else {
+        session.target.begin_read().await?;
     }
-    session.target.begin().await?;
     let result = checks(session, plan, against_source, observer).await;
     session.target.rollback().await;
     let checks = result?;
@@ -322,21 +334,47 @@ async fn checks(
     let (l, ls, lq) = columns_of(&plan.target.log);
     let log_columns = table_columns(conn, &l, ls.as_deref(), &lq).await?;
 
-    observer.phase("rebuilding from the log for comparison");
-    crate::tables::run_named(conn, "verify", &["rebuilt_table"], &ctx).await?;
-    let insert = sql::statement(backend, "rebuild", "insert_verify", &ctx)?;
-    let rebuild_refused = match attempt(conn, "verify/rebuild", &insert, &[]).await? {
-        Attempt::Rows(_) => None,
-        Attempt::Refused(e) => Some(e),
-    };
-    if rebuild_refused.is_none() {
-        let mut index = vec!["rebuilt_index", "rebuilt_key_index"];
-        if backend == Backend::Postgres {
-            index.push("rebuilt_analyze");
-        }
-        crate::tables::run_named(conn, "verify", &index, &ctx).await?;
+    // The dimension's columns as the config says, with their types: on SQLite the
+    // declared types dimlog writes (which it never alters afterwards: a retyped source
+    // column keeps the log's old declared type), on PostgreSQL those of the log columns
+    // each one is made like, as the catalog spells them.
+    let sk_name = plan.target.surrogate_key.name().to_string();
+    let mut expected: Vec<(String, String, String)> = vec![(sk_name.clone(), sk_name.clone(), "INTEGER".into())];
+    for c in ctx.key_defs.iter().chain(&ctx.attr_defs) {
+        expected.push((c.bare.clone(), c.bare.clone(), c.target_type.clone()));
     }
-    let rebuilt_columns = table_columns(conn, REBUILT, Some("temp"), REBUILT).await?;
+    for c in &ctx.current_defs {
+        expected.push((
+            c.bare.clone(),
+            c.source.trim_matches('"').to_string(),
+            c.target_type.clone(),
+        ));
+    }
+    for (c, like, declared) in [
+        ("valid_from", "valid_from", "TEXT"),
+        ("valid_to", "valid_from", "TEXT"),
+        ("is_current", "is_deleted", "BOOLEAN"),
+        ("row_hash", "row_hash", "BLOB"),
+        ("load_id", "load_id", "INTEGER"),
+    ] {
+        expected.push((c.to_string(), like.to_string(), declared.to_string()));
+    }
+    let rebuilt_columns: Vec<Column> = expected
+        .into_iter()
+        .map(|(name, like, declared)| Column {
+            type_name: match backend {
+                Backend::Sqlite => declared,
+                Backend::Postgres => log_columns
+                    .iter()
+                    .find(|l| same_column(backend, &l.name, &like))
+                    .map(|l| l.type_name.clone())
+                    .unwrap_or_default(),
+            },
+            name,
+        })
+        .collect();
+    let mut ctx = ctx;
+    ctx.dim_new = REBUILT.into();
 
     let tables = Tables {
         backend,
@@ -371,7 +409,6 @@ async fn checks(
     let by_key = keys.iter().all(|k| has_common(k)) && has_common("valid_from");
     let mut context = serde_json::to_value(&ctx).map_err(|e| Error::Internal(e.to_string()))?;
     context["sk_bare"] = sk.into();
-    context["rebuilt"] = REBUILT.into();
     context["common"] = common.clone().into();
     context["by_sk"] = by_sk.into();
     context["by_key"] = by_key.into();
@@ -431,18 +468,7 @@ async fn checks(
                 let missing = tables.missing(&[], &with(&keys, &[sk, "valid_from"]));
                 run_check(conn, &context, *spec, missing, &[]).await?
             }
-            _ => {
-                rebuild_diff(
-                    conn,
-                    &context,
-                    *spec,
-                    &tables,
-                    &rebuilt_columns,
-                    rebuild_refused.as_deref(),
-                    by_sk || by_key,
-                )
-                .await?
-            }
+            _ => rebuild_diff(conn, &context, *spec, &tables, &rebuilt_columns, by_sk || by_key).await?,
         };
         out.push(check);
     }
@@ -472,7 +498,9 @@ async fn checks(
             high: FAR_FUTURE,
             high_inclusive: true,
         };
-        let (staged, _) = crate::pipeline::stage_window(session, plan, &window, observer).await?;
+        let staged = crate::pipeline::stage_window(session, plan, &window, observer)
+            .await?
+            .rows_read;
         crate::dedupe::dedupe(&mut session.target, &latest, staged, true).await?;
         let conn = &mut session.target;
         if backend == Backend::Sqlite {
@@ -541,7 +569,6 @@ async fn rebuild_diff(
     (name, description, hint): Spec,
     tables: &Tables<'_>,
     rebuilt: &[Column],
-    refused: Option<&str>,
     rows_comparable: bool,
 ) -> Result<Check, DbError> {
     let dim = tables.dim;
@@ -559,16 +586,18 @@ async fn rebuild_diff(
                 "column {}: missing from {dim} (a fresh rebuild has it)",
                 c.name
             )),
-            Some(d) if !d.type_name.eq_ignore_ascii_case(&c.type_name) => examples.push(format!(
-                "column {}: {} in {dim}, {} in a fresh rebuild",
-                c.name,
-                if d.type_name.is_empty() {
-                    "no type"
-                } else {
-                    &d.type_name
-                },
-                c.type_name
-            )),
+            Some(d) if !c.type_name.is_empty() && !d.type_name.eq_ignore_ascii_case(&c.type_name) => {
+                examples.push(format!(
+                    "column {}: {} in {dim}, but {} as dimlog makes it",
+                    c.name,
+                    if d.type_name.is_empty() {
+                        "no type"
+                    } else {
+                        &d.type_name
+                    },
+                    c.type_name
+                ))
+            }
             _ => {}
         }
     }
@@ -578,13 +607,8 @@ async fn rebuild_diff(
         }
     }
     let mut count = examples.len();
-    if let Some(e) = refused {
-        count += 1;
-        examples.push(format!("{}: a fresh rebuild from the log failed: {e}", tables.log));
-    } else if rows_comparable && !tables.dim_columns.is_empty() {
-        let check = sql::statement(conn.backend(), "verify", name, context)?;
-        let counted = serde_json::json!({ "check": check, "examples": EXAMPLES });
-        let sql = sql::statement(conn.backend(), "verify", "counted", &counted)?;
+    if rows_comparable && !tables.dim_columns.is_empty() {
+        let sql = counted(conn.backend(), name, context)?;
         match attempt(conn, "verify/rebuild_diff", &sql, &[]).await? {
             Attempt::Rows(rows) => {
                 let (n, mut rows) = findings(&rows);
@@ -593,7 +617,10 @@ async fn rebuild_diff(
             }
             Attempt::Refused(e) => {
                 count += 1;
-                examples.push(format!("{name}: could not be checked on this data: {e}"));
+                examples.push(format!(
+                    "{}: a fresh rebuild from the log could not be compared: {e}",
+                    tables.log
+                ));
             }
         }
     }

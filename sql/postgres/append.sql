@@ -11,44 +11,44 @@ CREATE TEMP TABLE dimlog_appended ON COMMIT DROP AS
 SELECT log_id, {{ sk }}, {{ keys|cols }}{% for a in attrs %}, {{ a }}{% endfor %}, valid_from, is_deleted, row_hash, load_id
 FROM {{ log }} WITH NO DATA
 -- statement: append
-WITH appended AS (
+WITH dimlog_inserted AS (
 INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
-SELECT $1 + ROW_NUMBER() OVER w - 1,
-       CASE change_kind
-           WHEN 'version' THEN $2 + SUM(CASE WHEN change_kind = 'version' THEN 1 ELSE 0 END) OVER w - 1
-           WHEN 'correction' THEN p_sk
+SELECT $1 + ROW_NUMBER() OVER dimlog_w - 1,
+       CASE dimlog_change_kind
+           WHEN 'version' THEN $2 + SUM(CASE WHEN dimlog_change_kind = 'version' THEN 1 ELSE 0 END) OVER dimlog_w - 1
+           WHEN 'correction' THEN dimlog_p_sk
        END,
        {{ keys|cols }},
 {% for a in attrs %}
-       CASE WHEN change_kind = 'tombstone' THEN NULL ELSE {{ a }} END,
+       CASE WHEN dimlog_change_kind = 'tombstone' THEN NULL ELSE {{ a }} END,
 {% endfor %}
        valid_from,
-       change_kind = 'tombstone',
-       CASE WHEN change_kind = 'tombstone' THEN NULL ELSE row_hash END,
+       dimlog_change_kind = 'tombstone',
+       CASE WHEN dimlog_change_kind = 'tombstone' THEN NULL ELSE row_hash END,
        $3,
        $4
 FROM dimlog_changes
-WINDOW w AS (ORDER BY {{ key_order|join(", ") }}, valid_from ROWS UNBOUNDED PRECEDING)
+WINDOW dimlog_w AS (ORDER BY {{ key_order|join(", ") }}, valid_from ROWS UNBOUNDED PRECEDING)
 RETURNING log_id, {{ sk }}, {{ keys|cols }}{% for a in attrs %}, {{ a }}{% endfor %}, valid_from, is_deleted, row_hash, load_id
 )
-INSERT INTO dimlog_appended SELECT * FROM appended
+INSERT INTO dimlog_appended SELECT * FROM dimlog_inserted
 {# A first load (empty log, one staged row per key) appends the staged rows as they
    are, numbered in the same order as `append`, without classifying them first. #}
 -- statement: append_first
 INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
 {% if tombstones %}
-SELECT $1 + ROW_NUMBER() OVER w - 1,
-       CASE WHEN is_deleted THEN NULL ELSE $2 + SUM(CASE WHEN is_deleted THEN 0 ELSE 1 END) OVER w - 1 END,
+SELECT $1 + ROW_NUMBER() OVER dimlog_w - 1,
+       CASE WHEN is_deleted THEN NULL ELSE $2 + SUM(CASE WHEN is_deleted THEN 0 ELSE 1 END) OVER dimlog_w - 1 END,
        {{ keys|cols }},
 {% for a in attrs %}
        CASE WHEN is_deleted THEN NULL ELSE {{ a }} END,
 {% endfor %}
        valid_from, is_deleted, CASE WHEN is_deleted THEN NULL ELSE row_hash END, $3, $4
 FROM dimlog_stage
-WINDOW w AS (ORDER BY {{ key_order|join(", ") }}, valid_from ROWS UNBOUNDED PRECEDING)
+WINDOW dimlog_w AS (ORDER BY {{ key_order|join(", ") }}, valid_from ROWS UNBOUNDED PRECEDING)
 {% else %}
-SELECT $1 + n - 1, $2 + n - 1, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, $3, $4
-FROM (SELECT s.*, ROW_NUMBER() OVER (ORDER BY {{ key_order|join(", ") }}, valid_from) AS n FROM dimlog_stage s) numbered
+SELECT $1 + dimlog_n - 1, $2 + dimlog_n - 1, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, $3, $4
+FROM (SELECT dimlog_s.*, ROW_NUMBER() OVER (ORDER BY {{ key_order|join(", ") }}, valid_from) AS dimlog_n FROM dimlog_stage dimlog_s) dimlog_numbered
 {% endif %}
 -- statement: advance
 UPDATE dimlog_dimensions
@@ -58,5 +58,5 @@ WHERE dimension = $1
 SELECT CASE WHEN EXISTS (SELECT 1 FROM {{ log }}) THEN '0' ELSE '1' END
 -- statement: rehash_append
 INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
-SELECT $1 + ROW_NUMBER() OVER (ORDER BY {{ key_order|join(", ") }}) - 1, sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, false, row_hash, $2, $3
+SELECT $1 + ROW_NUMBER() OVER (ORDER BY {{ key_order|join(", ") }}) - 1, dimlog_sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, false, row_hash, $2, $3
 FROM dimlog_rehashed

@@ -8,98 +8,132 @@
    appends (`dimlog_appended`) instead of reading the log again. #}
 -- statement: history
 CREATE TEMP TABLE dimlog_history ON COMMIT DROP AS
-SELECT DISTINCT ON ({{ keys|cols("l") }}, l.valid_from)
-       l.log_id, l.{{ sk }}, {{ keys|cols("l") }}{% for a in attrs %}, l.{{ a }}{% endfor %}, l.valid_from, l.is_deleted, l.row_hash, l.load_id
-FROM {{ log }} l
-JOIN (SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage) t ON {{ keys|eqs("l", "t") }}
-WHERE l.is_deleted OR l.{{ sk }} IS NOT NULL
-ORDER BY {{ keys|cols("l") }}, l.valid_from, l.log_id DESC
+SELECT DISTINCT ON ({{ keys|cols("dimlog_l") }}, dimlog_l.valid_from)
+       dimlog_l.log_id, dimlog_l.{{ sk }}, {{ keys|cols("dimlog_l") }}{% for a in attrs %}, dimlog_l.{{ a }}{% endfor %}, dimlog_l.valid_from, dimlog_l.is_deleted, dimlog_l.row_hash, dimlog_l.load_id
+FROM {{ log }} dimlog_l
+JOIN (SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage) dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
+WHERE dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL
+ORDER BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from, dimlog_l.log_id DESC
+{# Revival (spec 1.4): a staged live row of a key whose newest effective log row is a
+   tombstone at or after the row's own time is the key's state now, restored with an
+   old stamp; it opens a version at the upper bound, or just after the tombstone. #}
+-- statement: revive
+UPDATE dimlog_stage dimlog_s
+SET valid_from = GREATEST($1::timestamptz, dimlog_n.valid_from + interval '1 microsecond')
+FROM (
+    SELECT DISTINCT ON ({{ keys|cols("dimlog_l") }}) {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from, dimlog_l.is_deleted
+    FROM {{ log }} dimlog_l
+    JOIN (SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage) dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
+    WHERE dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL
+    ORDER BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from DESC, dimlog_l.log_id DESC
+) dimlog_n
+WHERE {{ keys|eqs("dimlog_s", "dimlog_n") }} AND dimlog_n.is_deleted AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_n.valid_from
+{# A reread of a row that revival already put back (history = "latest"): the staged row
+   lies behind its key's tombstone, and the key's newest version, after the row, holds
+   the same values. The source's state now is the dimension's current row; comparing the
+   row with its predecessor, the tombstone, would open a late copy of it on every reread. #}
+-- statement: drop_revived_rereads
+DELETE FROM dimlog_stage dimlog_s
+USING (
+    SELECT DISTINCT ON ({{ keys|cols("dimlog_h") }}) {{ keys|cols("dimlog_h") }}{% for c in t1 %}, dimlog_h.{{ c }}{% endfor %}, dimlog_h.valid_from, dimlog_h.is_deleted, dimlog_h.row_hash
+    FROM dimlog_history dimlog_h
+    ORDER BY {{ keys|cols("dimlog_h") }}, dimlog_h.valid_from DESC
+) dimlog_n
+WHERE {{ keys|eqs("dimlog_s", "dimlog_n") }}
+  AND NOT dimlog_s.is_deleted AND NOT dimlog_n.is_deleted
+  AND dimlog_n.valid_from > dimlog_s.valid_from AND dimlog_n.row_hash = dimlog_s.row_hash
+{% for c in t1 %}
+  AND dimlog_n.{{ c }}{{ "::text" if c in text_compared }} IS NOT DISTINCT FROM dimlog_s.{{ c }}{{ "::text" if c in text_compared }}
+{% endfor %}
+  AND (SELECT dimlog_p.is_deleted FROM dimlog_history dimlog_p
+       WHERE {{ keys|eqs("dimlog_p", "dimlog_s") }} AND dimlog_p.valid_from <= dimlog_s.valid_from
+       ORDER BY dimlog_p.valid_from DESC LIMIT 1)
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes ON COMMIT DROP AS
-WITH touched AS (
+WITH dimlog_staged_keys AS (
     SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage
 ),
-effective AS MATERIALIZED (
-    SELECT {{ keys|cols }}, valid_from, {{ sk }} AS sk, is_deleted, row_hash{% for a in attrs %}, {{ a }}{% endfor %}
+dimlog_effective AS MATERIALIZED (
+    SELECT {{ keys|cols }}, valid_from, {{ sk }} AS dimlog_sk, is_deleted, row_hash{% for a in attrs %}, {{ a }}{% endfor %}
     FROM dimlog_history
 ),
 {% if t1 %}
-newest_observation AS (
-    SELECT DISTINCT ON ({{ keys|cols("l") }}) {{ keys|cols("l") }}, l.valid_from{% for c in t1 %}, l.{{ c }}{% endfor %}
-    FROM {{ log }} l
-    JOIN touched t ON {{ keys|eqs("l", "t") }}
-    WHERE NOT l.is_deleted
-    ORDER BY {{ keys|cols("l") }}, l.valid_from DESC, l.log_id DESC
+dimlog_newest_observation AS (
+    SELECT DISTINCT ON ({{ keys|cols("dimlog_l") }}) {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from{% for c in t1 %}, dimlog_l.{{ c }}{% endfor %}
+    FROM {{ log }} dimlog_l
+    JOIN dimlog_staged_keys dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
+    WHERE NOT dimlog_l.is_deleted
+    ORDER BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from DESC, dimlog_l.log_id DESC
 ),
 {% endif %}
-combined AS (
-    SELECT {{ keys|cols }}, valid_from, sk, is_deleted, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, 0 AS src
-    FROM effective
+dimlog_combined AS (
+    SELECT {{ keys|cols }}, valid_from, dimlog_sk, is_deleted, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, 0 AS dimlog_src
+    FROM dimlog_effective
     UNION ALL
-    SELECT {{ keys|cols }}, valid_from, NULL::bigint, is_deleted, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, 1 AS src
-    FROM dimlog_stage s
+    SELECT {{ keys|cols }}, valid_from, NULL::bigint, is_deleted, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, 1 AS dimlog_src
+    FROM dimlog_stage dimlog_s
 {% if unique_key %}
-    WHERE EXISTS (SELECT 1 FROM effective e WHERE {{ keys|eqs("e", "s") }})
+    WHERE EXISTS (SELECT 1 FROM dimlog_effective dimlog_e WHERE {{ keys|eqs("dimlog_e", "dimlog_s") }})
 {% endif %}
 ),
-sequenced AS (
-    SELECT c.*,
-           LAG(valid_from) OVER w AS p_valid_from,
-           LAG(sk)         OVER w AS p_sk,
-           LAG(is_deleted) OVER w AS p_deleted,
-           LAG(row_hash)   OVER w AS p_hash,
-           MAX(CASE WHEN src = 0 THEN valid_from END) OVER (PARTITION BY {{ keys|cols }}) AS newest_logged,
-           MAX(CASE WHEN src = 1 THEN valid_from END) OVER (PARTITION BY {{ keys|cols }}) AS newest_staged
-    FROM combined c
-    WINDOW w AS (PARTITION BY {{ keys|cols }} ORDER BY valid_from, src)
+dimlog_sequenced AS (
+    SELECT dimlog_c.*,
+           LAG(valid_from) OVER dimlog_w AS dimlog_p_valid_from,
+           LAG(dimlog_sk)         OVER dimlog_w AS dimlog_p_sk,
+           LAG(is_deleted) OVER dimlog_w AS dimlog_p_deleted,
+           LAG(row_hash)   OVER dimlog_w AS dimlog_p_hash,
+           MAX(CASE WHEN dimlog_src = 0 THEN valid_from END) OVER (PARTITION BY {{ keys|cols }}) AS dimlog_newest_logged,
+           MAX(CASE WHEN dimlog_src = 1 THEN valid_from END) OVER (PARTITION BY {{ keys|cols }}) AS dimlog_newest_staged
+    FROM dimlog_combined dimlog_c
+    WINDOW dimlog_w AS (PARTITION BY {{ keys|cols }} ORDER BY valid_from, dimlog_src)
 ),
-decided AS (
-    SELECT s.*,
+dimlog_decided AS (
+    SELECT dimlog_s.*,
            CASE
-               WHEN is_deleted THEN CASE WHEN p_deleted THEN NULL ELSE 'tombstone' END
-               WHEN p_valid_from IS NULL OR p_deleted THEN 'version'
-               WHEN p_hash = row_hash THEN NULL
-               WHEN p_valid_from = valid_from THEN 'correction'
+               WHEN is_deleted THEN CASE WHEN dimlog_p_deleted THEN NULL ELSE 'tombstone' END
+               WHEN dimlog_p_valid_from IS NULL OR dimlog_p_deleted THEN 'version'
+               WHEN dimlog_p_hash = row_hash THEN NULL
+               WHEN dimlog_p_valid_from = valid_from THEN 'correction'
                ELSE 'version'
-           END AS change_kind
-    FROM sequenced s
-    WHERE src = 1
+           END AS dimlog_change_kind
+    FROM dimlog_sequenced dimlog_s
+    WHERE dimlog_src = 1
 ),
-typed AS (
-    SELECT d.*,
+dimlog_typed AS (
+    SELECT dimlog_d.*,
            CASE
-               WHEN d.change_kind IS NOT NULL THEN d.change_kind
+               WHEN dimlog_d.dimlog_change_kind IS NOT NULL THEN dimlog_d.dimlog_change_kind
 {% if t1 %}
-               WHEN NOT d.is_deleted AND d.valid_from = d.newest_staged
-                    AND (n.valid_from IS NULL OR d.valid_from >= n.valid_from)
-                    AND ({% for c in t1 %}{% set t = "::text" if c in text_compared else "" %}d.{{ c }}{{ t }} IS DISTINCT FROM n.{{ c }}{{ t }}{{ " OR " if not loop.last }}{% endfor %})
+               WHEN NOT dimlog_d.is_deleted AND dimlog_d.valid_from = dimlog_d.dimlog_newest_staged
+                    AND (dimlog_n.valid_from IS NULL OR dimlog_d.valid_from >= dimlog_n.valid_from)
+                    AND ({% for c in t1 %}{% set t = "::text" if c in text_compared else "" %}dimlog_d.{{ c }}{{ t }} IS DISTINCT FROM dimlog_n.{{ c }}{{ t }}{{ " OR " if not loop.last }}{% endfor %})
                THEN 'type1'
 {% endif %}
-           END AS final_kind
-    FROM decided d
+           END AS dimlog_final_kind
+    FROM dimlog_decided dimlog_d
 {% if t1 %}
-    LEFT JOIN newest_observation n ON {{ keys|eqs("n", "d") }}
+    LEFT JOIN dimlog_newest_observation dimlog_n ON {{ keys|eqs("dimlog_n", "dimlog_d") }}
 {% endif %}
 )
-SELECT {{ keys|cols }}, valid_from, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, p_sk, final_kind AS change_kind,
-       (newest_logged IS NOT NULL AND valid_from < newest_logged) AS is_late
-FROM typed
-WHERE final_kind IS NOT NULL
+SELECT {{ keys|cols }}, valid_from, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, dimlog_p_sk, dimlog_final_kind AS dimlog_change_kind,
+       (dimlog_newest_logged IS NOT NULL AND valid_from < dimlog_newest_logged) AS dimlog_is_late
+FROM dimlog_typed
+WHERE dimlog_final_kind IS NOT NULL
 {% if unique_key %}
 UNION ALL
 {# One staged row per key: a key the log has never seen has no predecessor, so its row
    opens a version (a tombstone if it is deleted) without the window above. #}
-SELECT {{ keys|cols("s") }}, s.valid_from, s.row_hash{% for a in attrs %}, s.{{ a }}{% endfor %}, NULL::bigint,
-       CASE WHEN s.is_deleted THEN 'tombstone' ELSE 'version' END, false
-FROM dimlog_stage s
-WHERE NOT EXISTS (SELECT 1 FROM effective e WHERE {{ keys|eqs("e", "s") }})
+SELECT {{ keys|cols("dimlog_s") }}, dimlog_s.valid_from, dimlog_s.row_hash{% for a in attrs %}, dimlog_s.{{ a }}{% endfor %}, NULL::bigint,
+       CASE WHEN dimlog_s.is_deleted THEN 'tombstone' ELSE 'version' END, false
+FROM dimlog_stage dimlog_s
+WHERE NOT EXISTS (SELECT 1 FROM dimlog_effective dimlog_e WHERE {{ keys|eqs("dimlog_e", "dimlog_s") }})
 {% endif %}
 -- statement: counts
-SELECT count(*) FILTER (WHERE change_kind = 'version')::text,
-       count(*) FILTER (WHERE change_kind = 'version' AND is_late)::text,
-       count(*) FILTER (WHERE change_kind = 'correction')::text,
-       count(*) FILTER (WHERE change_kind = 'tombstone')::text,
-       count(*) FILTER (WHERE change_kind = 'type1')::text,
+SELECT count(*) FILTER (WHERE dimlog_change_kind = 'version')::text,
+       count(*) FILTER (WHERE dimlog_change_kind = 'version' AND dimlog_is_late)::text,
+       count(*) FILTER (WHERE dimlog_change_kind = 'correction')::text,
+       count(*) FILTER (WHERE dimlog_change_kind = 'tombstone')::text,
+       count(*) FILTER (WHERE dimlog_change_kind = 'type1')::text,
        count(*)::text
 FROM dimlog_changes
 {# A first load into an empty log, one staged row per key: every row opens a version (a
@@ -109,12 +143,12 @@ SELECT count(*) FILTER (WHERE NOT is_deleted)::text, count(*) FILTER (WHERE is_d
 FROM dimlog_stage
 -- statement: rehash
 CREATE TEMP TABLE dimlog_rehashed ON COMMIT DROP AS
-SELECT {{ keys|cols("s") }}, d.{{ sk }} AS sk, d.valid_from{% for a in attrs %}, s.{{ a }}{% endfor %}, s.row_hash
-FROM dimlog_stage s
-JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
-WHERE NOT s.is_deleted
+SELECT {{ keys|cols("dimlog_s") }}, dimlog_d.{{ sk }} AS dimlog_sk, dimlog_d.valid_from{% for a in attrs %}, dimlog_s.{{ a }}{% endfor %}, dimlog_s.row_hash
+FROM dimlog_stage dimlog_s
+JOIN {{ dim }} dimlog_d ON dimlog_d.is_current AND {{ keys|eqs("dimlog_d", "dimlog_s") }}
+WHERE NOT dimlog_s.is_deleted
 {% for c in retained %}
-  AND s.{{ c }}{{ "::text" if c in text_compared }} IS NOT DISTINCT FROM d.{{ c }}{{ "::text" if c in text_compared }}
+  AND dimlog_s.{{ c }}{{ "::text" if c in text_compared }} IS NOT DISTINCT FROM dimlog_d.{{ c }}{{ "::text" if c in text_compared }}
 {% endfor %}
 -- statement: rehash_count
 SELECT count(*)::text FROM dimlog_rehashed

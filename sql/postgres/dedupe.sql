@@ -10,3 +10,13 @@ ORDER BY {{ keys|cols }}, valid_from DESC{% if tiebreak %}, dimlog_tiebreak DESC
 ALTER TABLE dimlog_raw RENAME TO dimlog_stage
 -- statement: count
 SELECT count(*)::text FROM dimlog_stage
+{# Rows of keys that reconciliation found in the source but not live in the dimension
+   and not in this load (`dimlog_unseen`: stamped behind the window, or restored), read
+   again from the whole source into a fresh dimlog_raw, deduplicated by the same rule. #}
+-- statement: unseen
+INSERT INTO dimlog_stage ({{ keys|cols }}, {% if attrs %}{{ attrs|cols }}, {% endif %}valid_from, is_deleted, row_hash)
+SELECT DISTINCT ON ({{ keys|cols("dimlog_r") }}{% if history_all %}, dimlog_r.valid_from{% endif %})
+       {{ keys|cols("dimlog_r") }}, {% if attrs %}{{ attrs|cols("dimlog_r") }}, {% endif %}dimlog_r.valid_from, dimlog_r.is_deleted, dimlog_r.row_hash
+FROM dimlog_raw dimlog_r
+WHERE EXISTS (SELECT 1 FROM dimlog_unseen dimlog_u WHERE {{ keys|eqs("dimlog_u", "dimlog_r") }})
+ORDER BY {{ keys|cols("dimlog_r") }}, dimlog_r.valid_from DESC{% if tiebreak %}, dimlog_r.dimlog_tiebreak DESC NULLS LAST{% endif %}, dimlog_r.row_hash DESC, dimlog_r.is_deleted DESC

@@ -21,21 +21,28 @@ COPY (
 ) TO STDOUT
 -- statement: null_check
 SELECT count(*)::text FROM {{ relation }} WHERE {{ updated_at }} IS NULL
+{# Rows stamped after the upper bound (future_rows): not read, counted. #}
+-- statement: future
+SELECT count(*)::text, to_char(max({{ ts(updated_at) }}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+FROM {{ relation }}
+WHERE {{ updated_at }} > {% if tz %}($1::timestamptz AT TIME ZONE '{{ tz }}'){% else %}$1::timestamptz{% endif %}
 -- statement: now
 SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 -- statement: newest
 SELECT to_char(max({{ ts(updated_at) }}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') FROM {{ relation }}
 -- statement: keys
-COPY (SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endfor %} FROM {{ relation }}) TO STDOUT
+COPY (SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endfor %}
+             {% if deleted_flag %}, NOT COALESCE(lower(btrim({{ deleted_flag }}::text)) IN ('true', 't', '1', 'yes', 'y'), false){% endif %}
+      FROM {{ relation }}) TO STDOUT
 -- statement: columns
-SELECT a.attname::text,
-       format_type(a.atttypid, a.atttypmod),
-       (SELECT array_position(i.indkey::int2[], a.attnum)::text
-          FROM pg_index i WHERE i.indrelid = a.attrelid AND i.indisprimary
+SELECT dimlog_a.attname::text,
+       format_type(dimlog_a.atttypid, dimlog_a.atttypmod),
+       (SELECT array_position(dimlog_i.indkey::int2[], dimlog_a.attnum)::text
+          FROM pg_index dimlog_i WHERE dimlog_i.indrelid = dimlog_a.attrelid AND dimlog_i.indisprimary
            -- A plain table's primary key does not cover the tables inheriting from it,
            -- whose rows a read includes: then it is no key of what dimlog reads.
-           AND NOT EXISTS (SELECT 1 FROM pg_inherits h JOIN pg_class p ON p.oid = h.inhparent
-                           WHERE h.inhparent = a.attrelid AND p.relkind = 'r'))
-FROM pg_attribute a
-WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY a.attnum
+           AND NOT EXISTS (SELECT 1 FROM pg_inherits dimlog_h JOIN pg_class dimlog_p ON dimlog_p.oid = dimlog_h.inhparent
+                           WHERE dimlog_h.inhparent = dimlog_a.attrelid AND dimlog_p.relkind = 'r'))
+FROM pg_attribute dimlog_a
+WHERE dimlog_a.attrelid = to_regclass($1) AND dimlog_a.attnum > 0 AND NOT dimlog_a.attisdropped
+ORDER BY dimlog_a.attnum

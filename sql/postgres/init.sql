@@ -26,11 +26,19 @@ CREATE TABLE IF NOT EXISTS dimlog_runs (
     late_versions      bigint NOT NULL DEFAULT 0,
     corrections        bigint NOT NULL DEFAULT 0,
     tombstones         bigint NOT NULL DEFAULT 0,
+    revived            bigint NOT NULL DEFAULT 0,
+    future_rows        bigint NOT NULL DEFAULT 0,
     status             text        NOT NULL,
     started_at         timestamptz NOT NULL,
     finished_at        timestamptz,
     error              text
 )
+{# dimlog_runs made by an older dimlog lacks the newer counters: added once, only when
+   missing, so no run takes a table lock on dimlog_runs for nothing. #}
+-- statement: runs_columns
+SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass('dimlog_runs') AND attnum > 0 AND NOT attisdropped
+-- statement: runs_add_counter
+ALTER TABLE dimlog_runs ADD COLUMN {{ counter }} bigint NOT NULL DEFAULT 0
 -- statement: runs_index
 CREATE INDEX IF NOT EXISTS dimlog_runs_dimension_idx ON dimlog_runs (dimension, run_id)
 -- statement: dimensions

@@ -7,23 +7,23 @@
 {% macro bad(x) %}({{ x }} IS NULL OR NOT isfinite({{ x }})){% endmacro %}
 {% macro key_filter(p) %}{% for c in key_defs %}{{ p }}{{ c.name }} = CAST(${{ loop.index }} AS {{ c.target_type }}) AND {% endfor %}{% endmacro %}
 -- statement: one
-SELECT d.{{ sk }}::text FROM {{ dim }} d
-WHERE {{ key_filter("d.") }}d.valid_from <= ${{ key_defs|length + 1 }} AND ${{ key_defs|length + 1 }} < d.valid_to
+SELECT dimlog_d.{{ sk }}::text FROM {{ dim }} dimlog_d
+WHERE {{ key_filter("dimlog_d.") }}dimlog_d.valid_from <= ${{ key_defs|length + 1 }} AND ${{ key_defs|length + 1 }} < dimlog_d.valid_to
 -- statement: fact_columns
-SELECT a.attname::text, format_type(a.atttypid, a.atttypmod)
-FROM pg_attribute a WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+SELECT dimlog_a.attname::text, format_type(dimlog_a.atttypid, dimlog_a.atttypmod)
+FROM pg_attribute dimlog_a WHERE dimlog_a.attrelid = to_regclass($1) AND dimlog_a.attnum > 0 AND NOT dimlog_a.attisdropped
 -- statement: add_sk_column
 ALTER TABLE {{ facts }} ADD COLUMN IF NOT EXISTS {{ fact_sk }} bigint
 -- statement: assign
-UPDATE {{ facts }} f
-SET {{ fact_sk }} = m.sk
+UPDATE {{ facts }} dimlog_f
+SET {{ fact_sk }} = dimlog_m.dimlog_sk
 FROM (
-    SELECT x.ctid AS rid, COALESCE(d.{{ sk }}, -1) AS sk
-    FROM {{ facts }} x
-    LEFT JOIN {{ dim }} d
-      ON {% for k in fact_keys %}d.{{ keys[loop.index0] }} = x.{{ k }} AND {% endfor %}d.valid_from <= {{ at("x." ~ fact_at) }} AND {{ at("x." ~ fact_at) }} < d.valid_to
-) m
-WHERE f.ctid = m.rid AND f.{{ fact_sk }} IS DISTINCT FROM m.sk
+    SELECT dimlog_x.ctid AS dimlog_rid, COALESCE(dimlog_d.{{ sk }}, -1) AS dimlog_sk
+    FROM {{ facts }} dimlog_x
+    LEFT JOIN {{ dim }} dimlog_d
+      ON {% for k in fact_keys %}dimlog_d.{{ keys[loop.index0] }} = dimlog_x.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at("dimlog_x." ~ fact_at) }} AND {{ at("dimlog_x." ~ fact_at) }} < dimlog_d.valid_to
+) dimlog_m
+WHERE dimlog_f.ctid = dimlog_m.dimlog_rid AND dimlog_f.{{ fact_sk }} IS DISTINCT FROM dimlog_m.dimlog_sk
 -- statement: counts
 SELECT count(*) FILTER (WHERE {{ fact_sk }} <> -1)::text, count(*) FILTER (WHERE {{ fact_sk }} = -1)::text,
        count(*) FILTER (WHERE {{ bad(fact_at) }})::text
@@ -48,7 +48,7 @@ WITH dimlog_strays AS (
 )
 SELECT count(*)::text, min(dimlog_v)::text FROM dimlog_strays
 -- statement: index_rows
-SELECT {% for k in keys %}d.{{ k }}::text, {% endfor %}(extract(epoch FROM d.valid_from) * 1000000)::bigint::text,
-       (extract(epoch FROM d.valid_to) * 1000000)::bigint::text, d.{{ sk }}::text
-FROM {{ dim }} d
-ORDER BY {{ keys|cols("d") }}, d.valid_from
+SELECT {% for k in keys %}dimlog_d.{{ k }}::text, {% endfor %}(extract(epoch FROM dimlog_d.valid_from) * 1000000)::bigint::text,
+       (extract(epoch FROM dimlog_d.valid_to) * 1000000)::bigint::text, dimlog_d.{{ sk }}::text
+FROM {{ dim }} dimlog_d
+ORDER BY {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from

@@ -6,41 +6,41 @@
 {# With `merged` (the touched keys, for `merge_touched`): read the keys' history as
    classify found it plus this load's rows, and keep dead versions, marked. #}
 {% macro derived(touched, merged=false) %}
-SELECT y.sk, {{ keys|cols("y") }}{% for c in cols %}, y.{{ c }}{% endfor %}{% for c in t1 %}, lt.{{ c }}{% endfor %}
+SELECT dimlog_y.dimlog_sk, {{ keys|cols("dimlog_y") }}{% for c in cols %}, dimlog_y.{{ c }}{% endfor %}{% for c in t1 %}, dimlog_lt.{{ c }}{% endfor %}
 {% for c in current_defs %}
-       , FIRST_VALUE(y.{{ c.source }}) OVER (PARTITION BY {{ keys|cols("y") }} ORDER BY y.is_deleted, y.valid_from DESC)
+       , FIRST_VALUE(dimlog_y.{{ c.source }}) OVER (PARTITION BY {{ keys|cols("dimlog_y") }} ORDER BY dimlog_y.is_deleted, dimlog_y.valid_from DESC)
 {% endfor %}
-       , y.valid_from, COALESCE(y.next_from, {{ sentinel }}), y.next_from IS NULL, y.row_hash, y.load_id{{ ", y.is_deleted" if merged }}
+       , dimlog_y.valid_from, COALESCE(dimlog_y.dimlog_next_from, {{ sentinel }}), dimlog_y.dimlog_next_from IS NULL, dimlog_y.row_hash, dimlog_y.load_id{{ ", dimlog_y.is_deleted" if merged }}
 FROM (
-    SELECT e.*, LEAD(e.valid_from) OVER (PARTITION BY {{ keys|cols("e") }} ORDER BY e.valid_from) AS next_from
+    SELECT dimlog_e.*, LEAD(dimlog_e.valid_from) OVER (PARTITION BY {{ keys|cols("dimlog_e") }} ORDER BY dimlog_e.valid_from) AS dimlog_next_from
     FROM (
-        SELECT DISTINCT ON ({{ keys|cols("l") }}, l.valid_from)
-               l.{{ sk }} AS sk, {{ keys|cols("l") }}{% for a in cols %}, l.{{ a }}{% endfor %}, l.valid_from, l.is_deleted, l.row_hash, l.load_id
+        SELECT DISTINCT ON ({{ keys|cols("dimlog_l") }}, dimlog_l.valid_from)
+               dimlog_l.{{ sk }} AS dimlog_sk, {{ keys|cols("dimlog_l") }}{% for a in cols %}, dimlog_l.{{ a }}{% endfor %}, dimlog_l.valid_from, dimlog_l.is_deleted, dimlog_l.row_hash, dimlog_l.load_id
 {% if merged %}
-        FROM (SELECT * FROM dimlog_history UNION ALL SELECT * FROM dimlog_appended) l
+        FROM (SELECT * FROM dimlog_history UNION ALL SELECT * FROM dimlog_appended) dimlog_l
 {% else %}
-        FROM {{ log }} l
+        FROM {{ log }} dimlog_l
 {% endif %}
 {% if touched %}
-        JOIN dimlog_touched t ON {{ keys|eqs("l", "t") }}
+        JOIN dimlog_touched dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
 {% endif %}
-        WHERE l.is_deleted OR l.{{ sk }} IS NOT NULL
-        ORDER BY {{ keys|cols("l") }}, l.valid_from, l.log_id DESC
-    ) e
-) y
+        WHERE dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL
+        ORDER BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from, dimlog_l.log_id DESC
+    ) dimlog_e
+) dimlog_y
 {% if t1 %}
 LEFT JOIN (
-    SELECT DISTINCT ON ({{ keys|cols("l") }}) {{ keys|cols("l") }}{% for c in t1 %}, l.{{ c }}{% endfor %}
-    FROM {{ log }} l
+    SELECT DISTINCT ON ({{ keys|cols("dimlog_l") }}) {{ keys|cols("dimlog_l") }}{% for c in t1 %}, dimlog_l.{{ c }}{% endfor %}
+    FROM {{ log }} dimlog_l
 {% if touched %}
-    JOIN dimlog_touched t ON {{ keys|eqs("l", "t") }}
+    JOIN dimlog_touched dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
 {% endif %}
-    WHERE NOT l.is_deleted
-    ORDER BY {{ keys|cols("l") }}, l.valid_from DESC, l.log_id DESC
-) lt ON {{ keys|eqs("lt", "y") }}
+    WHERE NOT dimlog_l.is_deleted
+    ORDER BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from DESC, dimlog_l.log_id DESC
+) dimlog_lt ON {{ keys|eqs("dimlog_lt", "dimlog_y") }}
 {% endif %}
 {% if not merged %}
-WHERE NOT y.is_deleted
+WHERE NOT dimlog_y.is_deleted
 {% endif %}
 {% endmacro %}
 {% macro columns() %}{{ sk }}, {{ keys|cols }}{% for c in attrs %}, {{ c }}{% endfor %}{% for c in current_defs %}, {{ c.name }}{% endfor %}, valid_from, valid_to, is_current, row_hash, load_id{% endmacro %}
@@ -62,24 +62,24 @@ CREATE TEMP TABLE dimlog_derived ({{ columns() }}, dimlog_dead) ON COMMIT DROP A
 -- statement: analyze_derived
 ANALYZE dimlog_derived ({{ keys|cols }}, valid_from)
 -- statement: merge_touched
-MERGE INTO {{ dim }} d
-USING dimlog_derived x ON {{ keys|eqs("d", "x") }} AND d.valid_from = x.valid_from
-WHEN MATCHED AND x.dimlog_dead THEN DELETE
-WHEN MATCHED AND ((d.{{ sk }}, d.row_hash, d.load_id, d.valid_to, d.is_current) IS DISTINCT FROM (x.{{ sk }}, x.row_hash, x.load_id, x.valid_to, x.is_current)
+MERGE INTO {{ dim }} dimlog_d
+USING dimlog_derived dimlog_x ON {{ keys|eqs("dimlog_d", "dimlog_x") }} AND dimlog_d.valid_from = dimlog_x.valid_from
+WHEN MATCHED AND dimlog_x.dimlog_dead THEN DELETE
+WHEN MATCHED AND ((dimlog_d.{{ sk }}, dimlog_d.row_hash, dimlog_d.load_id, dimlog_d.valid_to, dimlog_d.is_current) IS DISTINCT FROM (dimlog_x.{{ sk }}, dimlog_x.row_hash, dimlog_x.load_id, dimlog_x.valid_to, dimlog_x.is_current)
 {% for c in t1 + current_defs|map(attribute="name")|list %}
 {% set t = "::text" if c in text_compared else "" %}
-                  OR d.{{ c }}{{ t }} IS DISTINCT FROM x.{{ c }}{{ t }}
+                  OR dimlog_d.{{ c }}{{ t }} IS DISTINCT FROM dimlog_x.{{ c }}{{ t }}
 {% endfor %}
                  ) THEN
-    UPDATE SET {{ sk }} = x.{{ sk }}{% for c in attrs %}, {{ c }} = x.{{ c }}{% endfor %}{% for c in current_defs %}, {{ c.name }} = x.{{ c.name }}{% endfor %}, valid_to = x.valid_to, is_current = x.is_current, row_hash = x.row_hash, load_id = x.load_id
-WHEN NOT MATCHED AND NOT x.dimlog_dead THEN
+    UPDATE SET {{ sk }} = dimlog_x.{{ sk }}{% for c in attrs %}, {{ c }} = dimlog_x.{{ c }}{% endfor %}{% for c in current_defs %}, {{ c.name }} = dimlog_x.{{ c.name }}{% endfor %}, valid_to = dimlog_x.valid_to, is_current = dimlog_x.is_current, row_hash = dimlog_x.row_hash, load_id = dimlog_x.load_id
+WHEN NOT MATCHED AND NOT dimlog_x.dimlog_dead THEN
     INSERT ({{ columns() }})
-    VALUES (x.{{ sk }}, {{ keys|cols("x") }}{% for c in attrs %}, x.{{ c }}{% endfor %}{% for c in current_defs %}, x.{{ c.name }}{% endfor %}, x.valid_from, x.valid_to, x.is_current, x.row_hash, x.load_id)
+    VALUES (dimlog_x.{{ sk }}, {{ keys|cols("dimlog_x") }}{% for c in attrs %}, dimlog_x.{{ c }}{% endfor %}{% for c in current_defs %}, dimlog_x.{{ c.name }}{% endfor %}, dimlog_x.valid_from, dimlog_x.valid_to, dimlog_x.is_current, dimlog_x.row_hash, dimlog_x.load_id)
 -- statement: insert_derived
 INSERT INTO {{ dim }} ({{ columns() }})
 SELECT {{ columns() }} FROM dimlog_derived WHERE NOT dimlog_dead
 -- statement: delete_touched
-DELETE FROM {{ dim }} d USING dimlog_touched t WHERE {{ keys|eqs("d", "t") }}
+DELETE FROM {{ dim }} dimlog_d USING dimlog_touched dimlog_t WHERE {{ keys|eqs("dimlog_d", "dimlog_t") }}
 {# A first load: the log holds one row per key, so each live one is its key's only and
    current version (its own Type 1 and current_<col> values), and no sort is needed. #}
 -- statement: insert_first
@@ -95,13 +95,15 @@ INSERT INTO {{ dim }} ({{ columns() }})
 -- statement: insert_new
 INSERT INTO {{ dim_new }} ({{ columns() }})
 {{ derived(false) }}
+{# The whole dimension derived from the log as a common table expression named
+   `dim_new`, for `verify` to compare the dimension with without writing anything. #}
+-- statement: rebuilt
+{{ dim_new }} ({{ columns() }}) AS MATERIALIZED (
+{{ derived(false) }}
+)
 -- statement: drop_old
 DROP TABLE {{ dim }}
 -- statement: rename_new
 ALTER TABLE {{ dim_new }} RENAME TO {{ dim_bare }}
 -- statement: rename_pk
 ALTER INDEX {{ dim_new_pk_qualified }} RENAME TO {{ dim_pk }}
-{# `dimlog verify`: a fresh rebuild of every key, into a table without constraints. #}
--- statement: insert_verify
-INSERT INTO dimlog_verify_rebuilt ({{ columns() }})
-{{ derived(false) }}

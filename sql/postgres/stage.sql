@@ -19,3 +19,5 @@ CREATE TEMP TABLE dimlog_raw (
    on the attributes and the hash cost more than the statements they would guide. #}
 -- statement: analyze
 ANALYZE dimlog_stage ({{ keys|cols }}, valid_from)
+-- statement: drop_raw
+DROP TABLE IF EXISTS dimlog_raw

@@ -23,7 +23,7 @@ RETURNING run_id::text
 UPDATE dimlog_runs
 SET low_watermark = $2, high_watermark = $3, upper_bound = $4, rows_read = $5, rows_after_dedupe = $6,
     duplicates_dropped = $7, versions = $8, late_versions = $9, corrections = $10, tombstones = $11,
-    status = $12, finished_at = $13, error = $14
+    revived = $12, future_rows = $13, status = $14, finished_at = $15, error = $16
 WHERE run_id = $1
 -- statement: run_failed
 INSERT INTO dimlog_runs (dimension, kind, role, low_watermark, upper_bound, status, started_at, finished_at, error)
@@ -32,12 +32,20 @@ RETURNING run_id::text
 -- statement: runs_recent
 SELECT run_id::text, dimension, kind, role, {{ "low_watermark"|pgts }}, {{ "high_watermark"|pgts }}, {{ "upper_bound"|pgts }},
        rows_read::text, rows_after_dedupe::text, duplicates_dropped::text, versions::text, late_versions::text,
-       corrections::text, tombstones::text, status, {{ "started_at"|pgts }}, {{ "finished_at"|pgts }}, error
+       corrections::text, tombstones::text, revived::text, future_rows::text, status, {{ "started_at"|pgts }}, {{ "finished_at"|pgts }}, error
 FROM dimlog_runs WHERE dimension = $1 ORDER BY run_id DESC LIMIT $2
 -- statement: dimension_get
 SELECT key_columns, tracked_columns, type1_columns, column_types, hash_version::text,
        next_surrogate_key::text, next_log_id::text, built_through_load::text
 FROM dimlog_dimensions WHERE dimension = $1
+-- statement: dimension_tables
+SELECT dimension, log_table, dimension_table FROM dimlog_dimensions WHERE dimension <> $1
+{# Whether this database has dimlog's tables at all (a target that was never loaded has
+   none, and a command that only reads it must not create them). #}
+-- statement: tables_exist
+SELECT (to_regclass('dimlog_dimensions') IS NOT NULL)::int::text
+-- statement: dimension_names
+SELECT dimension FROM dimlog_dimensions ORDER BY dimension
 -- statement: dimension_register
 INSERT INTO dimlog_dimensions (dimension, log_table, dimension_table, surrogate_key, key_columns, tracked_columns,
                                type1_columns, column_types, hash_version, next_surrogate_key, next_log_id, updated_at)

@@ -4,42 +4,42 @@
 SELECT next_surrogate_key, next_log_id FROM dimlog_dimensions WHERE dimension = ?1
 -- statement: append
 INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
-SELECT ?1 + ROW_NUMBER() OVER w - 1,
-       CASE change_kind
-           WHEN 'version' THEN ?2 + SUM(CASE WHEN change_kind = 'version' THEN 1 ELSE 0 END) OVER w - 1
-           WHEN 'correction' THEN p_sk
+SELECT ?1 + ROW_NUMBER() OVER dimlog_w - 1,
+       CASE dimlog_change_kind
+           WHEN 'version' THEN ?2 + SUM(CASE WHEN dimlog_change_kind = 'version' THEN 1 ELSE 0 END) OVER dimlog_w - 1
+           WHEN 'correction' THEN dimlog_p_sk
        END,
        {{ keys|cols }},
 {% for a in attrs %}
-       CASE WHEN change_kind = 'tombstone' THEN NULL ELSE {{ a }} END,
+       CASE WHEN dimlog_change_kind = 'tombstone' THEN NULL ELSE {{ a }} END,
 {% endfor %}
        valid_from,
-       change_kind = 'tombstone',
-       CASE WHEN change_kind = 'tombstone' THEN NULL ELSE row_hash END,
+       dimlog_change_kind = 'tombstone',
+       CASE WHEN dimlog_change_kind = 'tombstone' THEN NULL ELSE row_hash END,
        ?3,
        ?4
 FROM dimlog_changes
-WINDOW w AS (ORDER BY {{ keys|cols }}, valid_from ROWS UNBOUNDED PRECEDING)
+WINDOW dimlog_w AS (ORDER BY {{ keys|cols }}, valid_from ROWS UNBOUNDED PRECEDING)
 ORDER BY {{ keys|cols }}, valid_from
 {# A first load (empty log, one staged row per key) appends the staged rows as they
    are, numbered in the same order as `append`, without classifying them first. #}
 -- statement: append_first
 INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
 {% if tombstones %}
-SELECT ?1 + ROW_NUMBER() OVER w - 1,
-       CASE WHEN is_deleted THEN NULL ELSE ?2 + SUM(CASE WHEN is_deleted THEN 0 ELSE 1 END) OVER w - 1 END,
+SELECT ?1 + ROW_NUMBER() OVER dimlog_w - 1,
+       CASE WHEN is_deleted THEN NULL ELSE ?2 + SUM(CASE WHEN is_deleted THEN 0 ELSE 1 END) OVER dimlog_w - 1 END,
        {{ keys|cols }},
 {% for a in attrs %}
        CASE WHEN is_deleted THEN NULL ELSE {{ a }} END,
 {% endfor %}
        valid_from, is_deleted, CASE WHEN is_deleted THEN NULL ELSE row_hash END, ?3, ?4
 FROM dimlog_stage
-WINDOW w AS (ORDER BY {{ keys|cols }}, valid_from ROWS UNBOUNDED PRECEDING)
+WINDOW dimlog_w AS (ORDER BY {{ keys|cols }}, valid_from ROWS UNBOUNDED PRECEDING)
 ORDER BY {{ keys|cols }}, valid_from
 {% else %}
-SELECT ?1 + n - 1, ?2 + n - 1, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, ?3, ?4
-FROM (SELECT s.*, ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}, valid_from) AS n FROM dimlog_stage s) numbered
-ORDER BY n
+SELECT ?1 + dimlog_n - 1, ?2 + dimlog_n - 1, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, ?3, ?4
+FROM (SELECT dimlog_s.*, ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}, valid_from) AS dimlog_n FROM dimlog_stage dimlog_s) dimlog_numbered
+ORDER BY dimlog_n
 {% endif %}
 -- statement: advance
 UPDATE dimlog_dimensions
@@ -47,7 +47,7 @@ SET next_surrogate_key = next_surrogate_key + ?2, next_log_id = next_log_id + ?3
 WHERE dimension = ?1
 -- statement: rehash_append
 INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
-SELECT ?1 + ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}) - 1, sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, 0, row_hash, ?2, ?3
+SELECT ?1 + ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}) - 1, dimlog_sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, 0, row_hash, ?2, ?3
 FROM dimlog_rehashed
 ORDER BY {{ keys|cols }}
 -- statement: is_empty

@@ -2,8 +2,11 @@
    the window is applied loosely here, through julianday (which converts offsets to UTC
    but holds only about 40 µs of precision; naive local times with source.timezone need
    up to 14 h), and exactly in Rust after each value is parsed. #}
+{# Byte strings read as PostgreSQL's bytea text (`\x` and hex), so they hash and load as
+   the bytes they are; every other value as text, which must be UTF-8. #}
+{% macro text(c) %}{% if c.kind == "bytes" %}CASE WHEN {{ c.name }} IS NULL THEN NULL ELSE '\x' || lower(hex({{ c.name }})) END {% else %}CAST({{ c.name }} AS TEXT){% endif %}{% endmacro %}
 -- statement: rows
-SELECT {% for c in columns %}CAST({{ c.name }} AS TEXT), {% endfor %}
+SELECT {% for c in columns %}{{ text(c) }}, {% endfor %}
        CAST({{ updated_at }} AS TEXT)
        {% if deleted_flag %}, CAST({{ deleted_flag }} AS TEXT){% endif %}
 FROM {{ relation }}
@@ -12,11 +15,21 @@ WHERE {{ updated_at }} IS NOT NULL
 {% if high %}  AND julianday({{ updated_at }}) <= julianday(?) + {{ slack_days }}{% endif %}
 -- statement: null_check
 SELECT count(*) FROM {{ relation }} WHERE {{ updated_at }} IS NULL
+{# Rows stamped after the upper bound (future_rows) that the loose window does not read
+   either; those it reads past the bound are counted in Rust, where they are dropped. #}
+-- statement: future
+SELECT count(*),
+       (SELECT CAST({{ updated_at }} AS TEXT) FROM {{ relation }}
+        WHERE julianday({{ updated_at }}) > julianday(?1) + {{ slack_days }}
+        ORDER BY julianday({{ updated_at }}) DESC LIMIT 1)
+FROM {{ relation }}
+WHERE julianday({{ updated_at }}) > julianday(?1) + {{ slack_days }}
 -- statement: now
 SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 -- statement: newest
 SELECT max({{ updated_at }}) FROM {{ relation }}
 -- statement: keys
-SELECT {% for c in key_columns %}CAST({{ c.name }} AS TEXT){{ ", " if not loop.last }}{% endfor %} FROM {{ relation }}
+SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endfor %}
+       {% if deleted_flag %}, CASE WHEN lower(trim(CAST({{ deleted_flag }} AS TEXT))) IN ('true', 't', '1', 'yes', 'y') THEN 'false' ELSE 'true' END{% endif %} FROM {{ relation }}
 -- statement: columns
 SELECT name, type, CAST(NULLIF(pk, 0) AS TEXT) FROM pragma_table_info(?, ?) ORDER BY cid

@@ -27,11 +27,19 @@ CREATE TABLE IF NOT EXISTS dimlog_runs (
     late_versions      INTEGER NOT NULL DEFAULT 0,
     corrections        INTEGER NOT NULL DEFAULT 0,
     tombstones         INTEGER NOT NULL DEFAULT 0,
+    revived            INTEGER NOT NULL DEFAULT 0,
+    future_rows        INTEGER NOT NULL DEFAULT 0,
     status             TEXT    NOT NULL,
     started_at         TEXT    NOT NULL,
     finished_at        TEXT,
     error              TEXT
 )
+{# dimlog_runs made by an older dimlog lacks the newer counters: added once, only when
+   missing, so no run takes a table lock on dimlog_runs for nothing. #}
+-- statement: runs_columns
+SELECT name FROM pragma_table_info('dimlog_runs')
+-- statement: runs_add_counter
+ALTER TABLE dimlog_runs ADD COLUMN {{ counter }} INTEGER NOT NULL DEFAULT 0
 -- statement: runs_index
 CREATE INDEX IF NOT EXISTS dimlog_runs_dimension_idx ON dimlog_runs (dimension, run_id)
 -- statement: dimensions

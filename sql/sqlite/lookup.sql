@@ -19,15 +19,15 @@
        OR (substr({{ x }}, 20, 1) = '.' AND {{ x }} GLOB '*[+-][0-9][0-9]:[0-9][0-9]' AND length({{ x }}) > 26
            AND substr({{ x }}, 21, length({{ x }}) - 26) NOT GLOB '*[^0-9]*'))){% endmacro %}
 {% macro at(x) %}(CASE WHEN {{ fast_ok(x) }} THEN {{ canon(x) }}
- WHEN typeof({{ x }}) = 'text' THEN (SELECT dimlog_p.utc FROM dimlog_at_parsed dimlog_p WHERE dimlog_p.raw = {{ x }}) END){% endmacro %}
+ WHEN typeof({{ x }}) = 'text' THEN (SELECT dimlog_p.dimlog_utc FROM dimlog_at_parsed dimlog_p WHERE dimlog_p.dimlog_raw = {{ x }}) END){% endmacro %}
 {% macro key_filter(p) %}{% for c in key_defs %}{{ p }}{{ c.name }} = ?{{ loop.index }} AND {% endfor %}{% endmacro %}
 {% macro canon(x) %}(CASE WHEN {{ x }} GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]Z' THEN {{ x }}
  WHEN {{ x }} GLOB '*Z' AND instr({{ x }}, '.') > 0 THEN strftime('%Y-%m-%dT%H:%M:%S', substr({{ x }}, 1, instr({{ x }}, '.') - 1) || 'Z') || '.' || substr(substr({{ x }}, instr({{ x }}, '.') + 1, length({{ x }}) - instr({{ x }}, '.') - 1) || '000000', 1, 6) || 'Z'
  WHEN {{ x }} GLOB '*[+-][0-9][0-9]:[0-9][0-9]' AND instr({{ x }}, '.') > 0 THEN strftime('%Y-%m-%dT%H:%M:%S', substr({{ x }}, 1, instr({{ x }}, '.') - 1) || substr({{ x }}, -6)) || '.' || substr(substr({{ x }}, instr({{ x }}, '.') + 1, length({{ x }}) - instr({{ x }}, '.') - 6) || '000000', 1, 6) || 'Z'
  ELSE strftime('%Y-%m-%dT%H:%M:%S', {{ x }}) || '.000000Z' END){% endmacro %}
 -- statement: one
-SELECT CAST(d.{{ sk }} AS TEXT) FROM {{ dim }} d
-WHERE {{ key_filter("d.") }}d.valid_from <= ?{{ key_defs|length + 1 }} AND ?{{ key_defs|length + 1 }} < d.valid_to
+SELECT CAST(dimlog_d.{{ sk }} AS TEXT) FROM {{ dim }} dimlog_d
+WHERE {{ key_filter("dimlog_d.") }}dimlog_d.valid_from <= ?{{ key_defs|length + 1 }} AND ?{{ key_defs|length + 1 }} < dimlog_d.valid_to
 -- statement: fact_columns
 SELECT name, type FROM pragma_table_info(?1)
 -- statement: add_sk_column
@@ -35,9 +35,9 @@ ALTER TABLE {{ facts }} ADD COLUMN {{ fact_sk }} INTEGER
 -- statement: assign
 UPDATE {{ facts }}
 SET {{ fact_sk }} = COALESCE((
-    SELECT d.{{ sk }} FROM {{ dim }} d
-    WHERE {% for k in fact_keys %}d.{{ keys[loop.index0] }} = {{ facts }}.{{ k }} AND {% endfor %}d.valid_from <= {{ at(facts ~ "." ~ fact_at) }}
-      AND {{ at(facts ~ "." ~ fact_at) }} < d.valid_to
+    SELECT dimlog_d.{{ sk }} FROM {{ dim }} dimlog_d
+    WHERE {% for k in fact_keys %}dimlog_d.{{ keys[loop.index0] }} = {{ facts }}.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at(facts ~ "." ~ fact_at) }}
+      AND {{ at(facts ~ "." ~ fact_at) }} < dimlog_d.valid_to
 ), -1)
 -- statement: counts
 SELECT sum({{ fact_sk }} <> -1), sum({{ fact_sk }} = -1), sum({{ at(facts ~ "." ~ fact_at) }} IS NULL) FROM {{ facts }}
@@ -48,7 +48,7 @@ ORDER BY {{ at(facts ~ "." ~ fact_at) }}{% for k in fact_keys %}, {{ k }}{% endf
 -- statement: at_to_parse
 SELECT DISTINCT {{ fact_at }} FROM {{ facts }} WHERE typeof({{ fact_at }}) = 'text' AND NOT {{ fast_ok(fact_at) }}
 -- statement: at_parsed
-CREATE TEMP TABLE dimlog_at_parsed (raw TEXT PRIMARY KEY, utc TEXT NOT NULL)
+CREATE TEMP TABLE dimlog_at_parsed (dimlog_raw TEXT PRIMARY KEY, dimlog_utc TEXT NOT NULL)
 -- statement: drop_at_parsed
 DROP TABLE IF EXISTS temp.dimlog_at_parsed
 {# The first fact (by key) without a usable timestamp: its key, the type of the value
@@ -70,6 +70,6 @@ WITH dimlog_strays AS (
 )
 SELECT CAST(count(*) AS TEXT), CAST(min(dimlog_v) AS TEXT) FROM dimlog_strays
 -- statement: index_rows
-SELECT {% for k in keys %}CAST(d.{{ k }} AS TEXT), {% endfor %}d.valid_from, d.valid_to, CAST(d.{{ sk }} AS TEXT)
-FROM {{ dim }} d
-ORDER BY {{ keys|cols("d") }}, d.valid_from
+SELECT {% for k in keys %}CAST(dimlog_d.{{ k }} AS TEXT), {% endfor %}dimlog_d.valid_from, dimlog_d.valid_to, CAST(dimlog_d.{{ sk }} AS TEXT)
+FROM {{ dim }} dimlog_d
+ORDER BY {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from

@@ -4,47 +4,47 @@
    Type 1 columns show the key's newest observed value on every row; current_<col>
    twins (Type 6) show the value of the key's newest live version. #}
 {% macro derived(touched) %}
-SELECT y.sk, {{ keys|cols("y") }}{% for c in cols %}, y.{{ c }}{% endfor %}{% for c in t1 %}, lt.{{ c }}{% endfor %}
+SELECT dimlog_y.dimlog_sk, {{ keys|cols("dimlog_y") }}{% for c in cols %}, dimlog_y.{{ c }}{% endfor %}{% for c in t1 %}, dimlog_lt.{{ c }}{% endfor %}
 {% for c in current_defs %}
-       , FIRST_VALUE(y.{{ c.source }}) OVER (PARTITION BY {{ keys|cols("y") }} ORDER BY y.valid_from DESC)
+       , FIRST_VALUE(dimlog_y.{{ c.source }}) OVER (PARTITION BY {{ keys|cols("dimlog_y") }} ORDER BY dimlog_y.valid_from DESC)
 {% endfor %}
-       , y.valid_from, COALESCE(y.next_from, {{ sentinel }}), y.next_from IS NULL, y.row_hash, y.load_id
+       , dimlog_y.valid_from, COALESCE(dimlog_y.dimlog_next_from, {{ sentinel }}), dimlog_y.dimlog_next_from IS NULL, dimlog_y.row_hash, dimlog_y.load_id
 FROM (
-    SELECT e.*, LEAD(e.valid_from) OVER (PARTITION BY {{ keys|cols("e") }} ORDER BY e.valid_from) AS next_from
+    SELECT dimlog_e.*, LEAD(dimlog_e.valid_from) OVER (PARTITION BY {{ keys|cols("dimlog_e") }} ORDER BY dimlog_e.valid_from) AS dimlog_next_from
     FROM (
-        SELECT l.{{ sk }} AS sk, {{ keys|cols("l") }}{% for a in cols %}, l.{{ a }}{% endfor %}, l.valid_from, l.is_deleted, l.row_hash, l.load_id,
-               ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("l") }}, l.valid_from ORDER BY l.log_id DESC) AS dimlog_rn
-        FROM {{ log }} l
+        SELECT dimlog_l.{{ sk }} AS dimlog_sk, {{ keys|cols("dimlog_l") }}{% for a in cols %}, dimlog_l.{{ a }}{% endfor %}, dimlog_l.valid_from, dimlog_l.is_deleted, dimlog_l.row_hash, dimlog_l.load_id,
+               ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from ORDER BY dimlog_l.log_id DESC) AS dimlog_rn
+        FROM {{ log }} dimlog_l
 {% if touched %}
-        JOIN dimlog_touched t ON {{ keys|eqs("l", "t") }}
+        JOIN dimlog_touched dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
 {% endif %}
-        WHERE l.is_deleted OR l.{{ sk }} IS NOT NULL
-    ) e
-    WHERE e.dimlog_rn = 1
-) y
+        WHERE dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL
+    ) dimlog_e
+    WHERE dimlog_e.dimlog_rn = 1
+) dimlog_y
 {% if t1 %}
 LEFT JOIN (
     SELECT {{ keys|cols }}{% for c in t1 %}, {{ c }}{% endfor %}
     FROM (
-        SELECT {{ keys|cols("l") }}{% for c in t1 %}, l.{{ c }}{% endfor %},
-               ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("l") }} ORDER BY l.valid_from DESC, l.log_id DESC) AS dimlog_rn
-        FROM {{ log }} l
+        SELECT {{ keys|cols("dimlog_l") }}{% for c in t1 %}, dimlog_l.{{ c }}{% endfor %},
+               ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_l") }} ORDER BY dimlog_l.valid_from DESC, dimlog_l.log_id DESC) AS dimlog_rn
+        FROM {{ log }} dimlog_l
 {% if touched %}
-        JOIN dimlog_touched t ON {{ keys|eqs("l", "t") }}
+        JOIN dimlog_touched dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
 {% endif %}
-        WHERE NOT l.is_deleted
-    ) x
-    WHERE x.dimlog_rn = 1
-) lt ON {{ keys|eqs("lt", "y") }}
+        WHERE NOT dimlog_l.is_deleted
+    ) dimlog_x
+    WHERE dimlog_x.dimlog_rn = 1
+) dimlog_lt ON {{ keys|eqs("dimlog_lt", "dimlog_y") }}
 {% endif %}
-WHERE NOT y.is_deleted
+WHERE NOT dimlog_y.is_deleted
 {% endmacro %}
 {% macro columns() %}{{ sk }}, {{ keys|cols }}{% for c in attrs %}, {{ c }}{% endfor %}{% for c in current_defs %}, {{ c.name }}{% endfor %}, valid_from, valid_to, is_current, row_hash, load_id{% endmacro %}
 -- statement: touched
 CREATE TEMP TABLE dimlog_touched AS
 SELECT DISTINCT {{ keys|cols }} FROM dimlog_changes
 -- statement: delete_touched
-DELETE FROM {{ dim }} WHERE EXISTS (SELECT 1 FROM dimlog_touched t WHERE {{ keys|eqs("t", dim) }})
+DELETE FROM {{ dim }} WHERE EXISTS (SELECT 1 FROM dimlog_touched dimlog_t WHERE {{ keys|eqs("dimlog_t", dim) }})
 -- statement: insert_touched
 INSERT INTO {{ dim }} ({{ columns() }})
 {{ derived(true) }}
@@ -63,11 +63,13 @@ INSERT INTO {{ dim }} ({{ columns() }})
 -- statement: insert_new
 INSERT INTO {{ dim_new }} ({{ columns() }})
 {{ derived(false) }}
+{# The whole dimension derived from the log as a common table expression named
+   `dim_new`, for `verify` to compare the dimension with without writing anything. #}
+-- statement: rebuilt
+{{ dim_new }} ({{ columns() }}) AS MATERIALIZED (
+{{ derived(false) }}
+)
 -- statement: drop_old
 DROP TABLE {{ dim }}
 -- statement: rename_new
 ALTER TABLE {{ dim_new }} RENAME TO {{ dim_bare }}
-{# `dimlog verify`: a fresh rebuild of every key, into a table without constraints. #}
--- statement: insert_verify
-INSERT INTO dimlog_verify_rebuilt ({{ columns() }})
-{{ derived(false) }}

@@ -4,24 +4,38 @@
 -- statement: keys_table
 CREATE TEMP TABLE dimlog_source_keys (
 {% for c in key_defs %}
-    {{ c.name }} {{ c.target_type }}{{ "," if not loop.last }}
+    {{ c.name }} {{ c.target_type }}{{ "," if not loop.last or deleted_flag }}
 {% endfor %}
+{% if deleted_flag %}
+    dimlog_live BOOLEAN
+{% endif %}
 )
 -- statement: key_index
 CREATE INDEX temp.dimlog_source_keys_idx ON dimlog_source_keys ({{ keys|cols }})
 -- statement: missing
 CREATE TEMP TABLE dimlog_missing AS
-SELECT {{ keys|cols("d") }}, d.valid_from
-FROM {{ dim }} d
-WHERE d.is_current
-  AND NOT EXISTS (SELECT 1 FROM dimlog_source_keys s WHERE {{ keys|eqs("s", "d") }})
-  AND NOT EXISTS (SELECT 1 FROM dimlog_stage st WHERE {{ keys|eqs("st", "d") }})
+SELECT {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from
+FROM {{ dim }} dimlog_d
+WHERE dimlog_d.is_current
+  AND NOT EXISTS (SELECT 1 FROM dimlog_source_keys dimlog_s WHERE {{ keys|eqs("dimlog_s", "dimlog_d") }})
+  AND NOT EXISTS (SELECT 1 FROM dimlog_stage dimlog_st WHERE {{ keys|eqs("dimlog_st", "dimlog_d") }})
+{# Source keys held live that are neither live in the dimension nor in this load:
+   stamped behind every window (restored from a backup, or inserted with an old stamp).
+   Their rows are read again and loaded; a deleted key among them is revived. #}
+-- statement: unseen
+CREATE TEMP TABLE dimlog_unseen AS
+SELECT DISTINCT {{ keys|cols("dimlog_s") }}
+FROM dimlog_source_keys dimlog_s
+WHERE {% if deleted_flag %}dimlog_s.dimlog_live AND {% endif %}NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE {{ keys|eqs("dimlog_d", "dimlog_s") }} AND dimlog_d.is_current)
+  AND NOT EXISTS (SELECT 1 FROM dimlog_stage dimlog_g WHERE {{ keys|eqs("dimlog_g", "dimlog_s") }})
+-- statement: unseen_count
+SELECT count(*) FROM dimlog_unseen
 -- statement: missing_count
 SELECT count(*) FROM dimlog_missing
 {# Live keys, counted only as far as the mass-delete guard needs: past the limit the
    guard cannot trip, so a run closing a few keys does not count the whole dimension. #}
 -- statement: live_count
-SELECT count(*) FROM (SELECT 1 FROM {{ dim }} WHERE is_current LIMIT ?1) live
+SELECT count(*) FROM (SELECT 1 FROM {{ dim }} WHERE is_current LIMIT ?1) dimlog_live
 -- statement: tombstones
 INSERT INTO dimlog_stage ({{ keys|cols }}, valid_from, is_deleted)
 SELECT {{ keys|cols }}, ?1, 1

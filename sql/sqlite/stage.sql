@@ -24,4 +24,7 @@ DROP TABLE IF EXISTS temp.dimlog_changes;
 DROP TABLE IF EXISTS temp.dimlog_touched;
 DROP TABLE IF EXISTS temp.dimlog_source_keys;
 DROP TABLE IF EXISTS temp.dimlog_missing;
+DROP TABLE IF EXISTS temp.dimlog_unseen;
 DROP TABLE IF EXISTS temp.dimlog_rehashed;
+-- statement: drop_raw
+DROP TABLE IF EXISTS temp.dimlog_raw

@@ -17,7 +17,7 @@ RETURNING run_id
 UPDATE dimlog_runs
 SET low_watermark = ?2, high_watermark = ?3, upper_bound = ?4, rows_read = ?5, rows_after_dedupe = ?6,
     duplicates_dropped = ?7, versions = ?8, late_versions = ?9, corrections = ?10, tombstones = ?11,
-    status = ?12, finished_at = ?13, error = ?14
+    revived = ?12, future_rows = ?13, status = ?14, finished_at = ?15, error = ?16
 WHERE run_id = ?1
 -- statement: run_failed
 INSERT INTO dimlog_runs (dimension, kind, role, low_watermark, upper_bound, status, started_at, finished_at, error)
@@ -26,12 +26,20 @@ RETURNING run_id
 -- statement: runs_recent
 SELECT run_id, dimension, kind, role, low_watermark, high_watermark, upper_bound,
        rows_read, rows_after_dedupe, duplicates_dropped, versions, late_versions,
-       corrections, tombstones, status, started_at, finished_at, error
+       corrections, tombstones, revived, future_rows, status, started_at, finished_at, error
 FROM dimlog_runs WHERE dimension = ?1 ORDER BY run_id DESC LIMIT ?2
 -- statement: dimension_get
 SELECT key_columns, tracked_columns, type1_columns, column_types, hash_version,
        next_surrogate_key, next_log_id, built_through_load
 FROM dimlog_dimensions WHERE dimension = ?1
+-- statement: dimension_tables
+SELECT dimension, log_table, dimension_table FROM dimlog_dimensions WHERE dimension <> ?1
+{# Whether this database has dimlog's tables at all (a target that was never loaded has
+   none, and a command that only reads it must not create them). #}
+-- statement: tables_exist
+SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'dimlog_dimensions'
+-- statement: dimension_names
+SELECT dimension FROM dimlog_dimensions ORDER BY dimension
 -- statement: dimension_register
 INSERT INTO dimlog_dimensions (dimension, log_table, dimension_table, surrogate_key, key_columns, tracked_columns,
                                type1_columns, column_types, hash_version, next_surrogate_key, next_log_id, updated_at)

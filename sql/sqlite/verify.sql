@@ -9,119 +9,123 @@
 {% macro rowkey(p) %}{% if by_key %}{{ keytext(p ~ ".") }}{% else %}'surrogate key ' || CAST({{ p }}.{{ sk }} AS TEXT){% endif %}{% endmacro %}
 {% macro differs(s, d) %}({{ s }}.row_hash <> {{ d }}.row_hash{% for c in t1 %} OR {{ s }}.{{ c }} IS NOT {{ d }}.{{ c }}{% endfor %}){% endmacro %}
 -- statement: bad_interval
-SELECT {{ keytext("d.") }}, 'valid_from ' || d.valid_from || ' is not before valid_to ' || d.valid_to
-FROM {{ dim }} d WHERE d.valid_from >= d.valid_to
+SELECT {{ keytext("dimlog_d.") }}, 'valid_from ' || dimlog_d.valid_from || ' is not before valid_to ' || dimlog_d.valid_to
+FROM {{ dim }} dimlog_d WHERE dimlog_d.valid_from >= dimlog_d.valid_to
 -- statement: overlap_or_gap
-SELECT {{ keytext("x.") }},
-       CASE WHEN x.valid_from < x.prev_to THEN 'version at ' || x.valid_from || ' overlaps the one before (ends ' || x.prev_to || ')'
-            ELSE 'gap from ' || x.prev_to || ' to ' || x.valid_from || ' with no tombstone' END
+SELECT {{ keytext("dimlog_x.") }},
+       CASE WHEN dimlog_x.valid_from < dimlog_x.dimlog_prev_to THEN 'version at ' || dimlog_x.valid_from || ' overlaps the one before (ends ' || dimlog_x.dimlog_prev_to || ')'
+            ELSE 'gap from ' || dimlog_x.dimlog_prev_to || ' to ' || dimlog_x.valid_from || ' with no tombstone' END
 FROM (
-    SELECT d.*, LAG(d.valid_to) OVER (PARTITION BY {{ keys|cols("d") }} ORDER BY d.valid_from) AS prev_to
-    FROM {{ dim }} d
-) x
-WHERE x.prev_to IS NOT NULL
-  AND (x.valid_from < x.prev_to
-       OR (x.valid_from > x.prev_to AND NOT EXISTS (
-             SELECT 1 FROM {{ log }} l WHERE {{ keys|eqs("l", "x") }} AND l.valid_from = x.prev_to AND l.is_deleted)))
+    SELECT dimlog_d.*, LAG(dimlog_d.valid_to) OVER (PARTITION BY {{ keys|cols("dimlog_d") }} ORDER BY dimlog_d.valid_from) AS dimlog_prev_to
+    FROM {{ dim }} dimlog_d
+) dimlog_x
+WHERE dimlog_x.dimlog_prev_to IS NOT NULL
+  AND (dimlog_x.valid_from < dimlog_x.dimlog_prev_to
+       OR (dimlog_x.valid_from > dimlog_x.dimlog_prev_to AND NOT EXISTS (
+             SELECT 1 FROM {{ log }} dimlog_l WHERE {{ keys|eqs("dimlog_l", "dimlog_x") }} AND dimlog_l.valid_from = dimlog_x.dimlog_prev_to AND dimlog_l.is_deleted)))
 -- statement: current
-SELECT {{ keytext("d.") }}, CAST(sum(d.is_current) AS TEXT) || ' current rows'
-FROM {{ dim }} d
-GROUP BY {{ keys|cols("d") }}
-HAVING sum(d.is_current) > 1
-    OR sum(d.is_current AND d.valid_to <> {{ sentinel }}) > 0
-    OR sum(NOT d.is_current AND d.valid_to = {{ sentinel }}) > 0
+SELECT {{ keytext("dimlog_d.") }}, CAST(sum(dimlog_d.is_current) AS TEXT) || ' current rows'
+FROM {{ dim }} dimlog_d
+GROUP BY {{ keys|cols("dimlog_d") }}
+HAVING sum(dimlog_d.is_current) > 1
+    OR sum(dimlog_d.is_current AND dimlog_d.valid_to <> {{ sentinel }}) > 0
+    OR sum(NOT dimlog_d.is_current AND dimlog_d.valid_to = {{ sentinel }}) > 0
 -- statement: sk_reused
-SELECT min(x.dimlog_key), 'surrogate key ' || CAST(x.dimlog_sk AS TEXT) || ' is shared by ' || CAST(count(*) AS TEXT) || ' versions: '
-       || substr(group_concat(x.dimlog_key || ' at ' || COALESCE(CAST(x.valid_from AS TEXT), 'NULL'), ', '), 1, 400)
-FROM (SELECT DISTINCT l.{{ sk }} AS dimlog_sk, {{ keytext("l.") }} AS dimlog_key, l.valid_from
-      FROM {{ log }} l WHERE l.{{ sk }} IS NOT NULL ORDER BY 2, 3) x
-GROUP BY x.dimlog_sk
+SELECT min(dimlog_x.dimlog_key), 'surrogate key ' || CAST(dimlog_x.dimlog_sk AS TEXT) || ' is shared by ' || CAST(count(*) AS TEXT) || ' versions: '
+       || substr(group_concat(dimlog_x.dimlog_key || ' at ' || COALESCE(CAST(dimlog_x.valid_from AS TEXT), 'NULL'), ', '), 1, 400)
+FROM (SELECT DISTINCT dimlog_l.{{ sk }} AS dimlog_sk, {{ keytext("dimlog_l.") }} AS dimlog_key, dimlog_l.valid_from
+      FROM {{ log }} dimlog_l WHERE dimlog_l.{{ sk }} IS NOT NULL ORDER BY 2, 3) dimlog_x
+GROUP BY dimlog_x.dimlog_sk
 HAVING count(*) > 1
 {# Rows of the log that break its rules (what its constraints guard, and what a rebuild
    needs): a value where one is required, a fixed-width UTC valid_from, an integer
    surrogate key, a 32-byte row_hash on every version, a log_id of its own. #}
 -- statement: log_rules
-SELECT x.dimlog_key, 'log_id ' || COALESCE(CAST(x.log_id AS TEXT), 'NULL') || ': ' || x.dimlog_problem
+SELECT dimlog_x.dimlog_key, 'log_id ' || COALESCE(CAST(dimlog_x.log_id AS TEXT), 'NULL') || ': ' || dimlog_x.dimlog_problem
 FROM (
-    SELECT l.log_id, ({% for k in keys %}COALESCE(CAST(l.{{ k }} AS TEXT), 'NULL'){{ " || ', ' || " if not loop.last }}{% endfor %}) AS dimlog_key,
+    SELECT dimlog_l.log_id, ({% for k in keys %}COALESCE(CAST(dimlog_l.{{ k }} AS TEXT), 'NULL'){{ " || ', ' || " if not loop.last }}{% endfor %}) AS dimlog_key,
            CASE
 {% for k in key_defs %}
-               WHEN l.{{ k.name }} IS NULL THEN 'key column {{ k.bare }} is NULL'
+               WHEN dimlog_l.{{ k.name }} IS NULL THEN 'key column {{ k.bare }} is NULL'
 {% endfor %}
-               WHEN l.log_id IS NULL THEN 'log_id is NULL'
-               WHEN l.valid_from IS NULL THEN 'valid_from is NULL'
-               WHEN typeof(l.valid_from) <> 'text' OR l.valid_from NOT GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]Z'
-                   THEN 'valid_from ' || quote(l.valid_from) || ' is not a fixed-width UTC timestamp'
-               WHEN l.is_deleted IS NULL THEN 'is_deleted is NULL'
-               WHEN l.load_id IS NULL THEN 'load_id is NULL'
-               WHEN l.{{ sk }} IS NOT NULL AND typeof(l.{{ sk }}) <> 'integer'
-                   THEN '{{ sk_bare }} ' || quote(l.{{ sk }}) || ' is not an integer'
-               WHEN NOT l.is_deleted AND l.{{ sk }} IS NOT NULL AND l.row_hash IS NULL THEN 'row_hash is NULL on a version'
-               WHEN NOT l.is_deleted AND l.{{ sk }} IS NOT NULL AND length(CAST(l.row_hash AS BLOB)) <> 32
-                   THEN 'row_hash is ' || CAST(length(CAST(l.row_hash AS BLOB)) AS TEXT) || ' bytes, not 32'
+               WHEN dimlog_l.log_id IS NULL THEN 'log_id is NULL'
+               WHEN dimlog_l.valid_from IS NULL THEN 'valid_from is NULL'
+               WHEN typeof(dimlog_l.valid_from) <> 'text' OR dimlog_l.valid_from NOT GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]Z'
+                   THEN 'valid_from ' || quote(dimlog_l.valid_from) || ' is not a fixed-width UTC timestamp'
+               WHEN dimlog_l.is_deleted IS NULL THEN 'is_deleted is NULL'
+               WHEN dimlog_l.load_id IS NULL THEN 'load_id is NULL'
+               WHEN dimlog_l.{{ sk }} IS NOT NULL AND typeof(dimlog_l.{{ sk }}) <> 'integer'
+                   THEN '{{ sk_bare }} ' || quote(dimlog_l.{{ sk }}) || ' is not an integer'
+               WHEN NOT dimlog_l.is_deleted AND dimlog_l.{{ sk }} IS NOT NULL AND dimlog_l.row_hash IS NULL THEN 'row_hash is NULL on a version'
+               WHEN NOT dimlog_l.is_deleted AND dimlog_l.{{ sk }} IS NOT NULL AND length(CAST(dimlog_l.row_hash AS BLOB)) <> 32
+                   THEN 'row_hash is ' || CAST(length(CAST(dimlog_l.row_hash AS BLOB)) AS TEXT) || ' bytes, not 32'
            END AS dimlog_problem
-    FROM {{ log }} l
-) x
-WHERE x.dimlog_problem IS NOT NULL
+    FROM {{ log }} dimlog_l
+) dimlog_x
+WHERE dimlog_x.dimlog_problem IS NOT NULL
 UNION ALL
-SELECT min({{ keytext("l.") }}), 'log_id ' || CAST(l.log_id AS TEXT) || ' is used by ' || CAST(count(*) AS TEXT) || ' rows'
-FROM {{ log }} l WHERE l.log_id IS NOT NULL GROUP BY l.log_id HAVING count(*) > 1
-{# The dimension against a fresh rebuild, row by row, on every column both have (the
-   column sets are compared in Rust): a row is paired with its rebuilt twin by surrogate
-   key, else (its surrogate key edited) by key and valid_from, and a pair that differs
-   names the columns; a row without a twin is reported as such. #}
+SELECT min({{ keytext("dimlog_l.") }}), 'log_id ' || CAST(dimlog_l.log_id AS TEXT) || ' is used by ' || CAST(count(*) AS TEXT) || ' rows'
+FROM {{ log }} dimlog_l WHERE dimlog_l.log_id IS NOT NULL GROUP BY dimlog_l.log_id HAVING count(*) > 1
+{# The dimension against a fresh rebuild (`dim_new`, rebuild.sql's `rebuilt`), row by
+   row, on every column both have (the column sets are compared in Rust): a row is
+   paired with its rebuilt twin by surrogate key, else (its surrogate key edited) by key
+   and valid_from, and a pair that differs names the columns; a row without a twin is
+   reported as such. #}
 -- statement: rebuild_diff
-WITH dimlog_pairs AS (
+SELECT dimlog_p.dimlog_key, 'surrogate key ' || CAST(dimlog_p.dimlog_sk AS TEXT) || ': ' || dimlog_p.dimlog_diff
+       || CASE WHEN instr(dimlog_p.dimlog_diff, ',') > 0 THEN ' differ' ELSE ' differs' END || ' from a fresh rebuild'
+FROM (
 {% if by_sk %}
-    SELECT {{ keytext("n.") }} AS dimlog_key, n.{{ sk }} AS dimlog_sk, {{ difflist("d", "n") }} AS dimlog_diff
-    FROM {{ dim }} d JOIN {{ rebuilt }} n ON {{ sk_pair("d", "n") }}
+    SELECT {{ keytext("dimlog_n.") }} AS dimlog_key, dimlog_n.{{ sk }} AS dimlog_sk, {{ difflist("dimlog_d", "dimlog_n") }} AS dimlog_diff
+    FROM {{ dim }} dimlog_d JOIN {{ dim_new }} dimlog_n ON {{ sk_pair("dimlog_d", "dimlog_n") }}
 {% endif %}
 {% if by_sk and by_key %}
     UNION ALL
 {% endif %}
 {% if by_key %}
-    SELECT {{ keytext("n.") }}, n.{{ sk }}, {{ difflist("d", "n") }}
-    FROM {{ dim }} d JOIN {{ rebuilt }} n ON {{ key_pair("d", "n") }}
+    SELECT {{ keytext("dimlog_n.") }}, dimlog_n.{{ sk }}, {{ difflist("dimlog_d", "dimlog_n") }}
+    FROM {{ dim }} dimlog_d JOIN {{ dim_new }} dimlog_n ON {{ key_pair("dimlog_d", "dimlog_n") }}
 {% if by_sk %}
-    WHERE NOT EXISTS (SELECT 1 FROM {{ rebuilt }} dimlog_n WHERE {{ sk_pair("dimlog_n", "d") }})
-      AND NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE {{ sk_pair("dimlog_d", "n") }})
+    WHERE NOT EXISTS (SELECT 1 FROM {{ dim_new }} dimlog_o WHERE {{ sk_pair("dimlog_o", "dimlog_d") }})
+      AND NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_o WHERE {{ sk_pair("dimlog_o", "dimlog_n") }})
 {% endif %}
 {% endif %}
-)
-SELECT dimlog_key, 'surrogate key ' || CAST(dimlog_sk AS TEXT) || ': ' || dimlog_diff
-       || CASE WHEN instr(dimlog_diff, ',') > 0 THEN ' differ' ELSE ' differs' END || ' from a fresh rebuild'
-FROM dimlog_pairs WHERE dimlog_diff <> ''
+) dimlog_p
+WHERE dimlog_p.dimlog_diff <> ''
 UNION ALL
-SELECT {{ rowkey("d") }}, 'dimension has a row a fresh rebuild does not (surrogate key ' || COALESCE(CAST(d.{{ sk }} AS TEXT), 'NULL') || ')'
-FROM {{ dim }} d WHERE {{ unpaired("d", rebuilt) }}
+SELECT {{ rowkey("dimlog_d") }}, 'dimension has a row a fresh rebuild does not (surrogate key ' || COALESCE(CAST(dimlog_d.{{ sk }} AS TEXT), 'NULL') || ')'
+FROM {{ dim }} dimlog_d WHERE {{ unpaired("dimlog_d", dim_new) }}
 UNION ALL
-SELECT {{ keytext("n.") }}, 'a fresh rebuild has surrogate key ' || CAST(n.{{ sk }} AS TEXT) || ', the dimension has no such row'
-FROM {{ rebuilt }} n WHERE {{ unpaired("n", dim) }}
-{# The table a fresh rebuild is derived into: the dimension's columns and types, none of
-   its constraints, so a log edited by hand (two versions sharing a surrogate key, a
-   NULL row_hash) still rebuilds and is reported instead of failing the command. #}
--- statement: rebuilt_table
-CREATE TEMP TABLE dimlog_verify_rebuilt (
-    {{ sk }} INTEGER,
-{% for c in key_defs %}
-    {{ c.name }} {{ c.target_type }},
-{% endfor %}
-{% for c in attr_defs %}
-    {{ c.name }} {{ c.target_type }},
-{% endfor %}
-{% for c in current_defs %}
-    {{ c.name }} {{ c.target_type }},
-{% endfor %}
-    valid_from TEXT,
-    valid_to   TEXT,
-    is_current BOOLEAN,
-    row_hash   BLOB,
-    load_id    INTEGER
-)
--- statement: rebuilt_index
-CREATE INDEX dimlog_verify_rebuilt_sk ON dimlog_verify_rebuilt ({{ sk }})
--- statement: rebuilt_key_index
-CREATE INDEX dimlog_verify_rebuilt_key ON dimlog_verify_rebuilt ({{ keys|cols }}, valid_from)
+SELECT {{ keytext("dimlog_n.") }}, 'a fresh rebuild has surrogate key ' || CAST(dimlog_n.{{ sk }} AS TEXT) || ', the dimension has no such row'
+FROM {{ dim_new }} dimlog_n WHERE {{ unpaired("dimlog_n", dim) }}
+{# The source checks compare the source's rows read up to the last run's upper bound
+   (?1) with the dimension's current rows; a row stamped later is not read yet
+   (`source_ahead`), and ?2 is the source's clock. #}
+-- statement: source_ahead
+SELECT {{ keytext("dimlog_s.") }},
+       CASE WHEN dimlog_s.is_deleted THEN 'deleted in the source at ' ELSE 'source row stamped ' END || dimlog_s.valid_from
+       || CASE WHEN dimlog_s.valid_from > ?2
+               THEN ', later than the source''s clock (' || ?2 || '): no run reads it before the clock reaches that time (is the source''s clock or this updated_at wrong?)'
+               ELSE ', after the last run''s upper bound ' || ?1 || ': not read yet, the next run reads it' END
+FROM dimlog_stage dimlog_s
+LEFT JOIN {{ dim }} dimlog_d ON dimlog_d.is_current AND {{ keys|eqs("dimlog_d", "dimlog_s") }}
+WHERE dimlog_s.valid_from > ?1
+  AND CASE WHEN dimlog_s.is_deleted THEN dimlog_d.is_current IS NOT NULL ELSE dimlog_d.is_current IS NULL OR {{ differs("dimlog_s", "dimlog_d") }} END
+-- statement: source_missing
+SELECT {{ keytext("dimlog_s.") }}, 'in the source, not current in the dimension'
+FROM dimlog_stage dimlog_s
+WHERE NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= ?1
+  AND NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE dimlog_d.is_current AND {{ keys|eqs("dimlog_d", "dimlog_s") }})
+-- statement: source_extra
+SELECT {{ keytext("dimlog_d.") }}, 'current in the dimension, not in the source'
+FROM {{ dim }} dimlog_d
+WHERE dimlog_d.is_current AND NOT EXISTS (
+    SELECT 1 FROM dimlog_stage dimlog_s WHERE (NOT dimlog_s.is_deleted OR dimlog_s.valid_from > ?1) AND {{ keys|eqs("dimlog_d", "dimlog_s") }})
+-- statement: source_different
+SELECT {{ keytext("dimlog_s.") }}, 'tracked values differ (source updated_at ' || dimlog_s.valid_from || ', dimension valid_from ' || dimlog_d.valid_from || ')'
+FROM dimlog_stage dimlog_s
+JOIN {{ dim }} dimlog_d ON dimlog_d.is_current AND {{ keys|eqs("dimlog_d", "dimlog_s") }}
+WHERE NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= ?1 AND {{ differs("dimlog_s", "dimlog_d") }}
 {# The staged source, looked up by key from the dimension's side. #}
 -- statement: stage_index
 CREATE INDEX temp.dimlog_stage_key ON dimlog_stage ({{ keys|cols }})
@@ -130,34 +134,10 @@ SELECT name, type FROM pragma_table_info(?1, ?2) ORDER BY cid
 -- statement: last_upper
 SELECT max(upper_bound) FROM dimlog_runs
 WHERE dimension = ?1 AND status = 'succeeded' AND kind IN ('incremental', 'full-refresh')
-{# The source checks compare the source's rows read up to the last run's upper bound
-   (?1) with the dimension's current rows; a row stamped later is not read yet
-   (`source_ahead`), and ?2 is the source's clock. #}
--- statement: source_ahead
-SELECT {{ keytext("s.") }},
-       CASE WHEN s.is_deleted THEN 'deleted in the source at ' ELSE 'source row stamped ' END || s.valid_from
-       || CASE WHEN s.valid_from > ?2
-               THEN ', later than the source''s clock (' || ?2 || '): no run reads it before the clock reaches that time (is the source''s clock or this updated_at wrong?)'
-               ELSE ', after the last run''s upper bound ' || ?1 || ': not read yet, the next run reads it' END
-FROM dimlog_stage s
-LEFT JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
-WHERE s.valid_from > ?1
-  AND CASE WHEN s.is_deleted THEN d.is_current IS NOT NULL ELSE d.is_current IS NULL OR {{ differs("s", "d") }} END
--- statement: source_missing
-SELECT {{ keytext("s.") }}, 'in the source, not current in the dimension'
-FROM dimlog_stage s
-WHERE NOT s.is_deleted AND s.valid_from <= ?1 AND NOT EXISTS (SELECT 1 FROM {{ dim }} d WHERE d.is_current AND {{ keys|eqs("d", "s") }})
--- statement: source_extra
-SELECT {{ keytext("d.") }}, 'current in the dimension, not in the source'
-FROM {{ dim }} d
-WHERE d.is_current AND NOT EXISTS (SELECT 1 FROM dimlog_stage s WHERE (NOT s.is_deleted OR s.valid_from > ?1) AND {{ keys|eqs("d", "s") }})
--- statement: source_different
-SELECT {{ keytext("s.") }}, 'tracked values differ (source updated_at ' || s.valid_from || ', dimension valid_from ' || d.valid_from || ')'
-FROM dimlog_stage s
-JOIN {{ dim }} d ON d.is_current AND {{ keys|eqs("d", "s") }}
-WHERE NOT s.is_deleted AND s.valid_from <= ?1 AND {{ differs("s", "d") }}
+{# `rebuilt`, when the check compares with a fresh rebuild: rebuild.sql's `rebuilt`. #}
 -- statement: counted
-WITH dimlog_check AS MATERIALIZED (
+WITH {% if rebuilt %}{{ rebuilt }},
+{% endif %}dimlog_check AS MATERIALIZED (
 {{ check }}
 )
-SELECT CAST((SELECT count(*) FROM dimlog_check) AS TEXT), c.* FROM dimlog_check c LIMIT {{ examples }}
+SELECT CAST((SELECT count(*) FROM dimlog_check) AS TEXT), dimlog_c.* FROM dimlog_check dimlog_c LIMIT {{ examples }}

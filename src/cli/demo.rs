@@ -132,6 +132,9 @@ pub async fn run(_global: &GlobalArgs, args: DemoArgs, out: &Output) -> Result<i
         ));
         histories.push(serde_json::json!({"key": key, "versions": rows}));
     }
+    // Closed cleanly, SQLite folds its WAL files into the two databases.
+    session.close().await;
+    let _ = source.close().await;
     out.line(format!(
         "\nthe files are in {}: run `dimlog --config {} status` or `history --key 1` to explore",
         args.dir.display(),

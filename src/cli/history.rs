@@ -1,13 +1,15 @@
 //! `dimlog history`.
 
 use super::{load_plan, output, output::table, GlobalArgs, Output};
+use crate::db::Access;
 use crate::inspect;
 use crate::pipeline::Session;
 use crate::Error;
 use std::path::{Path, PathBuf};
 
 /// Show every version of one key (and its tombstones), oldest first: as a table, or as
-/// an SVG timeline with one bar per version labelled with what changed.
+/// an SVG timeline with one bar per version labelled with what changed. Reads the target
+/// only, with read rights alone; never connects to the source.
 #[derive(Debug, clap::Args)]
 pub struct HistoryArgs {
     /// The natural key: VALUE for a one-column key, else COLUMN=VALUE once per column.
@@ -33,9 +35,15 @@ pub enum Format {
 /// Runs `history`.
 pub async fn run(global: &GlobalArgs, args: HistoryArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
-    let mut session = Session::open(&plan).await?;
-    let key = inspect::key_values(&session.layout, &args.key)?;
-    let rows = inspect::history(&mut session.target, &session.ctx, &session.layout, &key).await?;
+    let mut session = Session::open_target(&plan, Access::QueryOnly).await?;
+    let read = async {
+        let key = inspect::key_values(&session.layout, &args.key)?;
+        let rows = inspect::history(&mut session.target, &session.ctx, &session.layout, &key).await?;
+        Ok::<_, Error>((key, rows))
+    }
+    .await;
+    session.close().await;
+    let (key, rows) = read?;
     if args.format == Format::Svg {
         return write_svg(&plan, &key, &rows, args.out.as_deref(), out);
     }

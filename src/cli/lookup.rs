@@ -1,6 +1,7 @@
 //! `dimlog lookup` and `dimlog assign-keys`.
 
 use super::{load_plan, parse_ts, GlobalArgs, Output};
+use crate::db::Access;
 use crate::ident::Ident;
 use crate::lookup::{self, AssignSpec, UNKNOWN};
 use crate::pipeline::Session;
@@ -17,7 +18,8 @@ pub enum Unknown {
 }
 
 /// Print the surrogate key in effect for a key at a time (valid_from <= TS < valid_to),
-/// or -1 when there is none.
+/// or -1 when there is none. Reads the target only, with read rights alone; never
+/// connects to the source.
 #[derive(Debug, clap::Args)]
 pub struct LookupArgs {
     /// The natural key: VALUE for a one-column key, else COLUMN=VALUE once per column.
@@ -35,9 +37,15 @@ pub struct LookupArgs {
 pub async fn run_lookup(global: &GlobalArgs, args: LookupArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
     let at = parse_ts("--at", &args.at)?;
-    let mut session = Session::open(&plan).await?;
-    let key = crate::inspect::key_values(&session.layout, &args.key)?;
-    let sk = lookup::lookup_one(&mut session.target, &session.ctx, &key, at).await?;
+    let mut session = Session::open_target(&plan, Access::QueryOnly).await?;
+    let found = async {
+        let key = crate::inspect::key_values(&session.layout, &args.key)?;
+        let sk = lookup::lookup_one(&mut session.target, &session.ctx, &key, at).await?;
+        Ok::<_, Error>((key, sk))
+    }
+    .await;
+    session.close().await;
+    let (key, sk) = found?;
     if sk.is_none() && args.unknown == Unknown::Error {
         return Err(Error::Discrepancy(format!("key {key:?} has no version in effect at {at}")).into_run_failure());
     }
@@ -94,9 +102,11 @@ pub async fn run_assign(global: &GlobalArgs, args: AssignKeysArgs, out: &Output)
         overwrite: args.overwrite,
         timezone: plan.source.timezone,
     };
-    let mut session = Session::open(&plan).await?;
+    let mut session = Session::open_target(&plan, Access::ReadWrite).await?;
     let started = std::time::Instant::now();
-    let report = lookup::assign_keys(&mut session.target, &session.ctx, &spec).await?;
+    let report = lookup::assign_keys(&mut session.target, &session.ctx, &spec).await;
+    session.close().await;
+    let report = report?;
     let seconds = started.elapsed().as_secs_f64();
     if let Some(first) = &report.first_bad_timestamp {
         let warning = format!(

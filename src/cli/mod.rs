@@ -76,7 +76,7 @@ pub enum Command {
     AssignKeys(lookup::AssignKeysArgs),
     /// Show every version of one key.
     History(history::HistoryArgs),
-    /// Show watermarks, lag and recent runs.
+    /// Show watermarks and recent runs (and the lag behind the source, when asked).
     Status(status::StatusArgs),
     /// Check the dimension's invariants, and optionally compare it with the source.
     Verify(verify::VerifyArgs),
@@ -121,9 +121,9 @@ pub fn hint(e: &Error) -> Option<String> {
     use crate::lookup::{AssignError as A, FactColumn};
     let Error::Assign(e) = e else { return None };
     Some(
-        match e {
+        match e.as_ref() {
             A::KeyColumnCount { .. } => "repeat --key-column once per column of source.key, in that order",
-            A::NoFactTable { .. } => "--facts names a table in the target database",
+            A::NoFactTable { .. } | A::ReservedFactTable { .. } => "--facts names a table in the target database",
             A::NoSuchColumn { role: FactColumn::At, .. } => "check --at-column",
             A::NoSuchColumn { .. } => "check --key-column",
             A::SkIsInput { .. } | A::SkNotInteger { .. } => {

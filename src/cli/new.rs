@@ -2,7 +2,7 @@
 
 use super::{GlobalArgs, Output};
 use crate::config::{Backend, DbUrl};
-use crate::db::Conn;
+use crate::db::{Access, Conn, DbError};
 use crate::ident::Ident;
 use crate::scaffold::{self, Request};
 use crate::Error;
@@ -118,8 +118,15 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
         updated_at: args.updated_at.clone(),
         header_notes,
     };
-    let mut conn = Conn::connect(&source).await?;
-    let profile = scaffold::profile(&mut conn, &request).await?;
+    let mut conn = Conn::open(&source, Access::ReadOnly).await.map_err(|e| match e {
+        DbError::NoDatabase { .. } => Error::Usage(format!(
+            "--source-url: {e}; dimlog opens a source read-only and never creates one: check the path"
+        )),
+        other => other.into(),
+    })?;
+    let profile = scaffold::profile(&mut conn, &request).await;
+    let _ = conn.close().await;
+    let profile = profile?;
     let generated = scaffold::generate(&request, &profile)?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)

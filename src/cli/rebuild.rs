@@ -1,11 +1,12 @@
 //! `dimlog rebuild`.
 
 use super::{load_plan, GlobalArgs, Output};
+use crate::db::Access;
 use crate::pipeline::{self, Session};
 use crate::Error;
 
 /// Rebuild the whole dimension from the version log into a new table and swap it in,
-/// in one transaction (readers see the old table until then).
+/// in one transaction (readers see the old table until then). Needs only the target.
 #[derive(Debug, clap::Args)]
 pub struct RebuildArgs {
     /// Exit 1 at once if a run of this dimension holds its lock.
@@ -16,11 +17,13 @@ pub struct RebuildArgs {
 /// Runs `rebuild`.
 pub async fn run(global: &GlobalArgs, args: RebuildArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
-    let mut session = Session::open(&plan).await?;
+    let mut session = Session::open_target(&plan, Access::ReadWrite).await?;
     let started = std::time::Instant::now();
     let progress = out.progress();
     crate::pipeline::Observer::phase(&progress, "rebuilding the dimension");
-    pipeline::rebuild_all(&mut session, &plan, !args.no_wait).await?;
+    let rebuilt = pipeline::rebuild_all(&mut session, &plan, !args.no_wait).await;
+    session.close().await;
+    rebuilt?;
     drop(progress);
     let seconds = started.elapsed().as_secs_f64();
     if out.json {

@@ -59,6 +59,9 @@ pub async fn run(global: &GlobalArgs, args: RunArgs, out: &Output) -> Result<i32
     let report = pipeline::run(&mut session, &plan, &opts, &progress).await?;
     drop(progress);
     log_summary(&report);
+    if let Some(warning) = future_rows_warning(&report) {
+        eprintln!("warning: {warning}");
+    }
     if out.json {
         out.print_json(&report);
     } else {
@@ -88,6 +91,26 @@ pub fn log_summary(r: &RunReport) {
     );
 }
 
+/// What to say of the source rows stamped after the upper bound (spec section 1: counted
+/// and warned, so a wrong clock at the source is seen), or nothing when there are none.
+pub fn future_rows_warning(r: &RunReport) -> Option<String> {
+    let count = r.counts.future_rows;
+    if count == 0 {
+        return None;
+    }
+    let newest = opt(r.newest_future_row);
+    let why = match (r.newest_future_row, r.source_clock) {
+        (Some(n), Some(clock)) if n > clock => format!(
+            "the newest is later than the source's clock {clock}: the clock of whatever writes the source is wrong, and those rows will only be read once the source's clock passes them"
+        ),
+        _ => "a later run reads them once its upper bound passes them".to_string(),
+    };
+    Some(format!(
+        "{count} source rows are stamped after this run's upper bound {} (the newest at {newest}) and were not read; {why}",
+        r.upper_bound
+    ))
+}
+
 /// A human summary of a run.
 pub fn summary(r: &RunReport) -> String {
     let c = &r.counts;
@@ -108,6 +131,12 @@ pub fn summary(r: &RunReport) -> String {
         c.corrections,
         c.tombstones,
     );
+    if c.revived > 0 {
+        text.push_str(&format!(", {} revived", c.revived));
+    }
+    if c.future_rows > 0 {
+        text.push_str(&format!(", {} stamped after the upper bound", c.future_rows));
+    }
     if r.type1_updates > 0 {
         text.push_str(&format!(", {} type 1 updates", r.type1_updates));
     }

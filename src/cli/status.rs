@@ -1,30 +1,49 @@
 //! `dimlog status`.
 
 use super::{load_plan, output::table, GlobalArgs, Output};
-use crate::pipeline::Session;
+use crate::config::Plan;
+use crate::db::Access;
+use crate::inspect::Status;
+use crate::pipeline::{self, Session};
 use crate::Error;
 
-/// Show the watermark of each role, the lag behind the source's newest change, and the
-/// latest runs.
+/// Show the watermark of each role, the latest runs, and the column sets the dimension
+/// was built with. Reads the target only, with read rights alone; with --against-source,
+/// also how far the incremental watermark lags behind the source's newest change.
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
     /// How many recent runs to show.
     #[arg(long, default_value_t = 10)]
     pub runs: i64,
+    /// Also read the source: its newest change and the watermark's lag.
+    #[arg(long)]
+    pub against_source: bool,
+}
+
+/// Reads the status from the target (and the source's newest change, when asked).
+async fn read(plan: &Plan, args: &StatusArgs, session: &mut Session) -> Result<Status, Error> {
+    let record = crate::tables::existing_record(&mut session.target, plan).await?;
+    let newest = if args.against_source {
+        let mut source = pipeline::open_source(plan).await?;
+        let newest = crate::extract::source_newest(&mut source, plan, &session.layout).await;
+        let _ = source.close().await;
+        newest?
+    } else {
+        None
+    };
+    let mut status = crate::inspect::status(&mut session.target, plan, newest, args.runs).await?;
+    status.pending_config_change = record.pending_change(plan).map(|c| c.describe());
+    status.columns = Some(record);
+    Ok(status)
 }
 
 /// Runs `status`.
 pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
-    let mut session = Session::open(&plan).await?;
-    let (record, change) = crate::tables::init_allowing_change(&mut session.target, &plan, &session.layout).await?;
-    let newest = {
-        let source = session.source.as_mut().expect("source connection");
-        crate::extract::source_newest(source, &plan, &session.layout).await?
-    };
-    let mut status = crate::inspect::status(&mut session.target, &plan, newest, args.runs).await?;
-    status.columns = Some(record);
-    status.pending_config_change = change.map(|c| c.describe());
+    let mut session = Session::open_target(&plan, Access::QueryOnly).await?;
+    let status = read(&plan, &args, &mut session).await;
+    session.close().await;
+    let status = status?;
     if out.json {
         out.print_json(&status);
         return Ok(0);
@@ -90,6 +109,8 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
                     r.counts.versions.to_string(),
                     r.counts.corrections.to_string(),
                     r.counts.tombstones.to_string(),
+                    r.counts.revived.to_string(),
+                    r.counts.future_rows.to_string(),
                     r.error.clone().unwrap_or_default(),
                 ]
             })
@@ -104,6 +125,8 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
                 "versions",
                 "corrections",
                 "tombstones",
+                "revived",
+                "future",
                 "error",
             ],
             &rows,

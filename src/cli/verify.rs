@@ -1,11 +1,14 @@
 //! `dimlog verify`.
 
 use super::{load_plan, GlobalArgs, Output};
+use crate::db::Access;
 use crate::pipeline::Session;
 use crate::Error;
 
 /// Check the dimension's invariants against the log (exit 3 on a discrepancy); with
 /// --against-source, also compare the source's current rows with the dimension's.
+/// Without it, verify reads the target only, with read rights alone, and never connects
+/// to the source.
 #[derive(Debug, clap::Args)]
 pub struct VerifyArgs {
     /// Also compare the source's current rows with the dimension's current rows.
@@ -16,9 +19,15 @@ pub struct VerifyArgs {
 /// Runs `verify`.
 pub async fn run(global: &GlobalArgs, args: VerifyArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
-    let mut session = Session::open(&plan).await?;
+    let mut session = if args.against_source {
+        Session::open_with(&plan, Access::ReadWrite).await?
+    } else {
+        Session::open_target(&plan, Access::QueryOnly).await?
+    };
     let progress = out.progress();
-    let report = crate::verify::verify(&mut session, &plan, args.against_source, &progress).await?;
+    let report = crate::verify::verify(&mut session, &plan, args.against_source, &progress).await;
+    session.close().await;
+    let report = report?;
     drop(progress);
     if out.json {
         out.print_json(&report);

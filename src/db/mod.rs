@@ -5,13 +5,48 @@
 //! [`sql`] (identifiers are already validated and quoted by [`crate::ident`]) and binds
 //! every value as a [`Param`]. Backend differences live in `sqlite.rs` / `postgres.rs`
 //! (connecting, binding timestamps, bulk staging) and in the SQL files themselves.
+//!
+//! A connection is opened for an [`Access`]: what it may do to its database is decided
+//! when it connects and enforced by the database itself, so a command that only reads
+//! cannot write by mistake, and a database that does not exist is never created except
+//! where a target is meant to be created (a first `run` or `init`).
 
 pub mod postgres;
 pub mod sql;
 pub mod sqlite;
 
 use crate::config::{Backend, DbUrl};
+use crate::detect::ColumnKind;
 use crate::ts::Micros;
+
+/// What a connection may do to its database.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// Never writes the database, not even SQLite's own housekeeping (for sources, which
+    /// dimlog only reads): a SQLite file is opened read-only (SQLite still gives a WAL-mode
+    /// file its `-wal` and `-shm` companions, as it does for every reader); a PostgreSQL
+    /// session is read-only. A missing SQLite file is [`DbError::NoDatabase`].
+    ReadOnly,
+    /// Runs only statements that read (for a target that a command only reads): the
+    /// database refuses every write, temporary tables included (SQLite's `query_only`,
+    /// a read-only PostgreSQL session), and works with read rights alone. A SQLite file is
+    /// opened for writing where its permissions allow it (read-only otherwise), so that
+    /// SQLite removes its `-wal` and `-shm` files when the last connection leaves, as it
+    /// does after a run. A missing SQLite file is [`DbError::NoDatabase`].
+    QueryOnly,
+    /// Reads and writes a database that exists; a missing SQLite file is
+    /// [`DbError::NoDatabase`].
+    ReadWrite,
+    /// Reads and writes, creating a missing SQLite file (the target of a first load).
+    Create,
+}
+
+impl Access {
+    /// True when the database refuses every write on this connection.
+    pub fn is_read_only(self) -> bool {
+        matches!(self, Access::ReadOnly | Access::QueryOnly)
+    }
+}
 
 /// A database operation that failed, naming what was being done.
 #[derive(Debug, thiserror::Error)]
@@ -24,6 +59,12 @@ pub enum DbError {
         url: String,
         /// Driver error.
         source: sqlx::Error,
+    },
+    /// A SQLite file that does not exist, for a connection not allowed to create it.
+    #[error("no SQLite database at {}", path.display())]
+    NoDatabase {
+        /// The file's path.
+        path: std::path::PathBuf,
     },
     /// A statement failed.
     #[error("{what} failed: {source}")]
@@ -80,11 +121,17 @@ pub enum Conn {
 pub type TextRow = Vec<Option<String>>;
 
 impl Conn {
-    /// Connects; with `wait_for_locks` false, SQLite gives up at once on a busy database.
+    /// Connects for reading and writing, creating a missing SQLite file
+    /// ([`Access::Create`]).
     pub async fn connect(url: &DbUrl) -> Result<Conn, DbError> {
+        Conn::open(url, Access::Create).await
+    }
+
+    /// Connects with the given access.
+    pub async fn open(url: &DbUrl, access: Access) -> Result<Conn, DbError> {
         let conn = match url.backend {
-            Backend::Sqlite => sqlite::connect(url).await.map(Conn::Sqlite),
-            Backend::Postgres => postgres::connect(url).await.map(Conn::Postgres),
+            Backend::Sqlite => sqlite::connect(url, access).await.map(Conn::Sqlite),
+            Backend::Postgres => postgres::connect(url, access).await.map(Conn::Postgres),
         };
         // A driver's message may echo what it was given: never a secret of the URL.
         conn.map_err(|e| match e {
@@ -93,6 +140,22 @@ impl Conn {
                 source: url.scrub_error(source),
             },
             other => other,
+        })
+    }
+
+    /// Closes the connection and waits until it is closed. A SQLite connection that is
+    /// the last one to a WAL-mode file and may write it folds the WAL into the file and
+    /// removes the `-wal` and `-shm` files, as SQLite does on every clean close (a
+    /// connection dropped at process exit may not get to do so).
+    pub async fn close(self) -> Result<(), DbError> {
+        use sqlx::Connection;
+        match self {
+            Conn::Sqlite(c) => c.close().await,
+            Conn::Postgres(c) => c.close().await,
+        }
+        .map_err(|source| DbError::Query {
+            what: "closing the connection".into(),
+            source,
         })
     }
 
@@ -180,6 +243,21 @@ impl Conn {
         self.execute_script("begin transaction", sql).await
     }
 
+    /// Starts a transaction that only reads, on one snapshot of the database, and takes
+    /// no lock a run would wait for: a deferred transaction on SQLite (in WAL mode its
+    /// first read fixes the snapshot), `REPEATABLE READ READ ONLY` on PostgreSQL (with the
+    /// settings of [`Conn::begin`]). End it with [`Conn::rollback`].
+    pub async fn begin_read(&mut self) -> Result<(), DbError> {
+        let sql = match self {
+            Conn::Sqlite(_) => "BEGIN",
+            Conn::Postgres(_) => {
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET LOCAL jit = off; SET LOCAL work_mem = '256MB'; \
+                 SET LOCAL random_page_cost = 1.1"
+            }
+        };
+        self.execute_script("begin a read-only transaction", sql).await
+    }
+
     /// Commits the run's transaction.
     pub async fn commit(&mut self) -> Result<(), DbError> {
         self.execute_script("commit", "COMMIT").await
@@ -250,6 +328,26 @@ impl Conn {
     }
 }
 
+/// Whether two table names from configs (`name` or `schema.name`, as validated by
+/// [`crate::ident`]) name the same table: an unqualified name is in the default schema
+/// (`public` on PostgreSQL, `main` on SQLite), and SQLite folds case where PostgreSQL's
+/// quoted names do not.
+pub fn same_table(backend: Backend, a: &str, b: &str) -> bool {
+    let default = match backend {
+        Backend::Postgres => "public",
+        Backend::Sqlite => "main",
+    };
+    let parts = |t: &str| match t.split_once('.') {
+        Some((schema, name)) => (schema.to_string(), name.to_string()),
+        None => (default.to_string(), t.to_string()),
+    };
+    let (a, b) = (parts(a), parts(b));
+    match backend {
+        Backend::Postgres => a == b,
+        Backend::Sqlite => a.0.eq_ignore_ascii_case(&b.0) && a.1.eq_ignore_ascii_case(&b.1),
+    }
+}
+
 /// How a text value binds to a SQLite column (PostgreSQL parses the text itself).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BindKind {
@@ -275,6 +373,22 @@ impl From<crate::detect::ColumnKind> for BindKind {
             K::Bytes => BindKind::Bytes,
             _ => BindKind::Text,
         }
+    }
+}
+
+/// The kind of a column of `backend` from its declared type (as the catalog prints it).
+pub fn kind_of_type(backend: Backend, type_name: &str) -> ColumnKind {
+    match backend {
+        Backend::Postgres => ColumnKind::from_postgres(type_name),
+        Backend::Sqlite => ColumnKind::from_sqlite(type_name),
+    }
+}
+
+/// The type a target column of `kind` gets in `backend` when nothing else decides.
+pub fn type_of_kind(backend: Backend, kind: ColumnKind) -> &'static str {
+    match backend {
+        Backend::Postgres => kind.postgres_type(),
+        Backend::Sqlite => kind.sqlite_type(),
     }
 }
 

@@ -1,6 +1,6 @@
 //! PostgreSQL specifics: connecting (UTC session), binding, COPY in and out.
 
-use super::{DbError, Param, TextRow};
+use super::{Access, DbError, Param, TextRow};
 use crate::config::DbUrl;
 use sqlx::postgres::{PgArguments, PgConnectOptions};
 use sqlx::{Arguments, ConnectOptions, Executor, PgConnection, Row};
@@ -9,20 +9,26 @@ use std::str::FromStr;
 /// Connects and pins the session to UTC and ISO dates, so text output is canonical; a
 /// run's temporary tables (a million staged rows or keys) get 128 MB of session memory
 /// before they spill to disk (only what is used is allocated; it can only be set before
-/// a session's first temporary table).
-pub async fn connect(url: &DbUrl) -> Result<PgConnection, DbError> {
+/// a session's first temporary table). A session for [`Access::ReadOnly`] or
+/// [`Access::QueryOnly`] is read-only (`default_transaction_read_only`): the server
+/// refuses every write, and it works on a hot standby and for a role that may only read.
+pub async fn connect(url: &DbUrl, access: Access) -> Result<PgConnection, DbError> {
     let err = |source| DbError::Connect {
         url: url.redacted(),
         source,
     };
+    let mut options = vec![
+        ("TimeZone", "UTC"),
+        ("DateStyle", "ISO"),
+        ("extra_float_digits", "1"),
+        ("temp_buffers", "128MB"),
+    ];
+    if access.is_read_only() {
+        options.push(("default_transaction_read_only", "on"));
+    }
     let opts = PgConnectOptions::from_str(url.expose())
         .map_err(err)?
-        .options([
-            ("TimeZone", "UTC"),
-            ("DateStyle", "ISO"),
-            ("extra_float_digits", "1"),
-            ("temp_buffers", "128MB"),
-        ])
+        .options(options)
         .application_name("dimlog")
         .disable_statement_logging();
     let mut c = opts.connect().await.map_err(err)?;

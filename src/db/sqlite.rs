@@ -1,6 +1,7 @@
-//! SQLite specifics: connecting (WAL, a busy timeout), binding, batched inserts.
+//! SQLite specifics: connecting (WAL, a busy timeout, read-only modes), binding, batched
+//! inserts.
 
-use super::{BindKind, DbError, Param, TextRow};
+use super::{Access, BindKind, DbError, Param, TextRow};
 use crate::config::DbUrl;
 use sqlx::sqlite::{SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqliteRow};
 use sqlx::{Arguments, ConnectOptions, Row, SqliteConnection, ValueRef};
@@ -10,19 +11,48 @@ use std::time::Duration;
 /// How long a run waits for another run's write lock before giving up.
 pub const LOCK_WAIT: Duration = Duration::from_secs(3600);
 
-/// Opens (creating if needed) a SQLite file in WAL mode, so readers never block the run.
-pub async fn connect(url: &DbUrl) -> Result<SqliteConnection, DbError> {
+/// Opens a SQLite file for `access` (see [`Access`]). A file that is written is put in
+/// WAL mode, so readers never block the run; a file that is only read keeps its journal
+/// mode (changing it is a write). Only [`Access::Create`] creates a missing file.
+pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConnection, DbError> {
     let err = |source| DbError::Connect {
         url: url.redacted(),
         source,
     };
     let opts = SqliteConnectOptions::from_str(url.expose())
         .map_err(err)?
-        .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
         .busy_timeout(LOCK_WAIT)
         .disable_statement_logging();
+    if access != Access::Create {
+        if let Some(path) = url.sqlite_path().filter(|p| !is_in_memory(url, p)) {
+            if !path.exists() {
+                // Named as an absolute path: where dimlog looked.
+                let path = std::path::absolute(&path).unwrap_or(path);
+                return Err(DbError::NoDatabase { path });
+            }
+        }
+    }
+    let opts = match access {
+        Access::ReadOnly => opts.read_only(true).pragma("query_only", "ON"),
+        Access::QueryOnly => opts
+            .read_only(false)
+            .create_if_missing(false)
+            .pragma("query_only", "ON"),
+        Access::ReadWrite => opts
+            .read_only(false)
+            .create_if_missing(false)
+            .journal_mode(SqliteJournalMode::Wal),
+        Access::Create => opts
+            .read_only(false)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal),
+    };
     opts.connect().await.map_err(err)
+}
+
+/// An in-memory database has no file to find.
+fn is_in_memory(url: &DbUrl, path: &std::path::Path) -> bool {
+    path.as_os_str().is_empty() || path.as_os_str() == ":memory:" || url.expose().contains("mode=memory")
 }
 
 fn bind_all<'q>(params: &'q [Param]) -> Result<SqliteArguments<'q>, sqlx::Error> {
@@ -66,6 +96,21 @@ pub fn cell_text(row: &SqliteRow, i: usize) -> Result<Option<String>, sqlx::Erro
     }
     let b: Vec<u8> = row.try_get(i)?;
     Ok(Some(super::bytea_hex(&b)))
+}
+
+/// Reads a source value that the read cast to text. SQLite stores whatever bytes it is
+/// given as TEXT, so the text may not be UTF-8: then its bytes come back as `Err`, for
+/// the caller to refuse (rewriting them, e.g. as hex, would load a different value).
+pub fn source_text(row: &SqliteRow, i: usize) -> Result<Result<Option<String>, Vec<u8>>, sqlx::Error> {
+    let raw = row.try_get_raw(i)?;
+    if raw.is_null() {
+        return Ok(Ok(None));
+    }
+    let bytes: &[u8] = row.try_get_unchecked(i)?;
+    Ok(match std::str::from_utf8(bytes) {
+        Ok(s) => Ok(Some(s.to_string())),
+        Err(_) => Err(bytes.to_vec()),
+    })
 }
 
 /// Runs a query and returns its rows as text.

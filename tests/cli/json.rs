@@ -76,6 +76,10 @@ async fn json_fields_agree_with_the_tables(mut fx: Fixture) {
     assert_eq!(status["watermarks"][0]["high_watermark"], j!(watermark), "{status}");
     assert_eq!(status["runs"].as_array().map(Vec::len), Some(2), "{status}");
     assert_eq!(status["runs"][0]["run_id"], j!(int(&runs[1]["run_id"])), "{status}");
+    // It reads the target only: the source's side is null unless asked for.
+    assert_eq!(status["source_newest"], Value::Null, "{status}");
+    assert_eq!(status["lag_seconds"], Value::Null, "{status}");
+    let status = ok(&fx, &["status", "--against-source"]);
     assert_eq!(status["source_newest"], "2026-03-03T09:00:00.000000Z");
     assert_eq!(status["lag_seconds"], 0.0);
 

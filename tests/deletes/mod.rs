@@ -4,6 +4,7 @@
 //! that repairs each: `run --full-refresh` or `rebuild`.
 
 mod reconcile;
+mod revival;
 mod verify;
 mod verify_edits;
 

@@ -7,9 +7,13 @@ mod bad_input;
 mod cli;
 #[cfg(feature = "failpoints")]
 mod concurrency;
+mod edges;
 mod late_commit;
 mod model;
 mod property;
 mod secrets;
 #[cfg(feature = "failpoints")]
 mod sigkill;
+mod source_files;
+mod target_only;
+mod window;

@@ -225,6 +225,9 @@ pub struct Planned {
     pub watermark: Option<Micros>,
     /// Rows to append (their `run` is filled in on commit).
     pub appended: Vec<LogRow>,
+    /// The window is empty (upper before `watermark - lookback`): the run is refused
+    /// before anything is read (exit 2) and changes nothing.
+    pub refused: bool,
     next_sk: u64,
 }
 
@@ -271,6 +274,18 @@ impl Model {
         } else {
             self.watermark.map(|w| w.plus(-spec.lookback))
         };
+        if low.is_some_and(|l| spec.upper < l) {
+            return Planned {
+                counts: RunCounts::default(),
+                reconciled: 0,
+                reconciled_after_upper: 0,
+                low,
+                watermark: self.watermark,
+                appended: Vec::new(),
+                refused: true,
+                next_sk: self.next_sk,
+            };
+        }
         let read: Vec<&SourceRow> = source
             .rows
             .iter()
@@ -326,11 +341,67 @@ impl Model {
             }
         }
 
+        // Keys the source holds live that are neither live in the log nor staged: stamped
+        // behind every window. Reconciliation reads their rows up to `upper` again.
+        if spec.reconcile && !self.history_all {
+            let staged_keys: BTreeSet<i64> = staged.keys().map(|(k, _)| *k).collect();
+            let live_in_log = |key: &i64| {
+                timelines
+                    .get(key)
+                    .and_then(|tl| tl.values().next_back())
+                    .is_some_and(|(p, _)| matches!(p, Payload::Live(_)))
+            };
+            let mut newest: BTreeMap<i64, &SourceRow> = BTreeMap::new();
+            let unseen: BTreeSet<i64> = source
+                .rows
+                .iter()
+                .filter(|r| matches!(r.payload, Payload::Live(_)))
+                .map(|r| r.key)
+                .filter(|k| !staged_keys.contains(k) && !live_in_log(k))
+                .collect();
+            for r in source
+                .rows
+                .iter()
+                .filter(|r| unseen.contains(&r.key) && r.at <= spec.upper)
+            {
+                let e = newest.entry(r.key).or_insert(r);
+                if r.at > e.at {
+                    *e = r;
+                }
+            }
+            for (k, r) in newest {
+                staged.insert((k, r.at), r.payload);
+            }
+        }
+
+        // Revival: with the whole key list in view (reconciliation, full refresh), a
+        // live row behind its key's tombstone opens a version at `upper`, or just after
+        // the tombstone.
+        let mut revived = 0;
+        if (spec.reconcile || spec.full_refresh) && !self.history_all && !self.log.is_empty() {
+            let moved: Vec<((i64, Micros), Payload, Micros)> = staged
+                .iter()
+                .filter_map(|(&(key, at), &payload)| {
+                    let Payload::Live(_) = payload else { return None };
+                    let (&tomb, (p, _)) = timelines.get(&key)?.iter().next_back()?;
+                    (matches!(p, Payload::Deleted) && at <= tomb)
+                        .then(|| ((key, at), payload, spec.upper.max(tomb.plus(1))))
+                })
+                .collect();
+            for ((key, at), payload, to) in moved {
+                staged.remove(&(key, at));
+                staged.insert((key, to), payload);
+                revived += 1;
+            }
+        }
+
         // 3-4. Detect and append: each staged row against P, in time order per key.
         let mut counts = RunCounts {
             rows_read: read.len() as i64,
             rows_after_dedupe,
             duplicates_dropped: read.len() as i64 - rows_after_dedupe,
+            revived,
+            future_rows: source.rows.iter().filter(|r| r.at > spec.upper).count() as i64,
             ..RunCounts::default()
         };
         let mut work = timelines.clone();
@@ -340,7 +411,14 @@ impl Model {
             let newest_logged = timelines.get(&key).and_then(|tl| tl.keys().next_back().copied());
             let tl = work.entry(key).or_default();
             let p = tl.range(..=at).next_back().map(|(vf, e)| (*vf, *e));
+            // A reread of a row revival already put back: behind its key's tombstone,
+            // equal to the key's newest version after it (history = "latest").
+            let newest_version = timelines.get(&key).and_then(|tl| tl.iter().next_back());
+            let revived_reread = !self.history_all
+                && matches!(p, Some((_, (Payload::Deleted, _))))
+                && matches!(newest_version, Some((n_at, (n_payload, _))) if *n_at > at && *n_payload == payload);
             let change: Option<(Payload, Option<u64>)> = match (payload, p) {
+                _ if revived_reread => None,
                 (Payload::Deleted, Some((_, (Payload::Deleted, _)))) => None,
                 (Payload::Deleted, _) => {
                     counts.tombstones += 1;
@@ -384,6 +462,7 @@ impl Model {
             low,
             watermark,
             appended,
+            refused: false,
             next_sk,
         }
     }

@@ -562,7 +562,7 @@ impl Harness {
             self.stats.crashes += 1;
         } else if dry_run {
             self.stats.dry_runs += 1;
-        } else {
+        } else if !planned.refused {
             let c = &planned.counts;
             self.stats.runs += 1;
             self.stats.full_refreshes += usize::from(step.full_refresh);
@@ -585,12 +585,23 @@ impl Harness {
             failpoint: crash.map(str::to_string),
             ..RunOptions::incremental()
         };
-        let before = if crash.is_some() || dry_run {
+        let before = if crash.is_some() || dry_run || planned.refused {
             Some(self.snapshot().await)
         } else {
             None
         };
         let result = self.fx.try_run_with(opts).await;
+        if planned.refused {
+            return match result {
+                Err(e) if e.exit_code() == 2 => self.unchanged(before, "a refused window").await,
+                Err(e) => Err(format!(
+                    "the oracle refuses the window (upper before watermark - lookback); dimlog failed otherwise: {e}"
+                )),
+                Ok(report) => Err(format!(
+                    "the oracle refuses the window (upper before watermark - lookback); dimlog ran: {report:?}"
+                )),
+            };
+        }
         match (result, crash) {
             (Ok(report), _) if dry_run => {
                 self.check_report(&report, &planned)?;

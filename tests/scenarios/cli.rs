@@ -259,7 +259,7 @@ async fn json_run_output_matches_dimlog_runs(mut fx: Fixture) {
                 "run {run_id}: `{key}` differs from dimlog_runs: {printed}"
             );
         }
-        assert_eq!(record.len(), 18, "{record:?}");
+        assert_eq!(record.len(), 20, "{record:?}");
         assert_eq!(printed["status"], "succeeded");
         assert_eq!(printed["kind"], "incremental");
     }

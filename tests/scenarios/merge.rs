@@ -819,11 +819,11 @@ async fn deleted_key_returns_in_a_later_run(fx: Fixture) -> Vec<String> {
     );
     assert_eq!(
         s.versions("2", &["tier"]).await,
-        ["2 09:00-10:00: pro", "5 10:00-inf current: gold"],
-        "back at the tombstone's own time"
+        ["2 09:00-10:00: pro", "5 10:30-inf current: gold"],
+        "back stamped at the tombstone's own time: not later than the tombstone, so revived at the upper bound (spec 1.4)"
     );
     s.settle(
-        "customer 1 back at 10:10, customer 2 back at 10:00 (its tombstone's time)",
+        "customer 1 back at 10:10, customer 2 back stamped 10:00 (its tombstone's time): revived at the upper bound 10:30",
         &[4, 5],
         true,
     )

@@ -7,5 +7,6 @@ mod crash;
 mod first_load;
 mod history;
 mod merge;
+mod names;
 mod rules;
 mod types;

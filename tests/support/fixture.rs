@@ -586,6 +586,8 @@ impl Fixture {
                 "late_versions",
                 "corrections",
                 "tombstones",
+                "revived",
+                "future_rows",
                 "status",
             ]
             .iter()

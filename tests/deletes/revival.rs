@@ -1,0 +1,281 @@
+//! Revival (spec 1.4, issue 14 item 8): a key whose newest log row is a tombstone and that
+//! the source holds live again with an `updated_at` not later than the tombstone (a row
+//! restored from a backup, as dbt's own snapshot tests do) is revived by reconciliation and
+//! by a full refresh: a new version with a new surrogate key at the run's upper bound, or
+//! just after the tombstone if that is later. A change feed keeps such a row as a late
+//! version. Reconciliation also loads a key the source holds that the dimension never saw
+//! (inserted with a timestamp behind the window): no source row stays invisible.
+
+use dimlog::pipeline::RunOptions;
+use dimlog::state::RunKind;
+
+use super::{assert_verify_passes, verify_cli};
+use crate::support::fixture::{assert_snapshot, on_both_backends, ts, Fixture};
+
+on_both_backends!(
+    a_restored_row_is_revived_by_reconciliation,
+    a_restored_row_is_revived_by_a_full_refresh,
+    a_soft_deleted_key_restored_with_its_old_stamp_is_revived,
+    revival_after_a_tombstone_later_than_upper_opens_just_after_it,
+    an_incremental_run_without_reconciliation_does_not_revive,
+    a_change_feed_keeps_an_earlier_row_as_a_late_version,
+    reconciliation_loads_a_key_stamped_behind_the_window,
+);
+
+const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
+
+fn opts(upper: &str, kind: RunKind, reconcile: bool) -> RunOptions {
+    RunOptions {
+        upper: Some(ts(upper)),
+        kind,
+        reconcile_deletes: reconcile,
+        allow_mass_delete: true,
+        ..RunOptions::incremental()
+    }
+}
+
+/// Key 2's dimension rows: (surrogate key, valid_from, valid_to, is_current, tier).
+async fn rows_of(fx: &mut Fixture, key: &str) -> Vec<[String; 5]> {
+    fx.dimension()
+        .await
+        .records()
+        .into_iter()
+        .filter(|r| r["customer_id"].as_deref() == Some(key))
+        .map(|r| {
+            let v = |c: &str| r[c].clone().unwrap_or_else(|| "NULL".into());
+            [
+                v("customer_sk"),
+                v("valid_from"),
+                v("valid_to"),
+                v("is_current"),
+                v("tier"),
+            ]
+        })
+        .collect()
+}
+
+/// Three keys loaded at 09:00; key 2 hard-deleted and reconciled at 11:00; then restored in
+/// the source with its original row.
+async fn deleted_then_restored(fx: &mut Fixture) -> String {
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z'),
+                  (2, 'bob@example.com', 'free', 'DE', '2026-03-02T09:00:00Z'),
+                  (3, 'cyd@example.com', 'pro', 'NL', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    let (_, mut snap) = fx.step("2026-03-02T10:00:00Z").await;
+    fx.exec("DELETE FROM src_customers WHERE customer_id = 2").await;
+    let r = fx
+        .run_with(opts("2026-03-02T11:00:00Z", RunKind::Incremental, true))
+        .await;
+    assert_eq!(r.counts.tombstones, 1, "{r:?}");
+    fx.exec(&format!(
+        "{INSERT} (2, 'bob@example.com', 'free', 'DE', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    snap += &format!(
+        "== key 2 deleted at 11:00, restored with its 09:00 row\n{}\n",
+        fx.dump_log().await
+    );
+    snap
+}
+
+async fn a_restored_row_is_revived_by_reconciliation(mut fx: Fixture) {
+    let mut snap = deleted_then_restored(&mut fx).await;
+    let r = fx
+        .run_with(opts("2026-03-02T12:00:00Z", RunKind::Incremental, true))
+        .await;
+    assert_eq!(
+        (r.counts.revived, r.counts.versions, r.counts.tombstones),
+        (1, 1, 0),
+        "{r:?}"
+    );
+    fx.assert_dimension_derives_from_log().await;
+    assert_eq!(
+        rows_of(&mut fx, "2").await,
+        [
+            [
+                "2",
+                "2026-03-02T09:00:00.000000Z",
+                "2026-03-02T11:00:00.000000Z",
+                "false",
+                "free"
+            ],
+            [
+                "4",
+                "2026-03-02T12:00:00.000000Z",
+                "9999-12-31T00:00:00.000000Z",
+                "true",
+                "free"
+            ],
+        ]
+        .map(|r| r.map(String::from))
+    );
+    let runs = fx.runs().await;
+    assert_eq!(
+        runs.records().pop().unwrap()["revived"].as_deref(),
+        Some("1"),
+        "{runs:?}"
+    );
+    assert_verify_passes(&fx, true);
+    // A second reconciliation finds nothing more to do.
+    let r = fx
+        .run_with(opts("2026-03-02T13:00:00Z", RunKind::Incremental, true))
+        .await;
+    assert_eq!((r.counts.revived, r.counts.versions), (0, 0), "{r:?}");
+    snap += &format!(
+        "== reconciled at 12:00\n{}\n{}\n",
+        fx.dump_dimension().await,
+        fx.dump_log().await
+    );
+    assert_snapshot(
+        "revived_by_reconciliation",
+        "a key restored with its old row, reconciled",
+        &snap,
+    );
+}
+
+async fn a_restored_row_is_revived_by_a_full_refresh(mut fx: Fixture) {
+    deleted_then_restored(&mut fx).await;
+    // verify names the key and a fix that works.
+    let (code, failing) = verify_cli(&fx, true);
+    assert_eq!(code, 3, "{failing:?}");
+    let r = fx
+        .run_with(opts("2026-03-02T12:00:00Z", RunKind::FullRefresh, false))
+        .await;
+    assert_eq!((r.counts.revived, r.counts.versions), (1, 1), "{r:?}");
+    fx.assert_dimension_derives_from_log().await;
+    let rows = rows_of(&mut fx, "2").await;
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[1][1], "2026-03-02T12:00:00.000000Z");
+    assert_eq!(rows[1][3], "true");
+    assert_verify_passes(&fx, true);
+    // Through the binary: the count is in --json and in the summary line.
+    let out = fx.cli(&["run", "--full-refresh", "--json", "--upper", "2026-03-02T12:30:00Z"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(json["revived"], 0, "{json}");
+}
+
+/// A soft delete at 10:30, then the row restored live with its 09:00 stamp (the flag
+/// cleared, `updated_at` put back): revived by a full refresh.
+async fn a_soft_deleted_key_restored_with_its_old_stamp_is_revived(mut fx: Fixture) {
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-02T10:00:00Z").await;
+    fx.exec("UPDATE src_customers SET is_deleted = true, updated_at = '2026-03-02T10:30:00Z'")
+        .await;
+    assert_eq!(fx.run("2026-03-02T11:00:00Z").await.counts.tombstones, 1);
+    fx.exec("UPDATE src_customers SET is_deleted = false, updated_at = '2026-03-02T09:00:00Z'")
+        .await;
+    let r = fx
+        .run_with(opts("2026-03-02T12:00:00Z", RunKind::FullRefresh, false))
+        .await;
+    assert_eq!((r.counts.revived, r.counts.versions), (1, 1), "{r:?}");
+    assert_eq!(
+        rows_of(&mut fx, "1").await,
+        [
+            [
+                "1",
+                "2026-03-02T09:00:00.000000Z",
+                "2026-03-02T10:30:00.000000Z",
+                "false",
+                "pro"
+            ],
+            [
+                "2",
+                "2026-03-02T12:00:00.000000Z",
+                "9999-12-31T00:00:00.000000Z",
+                "true",
+                "pro"
+            ],
+        ]
+        .map(|r| r.map(String::from))
+    );
+    assert_verify_passes(&fx, true);
+}
+
+/// The tombstone stands at 11:00; a reconciliation with `--upper 10:50` (inside the
+/// window) revives 1 µs after the tombstone, never before it.
+async fn revival_after_a_tombstone_later_than_upper_opens_just_after_it(mut fx: Fixture) {
+    deleted_then_restored(&mut fx).await;
+    let r = fx
+        .run_with(opts("2026-03-02T10:50:00Z", RunKind::Incremental, true))
+        .await;
+    assert_eq!(r.counts.revived, 1, "{r:?}");
+    fx.assert_dimension_derives_from_log().await;
+    let rows = rows_of(&mut fx, "2").await;
+    assert_eq!(rows[1][1], "2026-03-02T11:00:00.000001Z", "{rows:?}");
+    assert_eq!(rows[0][2], "2026-03-02T11:00:00.000000Z", "{rows:?}");
+}
+
+/// Revival is for reconciliation and full refreshes (spec 1.4): a plain incremental run
+/// does not see the restored row (it is behind the window) and appends nothing.
+async fn an_incremental_run_without_reconciliation_does_not_revive(mut fx: Fixture) {
+    deleted_then_restored(&mut fx).await;
+    let r = fx.run("2026-03-02T12:00:00Z").await;
+    assert_eq!((r.counts.revived, r.counts.versions), (0, 0), "{r:?}");
+    assert_eq!(rows_of(&mut fx, "2").await.len(), 1);
+}
+
+/// On a change feed (`history = "all"`) an earlier row is a late version, before the
+/// tombstone, even in a full refresh.
+async fn a_change_feed_keeps_an_earlier_row_as_a_late_version(mut fx: Fixture) {
+    fx.use_feed().await;
+    fx.exec(
+        "INSERT INTO src_feed (customer_id, email, tier, country, is_deleted, updated_at) VALUES
+             (1, 'ann@example.com', 'free', 'FR', false, '2026-03-02T09:00:00Z'),
+             (1, 'ann@example.com', 'free', 'FR', true, '2026-03-02T10:30:00Z')",
+    )
+    .await;
+    fx.run("2026-03-02T11:00:00Z").await;
+    fx.exec(
+        "INSERT INTO src_feed (customer_id, email, tier, country, is_deleted, updated_at) VALUES
+             (1, 'ann@example.com', 'pro', 'FR', false, '2026-03-02T10:00:00Z')",
+    )
+    .await;
+    let r = fx
+        .run_with(opts("2026-03-02T12:00:00Z", RunKind::FullRefresh, false))
+        .await;
+    assert_eq!((r.counts.revived, r.counts.late_versions), (0, 1), "{r:?}");
+    let rows = rows_of(&mut fx, "1").await;
+    assert!(rows.iter().all(|r| r[3] == "false"), "{rows:?}");
+    assert_eq!(rows.last().unwrap()[2], "2026-03-02T10:30:00.000000Z", "{rows:?}");
+}
+
+/// A key inserted with a stamp behind the window is invisible to every incremental read;
+/// reconciliation compares the full key list and loads it, at its own timestamp.
+async fn reconciliation_loads_a_key_stamped_behind_the_window(mut fx: Fixture) {
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-02T10:00:00Z").await;
+    fx.exec(&format!(
+        "{INSERT} (2, 'bob@example.com', 'free', 'DE', '2026-03-01T09:00:00Z')"
+    ))
+    .await;
+    let r = fx.run("2026-03-02T11:00:00Z").await;
+    assert_eq!(r.counts.versions, 0, "{r:?}");
+    let r = fx
+        .run_with(opts("2026-03-02T12:00:00Z", RunKind::Incremental, true))
+        .await;
+    assert_eq!(
+        (r.counts.versions, r.counts.revived, r.counts.tombstones),
+        (1, 0, 0),
+        "{r:?}"
+    );
+    assert_eq!(
+        rows_of(&mut fx, "2").await,
+        [[
+            "2",
+            "2026-03-01T09:00:00.000000Z",
+            "9999-12-31T00:00:00.000000Z",
+            "true",
+            "free"
+        ]]
+        .map(|r| r.map(String::from))
+    );
+    assert_verify_passes(&fx, true);
+}
