@@ -413,7 +413,7 @@ pub const RESERVED_PREFIX: &str = "dimlog_";
 
 /// Columns of the log and the dimension that dimlog writes itself: no key, tracked or
 /// Type 1 column, nor the surrogate key, may be named so (in any case).
-const WRITTEN_COLUMNS: [&str; 8] = [
+pub const WRITTEN_COLUMNS: [&str; 8] = [
     "valid_from",
     "valid_to",
     "is_current",

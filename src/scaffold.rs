@@ -26,19 +26,6 @@ use serde::Serialize;
 /// that start with it, with a message that points at the comment above them.
 pub const PLACEHOLDER_PREFIX: &str = "TODO_";
 
-/// Columns dimlog writes in the log or the dimension; a source column of that name cannot
-/// be tracked under it (the config check refuses it).
-const RESERVED: [&str; 8] = [
-    "valid_from",
-    "valid_to",
-    "is_current",
-    "is_deleted",
-    "row_hash",
-    "load_id",
-    "loaded_at",
-    "log_id",
-];
-
 /// What the user asked for, with the URLs already in the form the file should hold.
 #[derive(Clone, Debug)]
 pub struct Request {
@@ -561,7 +548,7 @@ pub fn generate(request: &Request, profile: &Profile) -> Result<Scaffold, Error>
         if role {
             continue;
         }
-        if RESERVED.contains(&lower(&c.name).as_str()) {
+        if crate::config::WRITTEN_COLUMNS.contains(&lower(&c.name).as_str()) {
             skipped.push((
                 c.name.clone(),
                 "dimlog writes a column of that name; track it renamed through source.query".into(),
