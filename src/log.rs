@@ -31,15 +31,19 @@ pub struct Changes {
     pub total: i64,
 }
 
-/// Classifies the staged rows into `dimlog_changes` and counts them.
-pub async fn classify(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbError> {
+/// Classifies the staged rows into `dimlog_changes` and counts them. With
+/// `history = "latest"` it first settles the rows of restored keys (see [`settle_restored`]),
+/// whose new versions open at `upper`.
+pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<Changes, DbError> {
     if conn.backend() == Backend::Postgres {
         // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`).
         run_named(conn, "classify", &["history"], ctx).await?;
     }
-    if !ctx.history_all {
-        run_named(conn, "classify", &["drop_revived_rereads"], ctx).await?;
-    }
+    let revived = if ctx.history_all {
+        0
+    } else {
+        settle_restored(conn, ctx, upper).await?
+    };
     run_named(conn, "classify", &["classify"], ctx).await?;
     let at = counts(conn, ctx, "counts").await?;
     Ok(Changes {
@@ -49,20 +53,33 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbEr
         tombstones: at(3),
         type1_updates: at(4),
         total: at(5),
-        revived: 0,
+        revived,
     })
 }
 
-/// Revival (spec 1.4): moves each staged live row whose key's newest effective log row
-/// is a tombstone at or after the row's own time to the upper bound (or just after the
-/// tombstone, if that is later), so classify opens a new version for it; returns how
-/// many keys were revived. Only for loads that see the source's whole key list.
-pub async fn revive(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<i64, DbError> {
-    let sql = sql::statement(conn.backend(), "classify", "revive", ctx)?;
-    let n = conn
-        .execute("reviving restored keys", &sql, &[Param::Ts(upper)])
+/// Spec 1.4, "Revival": with `history = "latest"` a staged row is its key's state now, so
+/// a live row stamped behind its key's tombstone (restored from a backup, re-inserted
+/// with its old stamp, or a reread of such a row) is settled before it is compared:
+/// - the key's newest row is that tombstone: the key is revived, its row moved to `upper`
+///   (or just after the tombstone, if that is later);
+/// - the key is back already and the row equals its newest version: a reread, dropped;
+/// - the key is back already and the row differs: a change with a stale stamp, moved after
+///   the newest version like a revival (not counted as one).
+///
+/// Any load may do this, not only those that read the source's whole key list: a row a
+/// window reads is in the source now. Returns how many keys were revived.
+async fn settle_restored(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<i64, DbError> {
+    let backend = conn.backend();
+    run_named(conn, "classify", &["restored"], ctx).await?;
+    let revive = sql::statement(backend, "classify", "revive", ctx)?;
+    let revived = conn
+        .execute("reviving restored keys", &revive, &[Param::Ts(upper)])
         .await?;
-    Ok(i64::try_from(n).unwrap_or(i64::MAX))
+    run_named(conn, "classify", &["drop_rereads"], ctx).await?;
+    let restate = sql::statement(backend, "classify", "restate", ctx)?;
+    conn.execute("moving changes of restored keys", &restate, &[Param::Ts(upper)])
+        .await?;
+    Ok(i64::try_from(revived).unwrap_or(i64::MAX))
 }
 
 /// Counts a first load's changes without comparing anything: into an empty log, with one

@@ -566,23 +566,14 @@ async fn stage_and_append(
         step.observer.phase("reading the rows of keys no window read");
         stage_unseen(session, step).await?;
     }
-    // Revival (spec 1.4): reconciliation and a full refresh see the source's whole key
-    // list, so a live row behind its key's tombstone is the key restored.
-    let revived =
-        if !first_load && !session.ctx.history_all && (reconcile_now || step.opts.kind == RunKind::FullRefresh) {
-            log::revive(&mut session.target, &session.ctx, step.window.high).await?
-        } else {
-            0
-        };
     let reconciled = reconciled.missing;
 
     step.observer.phase("detecting changes");
-    let mut changes = if one_row_per_key {
+    let changes = if one_row_per_key {
         log::classify_first_load(&mut session.target, &session.ctx).await?
     } else {
-        log::classify(&mut session.target, &session.ctx).await?
+        log::classify(&mut session.target, &session.ctx, step.window.high).await?
     };
-    changes.revived = revived;
     let finished_at = now();
     if changes.total > 0 {
         let dropped = if first_load {

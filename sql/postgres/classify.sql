@@ -14,40 +14,62 @@ FROM {{ log }} dimlog_l
 JOIN (SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage) dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
 WHERE dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL
 ORDER BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from, dimlog_l.log_id DESC
-{# Revival (spec 1.4): a staged live row of a key whose newest effective log row is a
-   tombstone at or after the row's own time is the key's state now, restored with an
-   old stamp; it opens a version at the upper bound, or just after the tombstone. #}
+{# Restored keys (spec 1.4, "Revival"; history = "latest", where a staged row is the key's
+   state now). For each staged key with a tombstone in its history: its newest effective
+   row, the newest tombstone, and the first row after that tombstone (the key's return).
+   The three statements below settle a staged live row stamped behind its key's tombstone
+   once, against this summary, before classify compares anything. #}
+-- statement: restored
+CREATE TEMP TABLE dimlog_restored ON COMMIT DROP AS
+WITH dimlog_ordered AS (
+    SELECT dimlog_h.*,
+           LAG(dimlog_h.is_deleted) OVER (PARTITION BY {{ keys|cols("dimlog_h") }} ORDER BY dimlog_h.valid_from) AS dimlog_after_tombstone,
+           ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_h") }} ORDER BY dimlog_h.valid_from DESC) AS dimlog_rn
+    FROM dimlog_history dimlog_h
+),
+dimlog_marks AS (
+    SELECT {{ keys|cols }},
+           MAX(CASE WHEN is_deleted THEN valid_from END) AS dimlog_tombstone_at,
+           MAX(CASE WHEN NOT is_deleted AND dimlog_after_tombstone THEN valid_from END) AS dimlog_return_at
+    FROM dimlog_ordered
+    GROUP BY {{ keys|cols }}
+    HAVING bool_or(is_deleted)
+)
+SELECT {{ keys|cols("dimlog_o") }}{% for c in t1 %}, dimlog_o.{{ c }}{% endfor %}, dimlog_o.valid_from AS dimlog_newest_at, dimlog_o.is_deleted AS dimlog_newest_deleted,
+       dimlog_o.row_hash AS dimlog_newest_hash, dimlog_m.dimlog_tombstone_at, dimlog_m.dimlog_return_at
+FROM dimlog_ordered dimlog_o
+JOIN dimlog_marks dimlog_m ON {{ keys|eqs("dimlog_o", "dimlog_m") }}
+WHERE dimlog_o.dimlog_rn = 1
+{# Revival: the key's newest row is the tombstone, at or after the row's own time. The
+   row opens a version at the upper bound, or just after the tombstone; the mirror of a
+   hard delete's tombstone. #}
 -- statement: revive
 UPDATE dimlog_stage dimlog_s
-SET valid_from = GREATEST($1::timestamptz, dimlog_n.valid_from + interval '1 microsecond')
-FROM (
-    SELECT DISTINCT ON ({{ keys|cols("dimlog_l") }}) {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from, dimlog_l.is_deleted
-    FROM {{ log }} dimlog_l
-    JOIN (SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage) dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
-    WHERE dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL
-    ORDER BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from DESC, dimlog_l.log_id DESC
-) dimlog_n
-WHERE {{ keys|eqs("dimlog_s", "dimlog_n") }} AND dimlog_n.is_deleted AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_n.valid_from
-{# A reread of a row that revival already put back (history = "latest"): the staged row
-   lies behind its key's tombstone, and the key's newest version, after the row, holds
-   the same values. The source's state now is the dimension's current row; comparing the
-   row with its predecessor, the tombstone, would open a late copy of it on every reread. #}
--- statement: drop_revived_rereads
+SET valid_from = GREATEST($1::timestamptz, dimlog_r.dimlog_newest_at + interval '1 microsecond')
+FROM dimlog_restored dimlog_r
+WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND dimlog_r.dimlog_newest_deleted
+  AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_r.dimlog_newest_at
+{# A reread of a key already back (revived or returned): the row lies before the key's
+   return and equals its newest version, so it is the dimension's current row. Compared
+   with its predecessor (the tombstone or the version before it) it would open a late
+   copy or correct the old version on every reread. #}
+-- statement: drop_rereads
 DELETE FROM dimlog_stage dimlog_s
-USING (
-    SELECT DISTINCT ON ({{ keys|cols("dimlog_h") }}) {{ keys|cols("dimlog_h") }}{% for c in t1 %}, dimlog_h.{{ c }}{% endfor %}, dimlog_h.valid_from, dimlog_h.is_deleted, dimlog_h.row_hash
-    FROM dimlog_history dimlog_h
-    ORDER BY {{ keys|cols("dimlog_h") }}, dimlog_h.valid_from DESC
-) dimlog_n
-WHERE {{ keys|eqs("dimlog_s", "dimlog_n") }}
-  AND NOT dimlog_s.is_deleted AND NOT dimlog_n.is_deleted
-  AND dimlog_n.valid_from > dimlog_s.valid_from AND dimlog_n.row_hash = dimlog_s.row_hash
+USING dimlog_restored dimlog_r
+WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND NOT dimlog_r.dimlog_newest_deleted
+  AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from < dimlog_r.dimlog_return_at
+  AND dimlog_s.row_hash = dimlog_r.dimlog_newest_hash
 {% for c in t1 %}
-  AND dimlog_n.{{ c }}{{ "::text" if c in text_compared }} IS NOT DISTINCT FROM dimlog_s.{{ c }}{{ "::text" if c in text_compared }}
+  AND dimlog_s.{{ c }}{{ "::text" if c in text_compared }} IS NOT DISTINCT FROM dimlog_r.{{ c }}{{ "::text" if c in text_compared }}
 {% endfor %}
-  AND (SELECT dimlog_p.is_deleted FROM dimlog_history dimlog_p
-       WHERE {{ keys|eqs("dimlog_p", "dimlog_s") }} AND dimlog_p.valid_from <= dimlog_s.valid_from
-       ORDER BY dimlog_p.valid_from DESC LIMIT 1)
+{# The restored row changed again, its stamp still behind the tombstone: the change is
+   the key's state now, a version after its newest one (at the upper bound). #}
+-- statement: restate
+UPDATE dimlog_stage dimlog_s
+SET valid_from = GREATEST($1::timestamptz, dimlog_r.dimlog_newest_at + interval '1 microsecond')
+FROM dimlog_restored dimlog_r
+WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND NOT dimlog_r.dimlog_newest_deleted
+  AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_r.dimlog_tombstone_at
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes ON COMMIT DROP AS
 WITH dimlog_staged_keys AS (

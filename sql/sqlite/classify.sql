@@ -5,9 +5,6 @@
    newest observation, is recorded as a Type 1 row (no surrogate key, no version). #}
 {# Fixed-width UTC text plus one microsecond. #}
 {% macro plus_1us(e) %}(CASE WHEN substr({{ e }}, 21, 6) = '999999' THEN strftime('%Y-%m-%dT%H:%M:%S', substr({{ e }}, 1, 19), '+1 second') || '.000000Z' ELSE substr({{ e }}, 1, 20) || printf('%06d', CAST(substr({{ e }}, 21, 6) AS INTEGER) + 1) || 'Z' END){% endmacro %}
-{% macro newest(col) %}(SELECT dimlog_n.{{ col }} FROM {{ log }} dimlog_n
-     WHERE {{ keys|eqs("dimlog_n", "dimlog_s") }} AND (dimlog_n.is_deleted OR dimlog_n.{{ sk }} IS NOT NULL)
-     ORDER BY dimlog_n.valid_from DESC, dimlog_n.log_id DESC LIMIT 1){% endmacro %}
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes AS
 WITH dimlog_staged_keys AS (
@@ -119,36 +116,75 @@ WHERE NOT dimlog_s.is_deleted
 {% endfor %}
 -- statement: rehash_count
 SELECT count(*) FROM dimlog_rehashed
-{# Revival (spec 1.4): a staged live row of a key whose newest effective log row is a
-   tombstone at or after the row's own time is the key's state now, restored with an
-   old stamp; it opens a version at the upper bound, or just after the tombstone. #}
--- statement: revive
-UPDATE dimlog_stage AS dimlog_s
-SET valid_from = CASE WHEN dimlog_n.valid_from < ?1 THEN ?1 ELSE {{ plus_1us("dimlog_n.valid_from") }} END
-FROM (
-    SELECT {{ keys|cols("dimlog_x") }}, dimlog_x.valid_from, dimlog_x.is_deleted FROM (
-        SELECT {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from, dimlog_l.is_deleted,
-               ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_l") }} ORDER BY dimlog_l.valid_from DESC, dimlog_l.log_id DESC) AS dimlog_rn
+{# Restored keys (spec 1.4, "Revival"; history = "latest", where a staged row is the key's
+   state now). For each staged key with a tombstone in its history: its newest effective
+   row, the newest tombstone, and the first row after that tombstone (the key's return).
+   The three statements below settle a staged live row stamped behind its key's tombstone
+   once, against this summary, before classify compares anything. #}
+-- statement: restored
+CREATE TEMP TABLE dimlog_restored AS
+WITH dimlog_staged_keys AS (
+    SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage
+),
+dimlog_effective AS (
+    SELECT * FROM (
+        SELECT {{ keys|cols("dimlog_l") }}{% for c in t1 %}, dimlog_l.{{ c }}{% endfor %}, dimlog_l.valid_from, dimlog_l.is_deleted, dimlog_l.row_hash,
+               ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from ORDER BY dimlog_l.log_id DESC) AS dimlog_rn
         FROM {{ log }} dimlog_l
-        WHERE (dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL)
-          AND EXISTS (SELECT 1 FROM dimlog_stage dimlog_t WHERE {{ keys|eqs("dimlog_t", "dimlog_l") }})
+        JOIN dimlog_staged_keys dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
+        WHERE dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL
     ) dimlog_x
     WHERE dimlog_x.dimlog_rn = 1
-) AS dimlog_n
-WHERE {{ keys|eqs("dimlog_s", "dimlog_n") }} AND dimlog_n.is_deleted AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_n.valid_from
-{# A reread of a row that revival already put back (history = "latest"): the staged row
-   lies behind its key's tombstone, and the key's newest version, after the row, holds
-   the same values. The source's state now is the dimension's current row; comparing the
-   row with its predecessor, the tombstone, would open a late copy of it on every reread. #}
--- statement: drop_revived_rereads
+),
+dimlog_ordered AS (
+    SELECT dimlog_e.*,
+           LAG(dimlog_e.is_deleted) OVER (PARTITION BY {{ keys|cols("dimlog_e") }} ORDER BY dimlog_e.valid_from) AS dimlog_after_tombstone,
+           ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_e") }} ORDER BY dimlog_e.valid_from DESC) AS dimlog_newest_rn
+    FROM dimlog_effective dimlog_e
+),
+dimlog_marks AS (
+    SELECT {{ keys|cols }},
+           MAX(CASE WHEN is_deleted THEN valid_from END) AS dimlog_tombstone_at,
+           MAX(CASE WHEN NOT is_deleted AND dimlog_after_tombstone THEN valid_from END) AS dimlog_return_at
+    FROM dimlog_ordered
+    GROUP BY {{ keys|cols }}
+    HAVING MAX(CASE WHEN is_deleted THEN valid_from END) IS NOT NULL
+)
+SELECT {{ keys|cols("dimlog_o") }}{% for c in t1 %}, dimlog_o.{{ c }}{% endfor %}, dimlog_o.valid_from AS dimlog_newest_at, dimlog_o.is_deleted AS dimlog_newest_deleted,
+       dimlog_o.row_hash AS dimlog_newest_hash, dimlog_m.dimlog_tombstone_at, dimlog_m.dimlog_return_at
+FROM dimlog_ordered dimlog_o
+JOIN dimlog_marks dimlog_m ON {{ keys|eqs("dimlog_o", "dimlog_m") }}
+WHERE dimlog_o.dimlog_newest_rn = 1;
+CREATE INDEX temp.dimlog_restored_key ON dimlog_restored ({{ keys|cols }})
+{# Revival: the key's newest row is the tombstone, at or after the row's own time. The
+   row opens a version at the upper bound, or just after the tombstone; the mirror of a
+   hard delete's tombstone. #}
+-- statement: revive
+UPDATE dimlog_stage AS dimlog_s
+SET valid_from = CASE WHEN dimlog_r.dimlog_newest_at < ?1 THEN ?1 ELSE {{ plus_1us("dimlog_r.dimlog_newest_at") }} END
+FROM dimlog_restored AS dimlog_r
+WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND dimlog_r.dimlog_newest_deleted
+  AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_r.dimlog_newest_at
+{# A reread of a key already back (revived or returned): the row lies before the key's
+   return and equals its newest version, so it is the dimension's current row. Compared
+   with its predecessor (the tombstone or the version before it) it would open a late
+   copy or correct the old version on every reread. #}
+-- statement: drop_rereads
 DELETE FROM dimlog_stage AS dimlog_s
-WHERE NOT dimlog_s.is_deleted
-  AND {{ newest("row_hash") }} = dimlog_s.row_hash
-  AND {{ newest("valid_from") }} > dimlog_s.valid_from
+WHERE NOT dimlog_s.is_deleted AND EXISTS (
+    SELECT 1 FROM dimlog_restored dimlog_r
+    WHERE {{ keys|eqs("dimlog_r", "dimlog_s") }} AND NOT dimlog_r.dimlog_newest_deleted
+      AND dimlog_s.valid_from < dimlog_r.dimlog_return_at
+      AND dimlog_s.row_hash = dimlog_r.dimlog_newest_hash
 {% for c in t1 %}
-  AND {{ newest(c) }} IS dimlog_s.{{ c }}
+      AND dimlog_s.{{ c }} IS dimlog_r.{{ c }}
 {% endfor %}
-  AND (SELECT dimlog_p.is_deleted FROM {{ log }} dimlog_p
-       WHERE {{ keys|eqs("dimlog_p", "dimlog_s") }} AND (dimlog_p.is_deleted OR dimlog_p.{{ sk }} IS NOT NULL)
-         AND dimlog_p.valid_from <= dimlog_s.valid_from
-       ORDER BY dimlog_p.valid_from DESC, dimlog_p.log_id DESC LIMIT 1)
+)
+{# The restored row changed again, its stamp still behind the tombstone: the change is
+   the key's state now, a version after its newest one (at the upper bound). #}
+-- statement: restate
+UPDATE dimlog_stage AS dimlog_s
+SET valid_from = CASE WHEN dimlog_r.dimlog_newest_at < ?1 THEN ?1 ELSE {{ plus_1us("dimlog_r.dimlog_newest_at") }} END
+FROM dimlog_restored AS dimlog_r
+WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND NOT dimlog_r.dimlog_newest_deleted
+  AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_r.dimlog_tombstone_at

@@ -6,6 +6,7 @@
 //! version. Reconciliation also loads a key the source holds that the dimension never saw
 //! (inserted with a timestamp behind the window): no source row stays invisible.
 
+use dimlog::config::Backend;
 use dimlog::pipeline::RunOptions;
 use dimlog::state::RunKind;
 
@@ -17,7 +18,8 @@ on_both_backends!(
     a_restored_row_is_revived_by_a_full_refresh,
     a_soft_deleted_key_restored_with_its_old_stamp_is_revived,
     revival_after_a_tombstone_later_than_upper_opens_just_after_it,
-    an_incremental_run_without_reconciliation_does_not_revive,
+    a_plain_run_that_reads_a_restored_row_revives_it,
+    a_plain_run_does_not_revive_a_row_behind_its_window,
     a_change_feed_keeps_an_earlier_row_as_a_late_version,
     reconciliation_loads_a_key_stamped_behind_the_window,
 );
@@ -210,13 +212,45 @@ async fn revival_after_a_tombstone_later_than_upper_opens_just_after_it(mut fx: 
     assert_eq!(rows[0][2], "2026-03-02T11:00:00.000000Z", "{rows:?}");
 }
 
-/// Revival is for reconciliation and full refreshes (spec 1.4): a plain incremental run
-/// does not see the restored row (it is behind the window) and appends nothing.
-async fn an_incremental_run_without_reconciliation_does_not_revive(mut fx: Fixture) {
+/// A plain run that reads the restored row (its 09:00 stamp is inside the window) knows
+/// the source holds the key live again: it revives it like reconciliation does.
+async fn a_plain_run_that_reads_a_restored_row_revives_it(mut fx: Fixture) {
     deleted_then_restored(&mut fx).await;
+    let r = fx.run("2026-03-02T12:00:00Z").await;
+    assert_eq!(
+        (r.counts.revived, r.counts.versions, r.counts.rows_read),
+        (1, 1, 3),
+        "{r:?}"
+    );
+    let rows = rows_of(&mut fx, "2").await;
+    assert_eq!(rows.len(), 2, "{rows:?}");
+    assert_eq!(rows[1][1], "2026-03-02T12:00:00.000000Z", "{rows:?}");
+    assert_verify_passes(&fx, true);
+}
+
+/// A row restored with a stamp behind the window is not read by a plain run, so nothing
+/// is revived until reconciliation compares the key lists.
+async fn a_plain_run_does_not_revive_a_row_behind_its_window(mut fx: Fixture) {
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z'),
+                  (2, 'bob@example.com', 'free', 'DE', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-02T10:00:00Z").await;
+    fx.exec("DELETE FROM src_customers WHERE customer_id = 2").await;
+    fx.run_with(opts("2026-03-02T11:00:00Z", RunKind::Incremental, true))
+        .await;
+    fx.exec(&format!(
+        "{INSERT} (2, 'bob@example.com', 'free', 'DE', '2026-03-01T09:00:00Z')"
+    ))
+    .await;
     let r = fx.run("2026-03-02T12:00:00Z").await;
     assert_eq!((r.counts.revived, r.counts.versions), (0, 0), "{r:?}");
     assert_eq!(rows_of(&mut fx, "2").await.len(), 1);
+    let r = fx
+        .run_with(opts("2026-03-02T13:00:00Z", RunKind::Incremental, true))
+        .await;
+    assert_eq!((r.counts.revived, r.counts.versions), (1, 1), "{r:?}");
 }
 
 /// On a change feed (`history = "all"`) an earlier row is a late version, before the
@@ -278,4 +312,151 @@ async fn reconciliation_loads_a_key_stamped_behind_the_window(mut fx: Fixture) {
         .map(|r| r.map(String::from))
     );
     assert_verify_passes(&fx, true);
+}
+
+/// How a run after the restore reads the source.
+#[derive(Clone, Copy, Debug)]
+enum Way {
+    /// An incremental run whose window holds the restored row.
+    Plain,
+    Reconcile,
+    FullRefresh,
+}
+
+const WAYS: [Way; 3] = [Way::Plain, Way::Reconcile, Way::FullRefresh];
+
+fn way(upper: &str, way: Way) -> RunOptions {
+    match way {
+        Way::Plain => opts(upper, RunKind::Incremental, false),
+        Way::Reconcile => opts(upper, RunKind::Incremental, true),
+        Way::FullRefresh => opts(upper, RunKind::FullRefresh, false),
+    }
+}
+
+/// Revival happens once, whatever reads the restored row and whatever it holds: key 2
+/// (`free` at 09:00) is deleted and reconciled at 11:00, then restored with the same or
+/// other values, stamped before its version, at it, between it and the tombstone, or at
+/// the tombstone. The first run of any way opens one version at its upper bound; every
+/// later run of every way appends nothing (no correction of the old version, no late
+/// copy), and the source agrees with the dimension. When the restored row then changes
+/// again in place (its stamp still old), the next run opens one version at its upper
+/// bound, and reruns again append nothing.
+async fn revival_settles_once_whatever_the_row_and_the_way(backend: Backend) {
+    let mut cases = 0;
+    for tier in ["free", "gold"] {
+        for stamp in ["08:50", "09:00", "10:00", "11:00"] {
+            for first in WAYS {
+                let case = format!("restored {tier} at {stamp}, first read by {first:?}");
+                let mut fx = Fixture::on(backend).await;
+                fx.exec(&format!(
+                    "{INSERT} (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z'),
+                              (2, 'bob@example.com', 'free', 'DE', '2026-03-02T09:00:00Z')"
+                ))
+                .await;
+                fx.run("2026-03-02T10:00:00Z").await;
+                fx.exec("DELETE FROM src_customers WHERE customer_id = 2").await;
+                fx.run_with(opts("2026-03-02T11:00:00Z", RunKind::Incremental, true))
+                    .await;
+                fx.exec(&format!(
+                    "{INSERT} (2, 'bob@example.com', '{tier}', 'DE', '2026-03-02T{stamp}:00Z')"
+                ))
+                .await;
+                let r = fx.run_with(way("2026-03-02T12:00:00Z", first)).await;
+                assert_eq!(
+                    (r.counts.revived, r.counts.versions, r.counts.corrections),
+                    (1, 1, 0),
+                    "{case}: {r:?}"
+                );
+                let current = |rows: &[[String; 5]]| {
+                    rows.iter()
+                        .filter(|r| r[3] == "true")
+                        .map(|r| (r[1].clone(), r[4].clone()))
+                        .collect::<Vec<_>>()
+                };
+                let rows = rows_of(&mut fx, "2").await;
+                assert_eq!(
+                    current(&rows),
+                    [("2026-03-02T12:00:00.000000Z".to_string(), tier.to_string())],
+                    "{case}: {rows:?}"
+                );
+                let log_rows = fx.count("customer_versions").await;
+                for (i, later) in WAYS.iter().enumerate() {
+                    let upper = format!("2026-03-02T12:{}0:00Z", i + 1);
+                    let r = fx.run_with(way(&upper, *later)).await;
+                    assert_eq!(
+                        (
+                            r.counts.versions,
+                            r.counts.corrections,
+                            r.counts.revived,
+                            r.counts.tombstones
+                        ),
+                        (0, 0, 0, 0),
+                        "{case}, then {later:?}: {r:?}"
+                    );
+                }
+                assert_eq!(
+                    fx.count("customer_versions").await,
+                    log_rows,
+                    "{case}: {}",
+                    fx.dump_log().await
+                );
+                fx.assert_dimension_derives_from_log().await;
+                assert_verify_passes(&fx, true);
+
+                // The restored row changes again, its stamp still behind the tombstone.
+                fx.exec("UPDATE src_customers SET tier = 'platinum' WHERE customer_id = 2")
+                    .await;
+                let r = fx.run_with(way("2026-03-02T13:00:00Z", first)).await;
+                assert_eq!(
+                    (
+                        r.counts.versions,
+                        r.counts.late_versions,
+                        r.counts.corrections,
+                        r.counts.revived
+                    ),
+                    (1, 0, 0, 0),
+                    "{case}, changed again: {r:?}"
+                );
+                let rows = rows_of(&mut fx, "2").await;
+                assert_eq!(
+                    current(&rows),
+                    [("2026-03-02T13:00:00.000000Z".to_string(), "platinum".to_string())],
+                    "{case}, changed again: {rows:?}"
+                );
+                let log_rows = fx.count("customer_versions").await;
+                for (i, later) in WAYS.iter().enumerate() {
+                    let upper = format!("2026-03-02T13:{}0:00Z", i + 1);
+                    let r = fx.run_with(way(&upper, *later)).await;
+                    assert_eq!(
+                        (r.counts.versions, r.counts.corrections, r.counts.revived),
+                        (0, 0, 0),
+                        "{case}, changed again, then {later:?}: {r:?}"
+                    );
+                }
+                assert_eq!(
+                    fx.count("customer_versions").await,
+                    log_rows,
+                    "{case}: {}",
+                    fx.dump_log().await
+                );
+                assert_verify_passes(&fx, true);
+                cases += 1;
+            }
+        }
+    }
+    assert_eq!(cases, 24);
+}
+
+mod revival_settles_once_whatever_the_row_and_the_way {
+    use dimlog::config::Backend;
+
+    #[tokio::test]
+    async fn sqlite() {
+        super::revival_settles_once_whatever_the_row_and_the_way(Backend::Sqlite).await;
+    }
+
+    #[tokio::test]
+    async fn postgres() {
+        super::revival_settles_once_whatever_the_row_and_the_way(Backend::Postgres).await;
+    }
 }

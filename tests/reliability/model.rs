@@ -374,24 +374,45 @@ impl Model {
             }
         }
 
-        // Revival: with the whole key list in view (reconciliation, full refresh), a
-        // live row behind its key's tombstone opens a version at `upper`, or just after
-        // the tombstone.
+        // Restored keys (history = "latest"; a staged row is its key's state now): a live
+        // row stamped at or before its key's newest tombstone. If that tombstone is the
+        // key's newest row, the key is revived: its row opens a version at `upper`, or just
+        // after the tombstone. If the key is back already (a live row follows the
+        // tombstone), a row before that return equal to the newest version is a reread and
+        // dropped; a row at or before the tombstone that differs is a change with a stale
+        // stamp, moved to `upper` or just after the newest version.
         let mut revived = 0;
-        if (spec.reconcile || spec.full_refresh) && !self.history_all && !self.log.is_empty() {
-            let moved: Vec<((i64, Micros), Payload, Micros)> = staged
+        if !self.history_all {
+            // (key, stamp) → dropped, or moved to (time, counted as a revival).
+            type Settled = ((i64, Micros), Option<(Micros, bool)>);
+            let settled: Vec<Settled> = staged
                 .iter()
                 .filter_map(|(&(key, at), &payload)| {
                     let Payload::Live(_) = payload else { return None };
-                    let (&tomb, (p, _)) = timelines.get(&key)?.iter().next_back()?;
-                    (matches!(p, Payload::Deleted) && at <= tomb)
-                        .then(|| ((key, at), payload, spec.upper.max(tomb.plus(1))))
+                    let tl = timelines.get(&key)?;
+                    let (&tomb, _) = tl.iter().rev().find(|(_, (p, _))| matches!(p, Payload::Deleted))?;
+                    let (&newest, (newest_payload, _)) = tl.iter().next_back()?;
+                    if newest == tomb {
+                        return (at <= tomb).then(|| ((key, at), Some((spec.upper.max(tomb.plus(1)), true))));
+                    }
+                    let (&back, _) = tl.range(tomb.plus(1)..).next()?;
+                    if at < back && *newest_payload == payload {
+                        Some(((key, at), None))
+                    } else if at <= tomb {
+                        Some(((key, at), Some((spec.upper.max(newest.plus(1)), false))))
+                    } else {
+                        None
+                    }
                 })
                 .collect();
-            for ((key, at), payload, to) in moved {
-                staged.remove(&(key, at));
-                staged.insert((key, to), payload);
-                revived += 1;
+            for ((key, at), to) in settled {
+                let payload = staged.remove(&(key, at)).expect("a staged row");
+                if let Some((to, revival)) = to {
+                    staged.insert((key, to), payload);
+                    if revival {
+                        revived += 1;
+                    }
+                }
             }
         }
 
@@ -411,14 +432,7 @@ impl Model {
             let newest_logged = timelines.get(&key).and_then(|tl| tl.keys().next_back().copied());
             let tl = work.entry(key).or_default();
             let p = tl.range(..=at).next_back().map(|(vf, e)| (*vf, *e));
-            // A reread of a row revival already put back: behind its key's tombstone,
-            // equal to the key's newest version after it (history = "latest").
-            let newest_version = timelines.get(&key).and_then(|tl| tl.iter().next_back());
-            let revived_reread = !self.history_all
-                && matches!(p, Some((_, (Payload::Deleted, _))))
-                && matches!(newest_version, Some((n_at, (n_payload, _))) if *n_at > at && *n_payload == payload);
             let change: Option<(Payload, Option<u64>)> = match (payload, p) {
-                _ if revived_reread => None,
                 (Payload::Deleted, Some((_, (Payload::Deleted, _)))) => None,
                 (Payload::Deleted, _) => {
                     counts.tombstones += 1;
