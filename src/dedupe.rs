@@ -212,8 +212,20 @@ impl<'p> CopyStager<'p> {
                 copy_unescape(ts_field, &mut self.scratch);
                 let text = std::str::from_utf8(&self.scratch)
                     .map_err(|_| protocol("the source sent text that is not UTF-8"))?;
-                let t = Micros::parse(text, self.plan.source.timezone.as_ref())
-                    .map_err(|reason| ExtractError::bad_change_column(self.plan, reason))?;
+                let t = match Micros::parse(text, self.plan.source.timezone.as_ref()) {
+                    Ok(t) => t,
+                    Err(reason) => {
+                        let key = (0..self.key_count)
+                            .map(|i| {
+                                let mut v = Vec::new();
+                                copy_unescape(field(i), &mut v);
+                                String::from_utf8_lossy(&v).into_owned()
+                            })
+                            .collect::<Vec<_>>()
+                            .join(", ");
+                        return Err(ExtractError::bad_change_column(self.plan, reason, Some(key)));
+                    }
+                };
                 (t, false)
             }
         };

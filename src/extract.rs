@@ -58,10 +58,12 @@ pub enum ExtractError {
         bytes: String,
     },
     /// A change-column value that is not a usable timestamp.
-    #[error("source column `{column}` (source.updated_at): {reason}{hint}")]
+    #[error("source column `{column}` (source.updated_at){}: {reason}{hint}", of_key(.key.as_deref()))]
     BadTimestamp {
         /// The change column.
         column: String,
+        /// The key of the row holding the value, as text, when known.
+        key: Option<String>,
         /// The parse error.
         reason: crate::ts::TimestampError,
         /// What to do.
@@ -69,9 +71,23 @@ pub enum ExtractError {
     },
 }
 
+/// " of key (…)" for messages that can name the row, else nothing.
+fn of_key(key: Option<&str>) -> String {
+    key.map(|k| format!(" of key ({k})")).unwrap_or_default()
+}
+
+/// A row's natural key as messages show it: its values, comma-separated.
+pub fn key_text(row: &[Option<String>], key_count: usize) -> String {
+    row.iter()
+        .take(key_count)
+        .map(|v| v.clone().unwrap_or_else(|| "?".into()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 impl ExtractError {
     /// A change-column value that did not read as a timestamp, with the hint that fits.
-    pub fn bad_change_column(plan: &Plan, reason: crate::ts::TimestampError) -> ExtractError {
+    pub fn bad_change_column(plan: &Plan, reason: crate::ts::TimestampError, key: Option<String>) -> ExtractError {
         let hint = match reason {
             crate::ts::TimestampError::NoZone(_) => {
                 "; set source.timezone to the zone these values are in, e.g. \"UTC\""
@@ -80,6 +96,7 @@ impl ExtractError {
         };
         ExtractError::BadTimestamp {
             column: plan.source.updated_at.name().into(),
+            key,
             reason,
             hint,
         }
@@ -228,7 +245,7 @@ pub async fn future_rows(
     let newest = match row.get(1).cloned().flatten() {
         Some(text) => Some(
             Micros::parse(&text, plan.source.timezone.as_ref())
-                .map_err(|r| ExtractError::bad_change_column(plan, r))?,
+                .map_err(|r| ExtractError::bad_change_column(plan, r, None))?,
         ),
         None => None,
     };
@@ -603,6 +620,7 @@ pub async fn source_now(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result
         .unwrap_or_default();
     Micros::parse(&text, None).map_err(|reason| ExtractError::BadTimestamp {
         column: "now()".into(),
+        key: None,
         reason,
         hint: "",
     })
@@ -659,12 +677,7 @@ struct Selected {
 
 impl Selected {
     fn not_utf8(&self, row: &[Option<String>], column: usize, bytes: &[u8]) -> ExtractError {
-        let key = row
-            .iter()
-            .take(self.key_count)
-            .map(|v| v.clone().unwrap_or_else(|| "?".into()))
-            .collect::<Vec<_>>()
-            .join(", ");
+        let key = key_text(row, self.key_count);
         let mut hex = Vec::new();
         crate::db::push_hex(&mut hex, &bytes[..bytes.len().min(32)]);
         ExtractError::NotUtf8 {

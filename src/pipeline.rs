@@ -751,7 +751,8 @@ pub async fn stage_window(
             let ts = match Micros::parse(&ts_text, plan.source.timezone.as_ref()) {
                 Ok(t) => t,
                 Err(reason) => {
-                    failure = Some(extract::ExtractError::bad_change_column(plan, reason).into());
+                    let key = extract::key_text(&row, key_count);
+                    failure = Some(extract::ExtractError::bad_change_column(plan, reason, Some(key)).into());
                     break;
                 }
             };

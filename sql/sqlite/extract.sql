@@ -5,14 +5,26 @@
 {# Byte strings read as PostgreSQL's bytea text (`\x` and hex), so they hash and load as
    the bytes they are; every other value as text, which must be UTF-8. #}
 {% macro text(c) %}{% if c.kind == "bytes" %}CASE WHEN {{ c.name }} IS NULL THEN NULL ELSE '\x' || lower(hex({{ c.name }})) END {% else %}CAST({{ c.name }} AS TEXT){% endif %}{% endmacro %}
+{# A change-column value the loose window cannot place: not text, not read by julianday,
+   not shaped like a date (julianday reads bare numbers as Julian day numbers), or a date
+   SQLite would roll over (2026-02-30). Such rows are read whatever the window, so the
+   exact parser sees each one and fails the run naming it: a value with no instant is
+   never skipped as outside the window. #}
+{% macro unreadable() %}(typeof({{ updated_at }}) <> 'text'
+        OR julianday(trim({{ updated_at }})) IS NULL
+        OR trim({{ updated_at }}) NOT GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'
+        OR date(substr(trim({{ updated_at }}), 1, 10)) IS NOT substr(trim({{ updated_at }}), 1, 10)){% endmacro %}
 -- statement: rows
 SELECT {% for c in columns %}{{ text(c) }}, {% endfor %}
        CAST({{ updated_at }} AS TEXT)
        {% if deleted_flag %}, CAST({{ deleted_flag }} AS TEXT){% endif %}
 FROM {{ relation }}
 WHERE {{ updated_at }} IS NOT NULL
-{% if low %}  AND julianday({{ updated_at }}) >= julianday(?) - {{ slack_days }}{% endif %}
-{% if high %}  AND julianday({{ updated_at }}) <= julianday(?) + {{ slack_days }}{% endif %}
+  AND ({{ unreadable() }}
+       OR (1 = 1
+{% if low %}           AND julianday(trim({{ updated_at }})) >= julianday(?) - {{ slack_days }}{% endif %}
+{% if high %}           AND julianday(trim({{ updated_at }})) <= julianday(?) + {{ slack_days }}{% endif %}
+      ))
 -- statement: null_check
 SELECT count(*) FROM {{ relation }} WHERE {{ updated_at }} IS NULL
 {# Rows stamped after the upper bound (future_rows) that the loose window does not read
@@ -20,10 +32,10 @@ SELECT count(*) FROM {{ relation }} WHERE {{ updated_at }} IS NULL
 -- statement: future
 SELECT count(*),
        (SELECT CAST({{ updated_at }} AS TEXT) FROM {{ relation }}
-        WHERE julianday({{ updated_at }}) > julianday(?1) + {{ slack_days }}
-        ORDER BY julianday({{ updated_at }}) DESC LIMIT 1)
+        WHERE julianday(trim({{ updated_at }})) > julianday(?1) + {{ slack_days }} AND NOT {{ unreadable() }}
+        ORDER BY julianday(trim({{ updated_at }})) DESC LIMIT 1)
 FROM {{ relation }}
-WHERE julianday({{ updated_at }}) > julianday(?1) + {{ slack_days }}
+WHERE julianday(trim({{ updated_at }})) > julianday(?1) + {{ slack_days }} AND NOT {{ unreadable() }}
 -- statement: now
 SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 -- statement: newest

@@ -219,6 +219,76 @@ async fn a_timestamp_without_offset_fails_the_run_on_sqlite() {
     assert_eq!(fx.count("dim_customer").await, 2);
 }
 
+/// Every SQLite change-column value needs exactly one instant: a row whose value is not
+/// a timestamp (garbage, empty, an impossible date, bytes, a number SQLite would read as a
+/// Julian day, an epoch integer, text that is not UTF-8) fails the run (exit 1) naming the
+/// column and the row's key, wherever the value is, never skipped as outside the window.
+/// Surrounding spaces are not an error: the value is read as its instant.
+#[tokio::test]
+async fn an_unreadable_change_column_fails_the_run_on_sqlite() {
+    // (declared type of updated_at, the value's SQL literal)
+    let bad = [
+        ("TEXT", "'garbage'"),
+        ("TEXT", "''"),
+        ("TEXT", "'   '"),
+        ("TEXT", "'2026-02-30T10:00:00Z'"),
+        ("TEXT", "'2025-13-01T10:00:00Z'"),
+        ("TEXT", "'now'"),
+        ("TEXT", "X'00'"),
+        ("TEXT", "X'FF'"),
+        ("TEXT", "'2461100.5'"),
+        ("TEXT", "'1772442000'"),
+        ("INTEGER", "1772442000"),
+        ("INTEGER", "2461100"),
+        ("", "2461100.5"),
+    ];
+    for (declared, literal) in bad {
+        let case = format!("updated_at {declared} = {literal}");
+        let mut fx = Fixture::sqlite().await;
+        fx.exec(&format!(
+            "CREATE TABLE src_typed (customer_id INTEGER PRIMARY KEY, email TEXT, tier TEXT, country TEXT, \
+             is_deleted BOOLEAN NOT NULL DEFAULT false, updated_at {declared} NOT NULL)"
+        ))
+        .await;
+        fx.set_setting("table", "\"src_typed\"");
+        let before = loaded(&mut fx, "src_typed").await;
+        fx.exec("UPDATE src_typed SET tier = 'pro', updated_at = '2026-03-02T09:40:00Z' WHERE customer_id = 1")
+            .await;
+        fx.exec(&format!(
+            "INSERT INTO src_typed (customer_id, email, tier, country, updated_at) \
+             VALUES (2, 'bob@example.com', 'pro', 'DE', {literal})"
+        ))
+        .await;
+        let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+        assert_eq!(out.code, Some(1), "{case}: {out:?}");
+        let text = message(&out);
+        for part in ["`updated_at`", "key (2)"] {
+            assert!(
+                text.contains(part),
+                "{case}: the message does not say {part:?}: {out:?}"
+            );
+        }
+        assert_nothing_committed(&mut fx, &before, &out).await;
+    }
+
+    let mut fx = Fixture::sqlite().await;
+    loaded(&mut fx, "src_customers").await;
+    fx.exec(&format!(
+        "{INSERT} (2, 'bob@example.com', 'pro', 'DE', ' 2026-03-02T09:40:00Z ')"
+    ))
+    .await;
+    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert!(
+        fx.dimension()
+            .await
+            .values("valid_from")
+            .contains(&Some("2026-03-02T09:40:00.000000Z".to_string())),
+        "{}",
+        fx.dump_dimension().await
+    );
+}
+
 /// Two rows of one key with one timestamp and different values: the same one wins
 /// whatever order they were written in, and the other is counted as dropped.
 async fn duplicate_key_and_timestamp_is_deterministic_and_counted(mut fx: Fixture) {
