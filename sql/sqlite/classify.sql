@@ -3,6 +3,9 @@
    valid_from <= t, or an earlier staged row of the same key. Keys are touched only
    through the staged key list. A row that changes only Type 1 columns, and is the key's
    newest observation, is recorded as a Type 1 row (no surrogate key, no version). #}
+{# The log is read through the staged keys: `CROSS JOIN` keeps them the outer loop, so
+   SQLite probes the log's key index per staged key instead of scanning the whole log in
+   index order (which it prefers without statistics, to save a sort). #}
 {# Fixed-width UTC text plus one microsecond. #}
 {% macro plus_1us(e) %}(CASE WHEN substr({{ e }}, 21, 6) = '999999' THEN strftime('%Y-%m-%dT%H:%M:%S', substr({{ e }}, 1, 19), '+1 second') || '.000000Z' ELSE substr({{ e }}, 1, 20) || printf('%06d', CAST(substr({{ e }}, 21, 6) AS INTEGER) + 1) || 'Z' END){% endmacro %}
 -- statement: classify
@@ -15,8 +18,8 @@ dimlog_effective AS (
     FROM (
         SELECT {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from, dimlog_l.{{ sk }} AS dimlog_sk, dimlog_l.is_deleted, dimlog_l.row_hash{% for a in attrs %}, dimlog_l.{{ a }}{% endfor %},
                ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from ORDER BY dimlog_l.log_id DESC) AS dimlog_rn
-        FROM {{ log }} dimlog_l
-        JOIN dimlog_staged_keys dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
+        FROM dimlog_staged_keys dimlog_t
+        CROSS JOIN {{ log }} dimlog_l ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
         WHERE dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL
     ) dimlog_x
     WHERE dimlog_rn = 1
@@ -27,8 +30,8 @@ dimlog_newest_observation AS (
     FROM (
         SELECT {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from{% for c in t1 %}, dimlog_l.{{ c }}{% endfor %},
                ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_l") }} ORDER BY dimlog_l.valid_from DESC, dimlog_l.log_id DESC) AS dimlog_rn
-        FROM {{ log }} dimlog_l
-        JOIN dimlog_staged_keys dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
+        FROM dimlog_staged_keys dimlog_t
+        CROSS JOIN {{ log }} dimlog_l ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
         WHERE NOT dimlog_l.is_deleted
     ) dimlog_x
     WHERE dimlog_rn = 1
@@ -130,8 +133,8 @@ dimlog_effective AS (
     SELECT * FROM (
         SELECT {{ keys|cols("dimlog_l") }}{% for c in t1 %}, dimlog_l.{{ c }}{% endfor %}, dimlog_l.valid_from, dimlog_l.is_deleted, dimlog_l.row_hash,
                ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from ORDER BY dimlog_l.log_id DESC) AS dimlog_rn
-        FROM {{ log }} dimlog_l
-        JOIN dimlog_staged_keys dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
+        FROM dimlog_staged_keys dimlog_t
+        CROSS JOIN {{ log }} dimlog_l ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
         WHERE dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL
     ) dimlog_x
     WHERE dimlog_x.dimlog_rn = 1

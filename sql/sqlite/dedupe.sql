@@ -29,6 +29,6 @@ FROM (
                ORDER BY dimlog_r.valid_from DESC{% if tiebreak %}, dimlog_r.dimlog_tiebreak DESC{% endif %}, dimlog_r.row_hash DESC, dimlog_r.is_deleted DESC
            ) AS dimlog_rn
     FROM dimlog_raw dimlog_r
-    WHERE EXISTS (SELECT 1 FROM dimlog_unseen dimlog_u WHERE {{ keys|eqs("dimlog_u", "dimlog_r") }})
+    WHERE ({{ keys|cols("dimlog_r") }}) IN (SELECT {{ keys|cols }} FROM dimlog_unseen)
 ) dimlog_x
 WHERE dimlog_x.dimlog_rn = 1

@@ -3,6 +3,8 @@
    the far-future sentinel; tombstones close the version before them and are not rows.
    Type 1 columns show the key's newest observed value on every row; current_<col>
    twins (Type 6) show the value of the key's newest live version. #}
+{# Touched keys drive the read (`CROSS JOIN` keeps them the outer loop): SQLite then
+   probes the log's key index per key instead of scanning the whole log. #}
 {% macro derived(touched) %}
 SELECT dimlog_y.dimlog_sk, {{ keys|cols("dimlog_y") }}{% for c in cols %}, dimlog_y.{{ c }}{% endfor %}{% for c in t1 %}, dimlog_lt.{{ c }}{% endfor %}
 {% for c in current_defs %}
@@ -14,9 +16,11 @@ FROM (
     FROM (
         SELECT dimlog_l.{{ sk }} AS dimlog_sk, {{ keys|cols("dimlog_l") }}{% for a in cols %}, dimlog_l.{{ a }}{% endfor %}, dimlog_l.valid_from, dimlog_l.is_deleted, dimlog_l.row_hash, dimlog_l.load_id,
                ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from ORDER BY dimlog_l.log_id DESC) AS dimlog_rn
-        FROM {{ log }} dimlog_l
 {% if touched %}
-        JOIN dimlog_touched dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
+        FROM dimlog_touched dimlog_t
+        CROSS JOIN {{ log }} dimlog_l ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
+{% else %}
+        FROM {{ log }} dimlog_l
 {% endif %}
         WHERE dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL
     ) dimlog_e
@@ -28,9 +32,11 @@ LEFT JOIN (
     FROM (
         SELECT {{ keys|cols("dimlog_l") }}{% for c in t1 %}, dimlog_l.{{ c }}{% endfor %},
                ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_l") }} ORDER BY dimlog_l.valid_from DESC, dimlog_l.log_id DESC) AS dimlog_rn
-        FROM {{ log }} dimlog_l
 {% if touched %}
-        JOIN dimlog_touched dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
+        FROM dimlog_touched dimlog_t
+        CROSS JOIN {{ log }} dimlog_l ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
+{% else %}
+        FROM {{ log }} dimlog_l
 {% endif %}
         WHERE NOT dimlog_l.is_deleted
     ) dimlog_x
@@ -43,8 +49,10 @@ WHERE NOT dimlog_y.is_deleted
 -- statement: touched
 CREATE TEMP TABLE dimlog_touched AS
 SELECT DISTINCT {{ keys|cols }} FROM dimlog_changes
+{# IN, not a correlated EXISTS: SQLite probes the dimension's key index for each touched
+   key instead of scanning the whole dimension once per touched key. #}
 -- statement: delete_touched
-DELETE FROM {{ dim }} WHERE EXISTS (SELECT 1 FROM dimlog_touched dimlog_t WHERE {{ keys|eqs("dimlog_t", dim) }})
+DELETE FROM {{ dim }} WHERE ({{ keys|cols }}) IN (SELECT {{ keys|cols }} FROM dimlog_touched)
 -- statement: insert_touched
 INSERT INTO {{ dim }} ({{ columns() }})
 {{ derived(true) }}

@@ -278,8 +278,9 @@ fn changes(r: &RunReport) -> (i64, i64, i64, i64) {
 /// deleted without moving `updated_at`; the lookback re-reads it and the tombstone lands
 /// at exactly that version's `valid_from`. The merge deletes the version (a dead version
 /// matching a dimension row), writes nothing else, and the version before keeps its
-/// `valid_to`. Un-flagging it at the same timestamp opens a new version (new surrogate
-/// key) in the same place.
+/// `valid_to`. Un-flagging it at the same timestamp is the key restored with a stamp not
+/// later than its tombstone: it is revived (spec 1.4), a new version with a new surrogate
+/// key at the run's upper bound, the mirror of the tombstone.
 async fn soft_delete_at_the_versions_own_timestamp_removes_it(fx: Fixture) -> Vec<String> {
     let mut s = Scenario::new(fx).await;
     s.exec(&format!(
@@ -323,10 +324,11 @@ async fn soft_delete_at_the_versions_own_timestamp_removes_it(fx: Fixture) -> Ve
         .await;
     let r = s.run("10:10").await;
     assert_eq!(changes(&r), (1, 0, 0, 0));
+    assert_eq!(r.counts.revived, 1);
     assert_eq!(
         s.versions("1", &["tier"]).await,
-        ["1 09:00-09:40: free", "4 09:40-inf current: pro"],
-        "back at 09:40 with a new surrogate key (3 is never reused)"
+        ["1 09:00-09:40: free", "4 10:10-inf current: pro"],
+        "revived at the upper bound with a new surrogate key (3 is never reused)"
     );
     s.settle("customer 1 undeleted at 09:40 without moving updated_at", &[4], true)
         .await;
