@@ -162,6 +162,16 @@ impl Session {
         Ok(())
     }
 
+    /// Refuses a SQLite change column holding times without a zone when
+    /// `source.timezone` is not set ([`extract::check_zone`]): `init` and a backfill check
+    /// it before they create the tables, as [`run`] does on a never-loaded target.
+    pub async fn check_zone(&mut self, plan: &Plan) -> Result<(), Error> {
+        match self.source.as_mut() {
+            Some(source) => Ok(extract::check_zone(source, plan, &self.layout).await?),
+            None => Ok(()),
+        }
+    }
+
     /// True while the SQLite target file does not exist (see [`Session::open`]).
     pub fn target_deferred(&self) -> bool {
         self.deferred.is_some()
@@ -317,6 +327,16 @@ pub async fn run(
                 Some(clock)
             }
         };
+        // So is a SQLite change column without a zone, the config error PostgreSQL finds
+        // in the column's type, on a target the dimension was never loaded into (whose
+        // tables the run would create first); a later run finds it while reading.
+        if plan.source.timezone.is_none() && session.source.as_ref().map(Conn::backend) == Some(Backend::Sqlite) {
+            let never_loaded = session.target_deferred()
+                || !matches!(tables::read_record(&mut session.target, plan).await, Ok(Some(_)));
+            if never_loaded {
+                session.check_zone(plan).await?;
+            }
+        }
         // A dry run writes nothing, not even the tables or a SQLite file: it creates the
         // tables inside the load's transaction, which it rolls back, in an in-memory
         // database standing in for a file that does not exist.

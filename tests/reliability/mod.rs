@@ -7,6 +7,7 @@ mod bad_input;
 mod cli;
 #[cfg(feature = "failpoints")]
 mod concurrency;
+mod config_names;
 mod edges;
 mod late_commit;
 mod model;
