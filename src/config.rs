@@ -430,6 +430,31 @@ fn sqlite_table(backend: Backend, setting: &'static str, table: Ident) -> Result
     }
 }
 
+/// The config error of a log or dimension that names the source table, for when source
+/// and target are one database (the caller knows: [`same_database`] from the URLs, or the
+/// servers themselves when the URLs differ).
+pub fn source_table_collision(source: &SourcePlan, target: &TargetPlan) -> Option<ConfigError> {
+    let Relation::Table(source_table) = &source.relation else {
+        return None;
+    };
+    let backend = target.url.backend;
+    [
+        ("target.log", "log", &target.log),
+        ("target.dimension", "dimension", &target.dimension),
+    ]
+    .into_iter()
+    .find(|(_, _, table)| crate::db::same_table(backend, &table.to_string(), &source_table.to_string()))
+    .map(|(setting, role, table)| {
+        ConfigError::invalid(
+            setting,
+            format!(
+                "`{table}` is the source table (source.table `{source_table}`): source.url and target.url are one database, \
+                 and dimlog never writes the table it reads; give the {role} a name of its own"
+            ),
+        )
+    })
+}
+
 /// Whether two URLs name one database: the same SQLite file however its path is spelled,
 /// or the same PostgreSQL host, port and database.
 fn same_database(a: &DbUrl, b: &DbUrl) -> bool {
@@ -636,22 +661,9 @@ impl Plan {
                 ),
             ));
         }
-        if let Relation::Table(source_table) = &source.relation {
-            if same_database(&source.url, &target.url) {
-                for (setting, role, table) in [
-                    ("target.log", "log", &target.log),
-                    ("target.dimension", "dimension", &target.dimension),
-                ] {
-                    if crate::db::same_table(backend, &table.to_string(), &source_table.to_string()) {
-                        return Err(ConfigError::invalid(
-                            setting,
-                            format!(
-                                "`{table}` is the source table (source.table `{source_table}`): source.url and target.url are one database, \
-                                 and dimlog never writes the table it reads; give the {role} a name of its own"
-                            ),
-                        ));
-                    }
-                }
+        if same_database(&source.url, &target.url) {
+            if let Some(e) = source_table_collision(&source, &target) {
+                return Err(e);
             }
         }
         let tracked = raw

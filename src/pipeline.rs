@@ -212,6 +212,12 @@ impl Session {
                 return Err(e);
             }
         };
+        let (mut source, mut target) = (source, target);
+        if let Err(e) = check_not_the_source(plan, &mut source, &mut target).await {
+            let _ = source.close().await;
+            let _ = target.close().await;
+            return Err(e);
+        }
         let ctx = SqlContext::new(plan, &layout, target.backend());
         Ok(Session {
             source: Some(source),
@@ -262,6 +268,26 @@ impl Session {
         }
         let _ = self.target.close().await;
     }
+}
+
+/// Refuses a log or dimension named like the source table when the PostgreSQL servers say
+/// source and target are one database although their URLs differ (a host name and its
+/// address, say); the config already refused the same URLs and SQLite files.
+async fn check_not_the_source(plan: &Plan, source: &mut Conn, target: &mut Conn) -> Result<(), Error> {
+    let Some(collision) = crate::config::source_table_collision(&plan.source, &plan.target) else {
+        return Ok(());
+    };
+    if source.backend() != Backend::Postgres || target.backend() != Backend::Postgres {
+        return Ok(());
+    }
+    let sql = crate::db::sql::statement(Backend::Postgres, "extract", "identity", &serde_json::json!({}))?;
+    let which = "finding which database this is";
+    let a = source.query_text(which, &sql, &[]).await?;
+    let b = target.query_text(which, &sql, &[]).await?;
+    if a == b {
+        return Err(Error::Config(collision));
+    }
+    Ok(())
 }
 
 /// Opens the source read-only ([`Access::ReadOnly`]); a SQLite file that does not exist
