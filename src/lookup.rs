@@ -141,7 +141,8 @@ pub enum AssignError {
     OwnedFactTable {
         /// The fact table, as given.
         table: String,
-        /// "log" or "dimension".
+        /// "log", "dimension" or "rebuild table" (where `dimlog rebuild` builds the
+        /// dimension anew).
         role: &'static str,
         /// The dimension it belongs to.
         owner: String,
@@ -587,16 +588,15 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
     conn.finish(result).await
 }
 
-/// Refuses a fact table that is a registered dimension's log or dimension (this one's
-/// or another's, in any spelling that names the same table), or this dimension's swap
-/// table. dimlog's own tables are refused by their prefix before.
+/// Refuses a fact table that is a registered dimension's log, dimension or rebuild table
+/// (this one's or another's, in any spelling that names the same table). dimlog's own tables are refused by their prefix before.
 async fn check_not_owned(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -> Result<(), AssignError> {
     let backend = conn.backend();
     let unquote = |q: &str| q.replace('"', "");
     let mut owned: Vec<(String, &'static str, String)> = vec![
         (unquote(&ctx.log), "log", spec.dimension.clone()),
         (unquote(&ctx.dim), "dimension", spec.dimension.clone()),
-        (unquote(&ctx.dim_new), "dimension", spec.dimension.clone()),
+        (unquote(&ctx.dim_new), "rebuild table", spec.dimension.clone()),
     ];
     let rows = conn
         .query_text(
@@ -609,6 +609,7 @@ async fn check_not_owned(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         if let [Some(owner), Some(log), Some(dim)] = &row[..] {
             owned.push((log.clone(), "log", owner.clone()));
             owned.push((dim.clone(), "dimension", owner.clone()));
+            owned.push((format!("{dim}_dimlog_new"), "rebuild table", owner.clone()));
         }
     }
     let given = spec.facts.to_string();
