@@ -152,6 +152,8 @@ pub async fn run(
 ) -> Result<Vec<ChunkOutcome>, Error> {
     let all = chunks(opts.from, opts.to, opts.chunk_micros)?;
     let role = role(opts.from, opts.to);
+    session.check_zone(plan).await?;
+    session.create_target(plan).await?;
     crate::tables::init(&mut session.target, plan, &session.layout).await?;
     let states = chunk_states(&mut session.target, plan, &role, &all).await?;
     let mut outcomes = Vec::new();

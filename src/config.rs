@@ -411,6 +411,102 @@ fn table_ident(setting: &str, s: &str) -> Result<Ident, ConfigError> {
 /// internal columns. Config names may not start with it (see `check_reserved_prefix`).
 pub const RESERVED_PREFIX: &str = "dimlog_";
 
+/// A table of a SQLite database: `main.x` is `x` (SQLite's one lasting schema), any other
+/// schema is refused, naming the setting.
+fn sqlite_table(backend: Backend, setting: &'static str, table: Ident) -> Result<Ident, ConfigError> {
+    match (backend, table.schema()) {
+        (Backend::Sqlite, Some(schema)) if schema.eq_ignore_ascii_case("main") => {
+            Ok(Ident::table(table.name()).expect("the name part of a valid table name is valid"))
+        }
+        (Backend::Sqlite, Some(schema)) => Err(ConfigError::invalid(
+            setting,
+            format!(
+                "`{table}` names the schema `{schema}`, but a SQLite database has one schema, `main`; write `{}` (or `main.{}`)",
+                table.name(),
+                table.name()
+            ),
+        )),
+        _ => Ok(table),
+    }
+}
+
+/// The config error of a log or dimension that names the source table, for when source
+/// and target are one database (the caller knows: [`same_database`] from the URLs, or the
+/// servers themselves when the URLs differ).
+pub fn source_table_collision(source: &SourcePlan, target: &TargetPlan) -> Option<ConfigError> {
+    let Relation::Table(source_table) = &source.relation else {
+        return None;
+    };
+    let backend = target.url.backend;
+    [
+        ("target.log", "log", &target.log),
+        ("target.dimension", "dimension", &target.dimension),
+    ]
+    .into_iter()
+    .find(|(_, _, table)| crate::db::same_table(backend, &table.to_string(), &source_table.to_string()))
+    .map(|(setting, role, table)| {
+        ConfigError::invalid(
+            setting,
+            format!(
+                "`{table}` is the source table (source.table `{source_table}`): source.url and target.url are one database, \
+                 and dimlog never writes the table it reads; give the {role} a name of its own"
+            ),
+        )
+    })
+}
+
+/// Whether two URLs name one database: the same SQLite file however its path is spelled,
+/// or the same PostgreSQL host, port and database.
+fn same_database(a: &DbUrl, b: &DbUrl) -> bool {
+    if a.backend != b.backend {
+        return false;
+    }
+    match a.backend {
+        Backend::Sqlite => {
+            let (Some(pa), Some(pb)) = (a.sqlite_path(), b.sqlite_path()) else {
+                return false;
+            };
+            let memory = |p: &Path| p.as_os_str().is_empty() || p.as_os_str() == ":memory:";
+            if memory(&pa) || memory(&pb) {
+                return false;
+            }
+            let canonical = |p: PathBuf| {
+                std::fs::canonicalize(&p).unwrap_or_else(|_| {
+                    // A file not there yet: its path without `.` and `..`.
+                    let mut out = PathBuf::new();
+                    for c in std::path::absolute(&p).unwrap_or(p).components() {
+                        match c {
+                            std::path::Component::CurDir => {}
+                            std::path::Component::ParentDir => {
+                                out.pop();
+                            }
+                            other => out.push(other),
+                        }
+                    }
+                    out
+                })
+            };
+            canonical(pa) == canonical(pb)
+        }
+        Backend::Postgres => {
+            let parts = |u: &DbUrl| {
+                let parsed = url::Url::parse(u.expose()).ok()?;
+                let user = parsed.username().to_string();
+                let db = parsed.path().trim_start_matches('/').to_string();
+                Some((
+                    parsed.host_str().unwrap_or("localhost").to_ascii_lowercase(),
+                    parsed.port().unwrap_or(5432),
+                    if db.is_empty() { user } else { db },
+                ))
+            };
+            match (parts(a), parts(b)) {
+                (Some(x), Some(y)) => x == y,
+                _ => a.expose() == b.expose(),
+            }
+        }
+    }
+}
+
 /// Columns of the log and the dimension that dimlog writes itself: no key, tracked or
 /// Type 1 column, nor the surrogate key, may be named so (in any case).
 pub const WRITTEN_COLUMNS: [&str; 8] = [
@@ -473,7 +569,11 @@ impl Plan {
             None => DbUrl::parse("source.url", &s.url, Some(base))?,
         };
         let relation = match (&s.table, &s.query) {
-            (Some(t), None) => Relation::Table(table_ident("source.table", t)?),
+            (Some(t), None) => Relation::Table(sqlite_table(
+                source_url.backend,
+                "source.table",
+                table_ident("source.table", t)?,
+            )?),
             (None, Some(q)) if !q.trim().is_empty() => Relation::Query(q.trim().trim_end_matches(';').to_string()),
             (Some(_), Some(_)) => {
                 return Err(ConfigError::invalid(
@@ -535,7 +635,7 @@ impl Plan {
             tiebreak,
         };
         let t = raw.target;
-        let target = TargetPlan {
+        let mut target = TargetPlan {
             url: match &overrides.target_url {
                 Some(u) => DbUrl::parse("target.url", u, None)?,
                 None => DbUrl::parse("target.url", &t.url, Some(base))?,
@@ -544,11 +644,27 @@ impl Plan {
             dimension: table_ident("target.dimension", &t.dimension)?,
             surrogate_key: column_ident("target.surrogate_key", &t.surrogate_key)?,
         };
-        if target.log == target.dimension {
+        let backend = target.url.backend;
+        target.log = sqlite_table(backend, "target.log", target.log)?;
+        target.dimension = sqlite_table(backend, "target.dimension", target.dimension)?;
+        if crate::db::same_table(backend, &target.log.to_string(), &target.dimension.to_string()) {
+            let case = if backend == Backend::Sqlite && target.log != target.dimension {
+                " (SQLite compares table names without regard to case)"
+            } else {
+                ""
+            };
             return Err(ConfigError::invalid(
                 "target.dimension",
-                "the dimension and the log need different tables",
+                format!(
+                    "`{}` and target.log `{}` name the same table{case}: the dimension and the log need different tables",
+                    target.dimension, target.log
+                ),
             ));
+        }
+        if same_database(&source.url, &target.url) {
+            if let Some(e) = source_table_collision(&source, &target) {
+                return Err(e);
+            }
         }
         let tracked = raw
             .track

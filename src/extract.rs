@@ -87,18 +87,26 @@ pub fn key_text(row: &[Option<String>], key_count: usize) -> String {
 
 impl ExtractError {
     /// A change-column value that did not read as a timestamp, with the hint that fits.
+    ///
+    /// A time without a zone (SQLite text without `Z` or an offset) is the config error a
+    /// PostgreSQL `timestamp` change column is: `source.timezone` must say its zone (exit
+    /// 2 on both backends).
     pub fn bad_change_column(plan: &Plan, reason: crate::ts::TimestampError, key: Option<String>) -> ExtractError {
-        let hint = match reason {
-            crate::ts::TimestampError::NoZone(_) => {
-                "; set source.timezone to the zone these values are in, e.g. \"UTC\""
-            }
-            _ => "; store RFC 3339 timestamps, e.g. 2026-10-05T09:30:00Z",
-        };
+        if let crate::ts::TimestampError::NoZone(value) = &reason {
+            return ExtractError::Config(ConfigError::invalid(
+                "source.timezone",
+                format!(
+                    "the change column `{}` holds {value:?}, which has no time zone (SQLite text without `Z` or an offset); \
+                     set source.timezone to the zone its values are in, e.g. \"UTC\"",
+                    plan.source.updated_at.name()
+                ),
+            ));
+        }
         ExtractError::BadTimestamp {
             column: plan.source.updated_at.name().into(),
             key,
             reason,
-            hint,
+            hint: "; store RFC 3339 timestamps, e.g. 2026-10-05T09:30:00Z",
         }
     }
 }
@@ -658,6 +666,31 @@ pub async fn check_null_updated_at(conn: &mut Conn, plan: &Plan, layout: &Layout
         }),
         _ => Ok(()),
     }
+}
+
+/// Refuses a SQLite change column holding times without a zone when `source.timezone`
+/// does not say which zone they are in — the config error PostgreSQL's `timestamp`
+/// column gets from the schema, found here in the values (a sample of those without a
+/// zone's mark; the extract finds any other). A no-op on PostgreSQL or with a zone.
+pub async fn check_zone(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<(), ExtractError> {
+    if conn.backend() != Backend::Sqlite || plan.source.timezone.is_some() {
+        return Ok(());
+    }
+    let sql = sql::statement(
+        conn.backend(),
+        "extract",
+        "zone_less",
+        &extract_context(plan, layout, None),
+    )?;
+    let rows = conn
+        .query_text("checking the change column for times without a zone", &sql, &[])
+        .await?;
+    for value in rows.into_iter().filter_map(|r| r.into_iter().next().flatten()) {
+        if let Err(e @ crate::ts::TimestampError::NoZone(_)) = Micros::parse(&value, None) {
+            return Err(ExtractError::bad_change_column(plan, e, None));
+        }
+    }
+    Ok(())
 }
 
 /// A source row as read: key, attribute and tiebreak values in layout order, then the

@@ -34,6 +34,9 @@ pub async fn lookup_one(conn: &mut Conn, ctx: &SqlContext, key: &[String], at: M
 /// What `assign-keys` should fill.
 #[derive(Clone, Debug)]
 pub struct AssignSpec {
+    /// The dimension's name (the config's `name`): what the record of filled
+    /// surrogate-key columns is kept under.
+    pub dimension: String,
     /// The staged fact table, in the target database.
     pub facts: Ident,
     /// Its columns holding the natural key, in `source.key` order.
@@ -44,8 +47,8 @@ pub struct AssignSpec {
     pub sk_column: Ident,
     /// Fail (and write nothing) when a fact has no version.
     pub unknown_is_error: bool,
-    /// Fill the surrogate-key column even when it holds values that are not surrogate
-    /// keys of this dimension.
+    /// Fill the surrogate-key column even when it holds values (other than NULL and -1)
+    /// and `assign-keys` did not fill it for this dimension before.
     pub overwrite: bool,
     /// The zone of fact times written without one (`source.timezone`); without it such
     /// a time is no usable timestamp.
@@ -133,6 +136,17 @@ pub enum AssignError {
         /// The reserved prefix.
         prefix: &'static str,
     },
+    /// The fact table is one of the tables dimlog writes: a dimension's log or dimension.
+    #[error("table {table} is the {role} of dimension `{owner}`, which dimlog writes and owns; assign-keys fills staged fact tables only, and nothing was written")]
+    OwnedFactTable {
+        /// The fact table, as given.
+        table: String,
+        /// "log", "dimension" or "rebuild table" (where `dimlog rebuild` builds the
+        /// dimension anew).
+        role: &'static str,
+        /// The dimension it belongs to.
+        owner: String,
+    },
     /// The fact table does not exist.
     #[error("table {table} does not exist in the target database")]
     NoFactTable {
@@ -171,9 +185,10 @@ pub enum AssignError {
         /// Its declared type.
         type_name: String,
     },
-    /// The surrogate-key column holds other values.
-    #[error("the surrogate-key column `{column}` of {table} holds {count} {values} that {are} not NULL, -1 or surrogate keys of {dimension} (e.g. {example}): it looks like a column of other data, and nothing was written")]
-    SkHoldsOtherValues {
+    /// The surrogate-key column holds values, and `assign-keys` did not fill it for this
+    /// dimension: it may be a column of other data whose values look like surrogate keys.
+    #[error("the surrogate-key column `{column}` of {table} holds {count} {values} other than NULL and -1 (e.g. {example}), and assign-keys has not filled it for dimension `{dimension}`: it may be a column of other data (quantities, ids) whose values merely look like surrogate keys, so nothing was written")]
+    SkNotAssigned {
         /// The surrogate-key column.
         column: String,
         /// The fact table.
@@ -184,8 +199,6 @@ pub enum AssignError {
         count: i64,
         /// "value" or "values".
         values: &'static str,
-        /// "is" or "are".
-        are: &'static str,
         /// One of them.
         example: String,
     },
@@ -309,9 +322,12 @@ fn bad_reason(kind: &str, value: Option<&str>, zone: Option<&chrono_tz::Tz>) -> 
 /// Fills the surrogate-key column of a staged fact table, set-based, in one
 /// transaction. Safe to rerun: every fact is recomputed from the current dimension.
 ///
-/// Refuses (writing nothing) a surrogate-key column that is one of the key columns or
-/// the timestamp column, that is not of an integer type, or that holds values other
-/// than NULL, -1 and surrogate keys of this dimension (unless `spec.overwrite`). A fact
+/// Refuses (writing nothing) a fact table that dimlog owns (a registered dimension's
+/// log or dimension, or one of dimlog's own tables), and a surrogate-key column that is
+/// one of the key columns or the timestamp column, that is not of an integer type, or
+/// that holds values other than NULL and -1 while `assign-keys` never filled it for this
+/// dimension (unless `spec.overwrite`). Which columns it filled is recorded in the
+/// target (`dimlog_assigned`), in the assignment's transaction. A fact
 /// whose timestamp cannot be read (NULL, a number, text that is not a time, a time
 /// without a zone when `spec.timezone` is not set) gets the unknown member and is
 /// counted.
@@ -341,6 +357,7 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         });
     }
     let backend = conn.backend();
+    check_not_owned(conn, ctx, spec).await?;
     let mut actx = AssignContext {
         base: ctx,
         facts: spec.facts.quoted(),
@@ -436,24 +453,24 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
             Some(local) => actx.at_local = local,
         }
     }
-    if let (Some((name, _)), false) = (&existing_sk, spec.overwrite) {
-        let strays = conn
+    let assigned_before = filled_before(conn, spec).await?;
+    if let (Some((name, _)), false, false) = (&existing_sk, spec.overwrite, assigned_before) {
+        let filled = conn
             .query_text(
                 "checking the surrogate-key column's values",
-                &sql::statement(backend, "lookup", "sk_strays", &actx)?,
+                &sql::statement(backend, "lookup", "sk_filled", &actx)?,
                 &[],
             )
             .await?;
-        let row = strays.into_iter().next().unwrap_or_default();
+        let row = filled.into_iter().next().unwrap_or_default();
         let count: i64 = row.first().cloned().flatten().and_then(|v| v.parse().ok()).unwrap_or(0);
         if count > 0 {
-            return Err(AssignError::SkHoldsOtherValues {
+            return Err(AssignError::SkNotAssigned {
                 column: name.clone(),
                 table: spec.facts.to_string(),
-                dimension: ctx.dim.replace('"', ""),
+                dimension: spec.dimension.clone(),
                 count,
                 values: if count == 1 { "value" } else { "values" },
-                are: if count == 1 { "is" } else { "are" },
                 example: row.get(1).cloned().flatten().unwrap_or_else(|| "NULL".into()),
             });
         }
@@ -551,10 +568,93 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         if backend == Backend::Sqlite {
             run_named(conn, "lookup", &["drop_at_parsed"], &actx).await?;
         }
+        if !assigned_before {
+            run_named(conn, "lookup", &["assigned_table"], &actx).await?;
+            conn.execute(
+                "recording the filled surrogate-key column",
+                &sql::statement(backend, "lookup", "assigned_put", &actx)?,
+                &[
+                    Param::Text(spec.dimension.clone()),
+                    Param::Text(spec.facts.to_string()),
+                    Param::Text(spec.sk_column.name().to_string()),
+                    Param::Ts(Micros::from_utc(chrono::Utc::now())),
+                ],
+            )
+            .await?;
+        }
         Ok(report)
     }
     .await;
     conn.finish(result).await
+}
+
+/// Refuses a fact table that is a registered dimension's log, dimension or rebuild table
+/// (this one's or another's, in any spelling that names the same table). dimlog's own tables are refused by their prefix before.
+async fn check_not_owned(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -> Result<(), AssignError> {
+    let backend = conn.backend();
+    let unquote = |q: &str| q.replace('"', "");
+    let mut owned: Vec<(String, &'static str, String)> = vec![
+        (unquote(&ctx.log), "log", spec.dimension.clone()),
+        (unquote(&ctx.dim), "dimension", spec.dimension.clone()),
+        (unquote(&ctx.dim_new), "rebuild table", spec.dimension.clone()),
+    ];
+    let rows = conn
+        .query_text(
+            "reading the tables of dimlog's dimensions",
+            &sql::statement(backend, "lookup", "owned_tables", &serde_json::json!({}))?,
+            &[],
+        )
+        .await?;
+    for row in rows {
+        if let [Some(owner), Some(log), Some(dim)] = &row[..] {
+            owned.push((log.clone(), "log", owner.clone()));
+            owned.push((dim.clone(), "dimension", owner.clone()));
+            owned.push((format!("{dim}_dimlog_new"), "rebuild table", owner.clone()));
+        }
+    }
+    let given = spec.facts.to_string();
+    match owned
+        .into_iter()
+        .find(|(table, _, _)| crate::db::same_table(backend, table, &given))
+    {
+        Some((_, role, owner)) => Err(AssignError::OwnedFactTable {
+            table: given,
+            role,
+            owner,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Whether `assign-keys` filled this fact table's surrogate-key column for this
+/// dimension before (its record in `dimlog_assigned`, in any spelling of the names).
+async fn filled_before(conn: &mut Conn, spec: &AssignSpec) -> Result<bool, DbError> {
+    let backend = conn.backend();
+    let none = serde_json::json!({});
+    let exists = conn
+        .query_i64s(
+            "looking for dimlog_assigned",
+            &sql::statement(backend, "lookup", "assigned_exists", &none)?,
+            &[],
+        )
+        .await?;
+    if exists.first().copied().unwrap_or(0) == 0 {
+        return Ok(false);
+    }
+    let rows = conn
+        .query_text(
+            "reading which surrogate-key columns assign-keys filled",
+            &sql::statement(backend, "lookup", "assigned_get", &none)?,
+            &[Param::Text(spec.dimension.clone())],
+        )
+        .await?;
+    let given = spec.facts.to_string();
+    Ok(rows.iter().any(|r| match &r[..] {
+        [Some(table), Some(column)] => {
+            crate::db::same_table(backend, table, &given) && same_column(backend, column, spec.sk_column.name())
+        }
+        _ => false,
+    }))
 }
 
 /// SQLite: reads every fact timestamp the SQL does not take (see `at` in

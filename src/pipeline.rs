@@ -130,16 +130,51 @@ pub struct Session {
     pub layout: Layout,
     /// Template context.
     pub ctx: SqlContext,
+    /// A SQLite target file that does not exist yet and is created only when something is
+    /// to be written ([`Session::create_target`]); until then `target` is an empty
+    /// in-memory database standing in for it.
+    deferred: Option<crate::config::DbUrl>,
 }
 
 impl Session {
     /// Connects to both sides for a load: opens the source read-only (dimlog never
     /// writes it), checks the config against the source's schema, and only then connects
-    /// to the target, creating its SQLite file if there is none. A config the source
-    /// refutes, or a source that cannot be reached, therefore leaves no file behind.
-    /// Creates no table.
+    /// to the target. A SQLite target file that does not exist is not created here: an
+    /// empty in-memory database stands in for it (it is what a never-loaded target holds),
+    /// and [`Session::create_target`] creates the file when something is to be written —
+    /// [`run`] does so after the window check and never for a dry run, so a refused run or
+    /// a dry run leaves no file behind, as a config the source refutes or a source that
+    /// cannot be reached does. Creates no table. Whoever writes the target through
+    /// `session.target` other than by [`run`] or [`crate::backfill::run`] (e.g.
+    /// [`tables::init`]) calls [`Session::create_target`] first.
     pub async fn open(plan: &Plan) -> Result<Session, Error> {
         Session::open_with(plan, Access::Create).await
+    }
+
+    /// Creates the SQLite target file that [`Session::open`] left uncreated (a no-op when
+    /// the file existed, or on PostgreSQL).
+    pub async fn create_target(&mut self, plan: &Plan) -> Result<(), Error> {
+        if self.deferred.take().is_some() {
+            let real = open_target(plan, Access::Create).await?;
+            let stand_in = std::mem::replace(&mut self.target, real);
+            let _ = stand_in.close().await;
+        }
+        Ok(())
+    }
+
+    /// Refuses a SQLite change column holding times without a zone when
+    /// `source.timezone` is not set ([`extract::check_zone`]): `init` and a backfill check
+    /// it before they create the tables, as [`run`] does on a never-loaded target.
+    pub async fn check_zone(&mut self, plan: &Plan) -> Result<(), Error> {
+        match self.source.as_mut() {
+            Some(source) => Ok(extract::check_zone(source, plan, &self.layout).await?),
+            None => Ok(()),
+        }
+    }
+
+    /// True while the SQLite target file does not exist (see [`Session::open`]).
+    pub fn target_deferred(&self) -> bool {
+        self.deferred.is_some()
     }
 
     /// [`Session::open`], connecting to the target with `target` access: with anything but
@@ -159,19 +194,37 @@ impl Session {
                 return Err(e);
             }
         };
-        let target = match open_target(plan, target).await {
+        let deferred = (target == Access::Create
+            && plan.target.url.backend == Backend::Sqlite
+            && crate::db::sqlite::file_missing(&plan.target.url))
+        .then(|| plan.target.url.clone());
+        let target = match &deferred {
+            Some(url) => crate::db::sqlite::connect_empty(url)
+                .await
+                .map(Conn::Sqlite)
+                .map_err(Error::from),
+            None => open_target(plan, target).await,
+        };
+        let target = match target {
             Ok(t) => t,
             Err(e) => {
                 let _ = source.close().await;
                 return Err(e);
             }
         };
+        let (mut source, mut target) = (source, target);
+        if let Err(e) = check_not_the_source(plan, &mut source, &mut target).await {
+            let _ = source.close().await;
+            let _ = target.close().await;
+            return Err(e);
+        }
         let ctx = SqlContext::new(plan, &layout, target.backend());
         Ok(Session {
             source: Some(source),
             target,
             layout,
             ctx,
+            deferred,
         })
     }
 
@@ -202,6 +255,7 @@ impl Session {
             target,
             layout,
             ctx,
+            deferred: None,
         })
     }
 
@@ -214,6 +268,26 @@ impl Session {
         }
         let _ = self.target.close().await;
     }
+}
+
+/// Refuses a log or dimension named like the source table when the PostgreSQL servers say
+/// source and target are one database although their URLs differ (a host name and its
+/// address, say); the config already refused the same URLs and SQLite files.
+async fn check_not_the_source(plan: &Plan, source: &mut Conn, target: &mut Conn) -> Result<(), Error> {
+    let Some(collision) = crate::config::source_table_collision(&plan.source, &plan.target) else {
+        return Ok(());
+    };
+    if source.backend() != Backend::Postgres || target.backend() != Backend::Postgres {
+        return Ok(());
+    }
+    let sql = crate::db::sql::statement(Backend::Postgres, "extract", "identity", &serde_json::json!({}))?;
+    let which = "finding which database this is";
+    let a = source.query_text(which, &sql, &[]).await?;
+    let b = target.query_text(which, &sql, &[]).await?;
+    if a == b {
+        return Err(Error::Config(collision));
+    }
+    Ok(())
 }
 
 /// Opens the source read-only ([`Access::ReadOnly`]); a SQLite file that does not exist
@@ -256,8 +330,46 @@ pub async fn run(
     let started = now();
     state::lock(&mut session.target, plan, opts.wait).await?;
     let result = async {
-        // A dry run writes nothing, not even the tables: it creates them inside the load's
-        // transaction, which it rolls back.
+        // The window is checked before anything is written, the tables included: a run
+        // refused by it leaves a never-loaded target as it was (its `upper` later than the
+        // source's clock needs no watermark; the check against the watermark follows in
+        // `load`, on a target that has one).
+        let source_clock = match opts.window {
+            Some(_) => None,
+            None => {
+                let clock = extract::source_now(
+                    session.source.as_mut().expect("source connection"),
+                    plan,
+                    &session.layout,
+                )
+                .await?;
+                let window = Window {
+                    low: None,
+                    high: opts.upper.unwrap_or(clock.plus(-plan.source.safety_lag_micros)),
+                    high_inclusive: true,
+                };
+                extract::check_window(plan, &window, clock, opts.upper.is_some(), None)
+                    .map_err(extract::ExtractError::from)?;
+                Some(clock)
+            }
+        };
+        // So is a SQLite change column without a zone, the config error PostgreSQL finds
+        // in the column's type, on a target the dimension was never loaded into (whose
+        // tables the run would create first); a later run finds it while reading.
+        if plan.source.timezone.is_none() && session.source.as_ref().map(Conn::backend) == Some(Backend::Sqlite) {
+            let never_loaded = session.target_deferred()
+                || !matches!(tables::read_record(&mut session.target, plan).await, Ok(Some(_)));
+            if never_loaded {
+                session.check_zone(plan).await?;
+            }
+        }
+        // A dry run writes nothing, not even the tables or a SQLite file: it creates the
+        // tables inside the load's transaction, which it rolls back, in an in-memory
+        // database standing in for a file that does not exist.
+        if !opts.dry_run && session.target_deferred() {
+            session.create_target(plan).await?;
+            state::lock(&mut session.target, plan, opts.wait).await?;
+        }
         if opts.dry_run {
             session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
         }
@@ -293,7 +405,17 @@ pub async fn run(
             session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
         }
         let mut bounds = RunBounds::default();
-        match load(session, plan, opts, observer, started, &mut bounds, migration.as_ref()).await {
+        match load(
+            session,
+            plan,
+            opts,
+            observer,
+            (started, source_clock),
+            &mut bounds,
+            migration.as_ref(),
+        )
+        .await
+        {
             Ok(report) => Ok(report),
             Err(e) => {
                 session.target.rollback().await;
@@ -327,7 +449,8 @@ async fn load(
     plan: &Plan,
     opts: &RunOptions,
     observer: &dyn Observer,
-    started: Micros,
+    // The pipeline's clock at the start, and the source's (read for the window check).
+    (started, source_clock): (Micros, Option<Micros>),
     bounds: &mut RunBounds,
     migration: Option<&(tables::DimensionRecord, tables::ConfigChange)>,
 ) -> Result<RunReport, Error> {
@@ -335,15 +458,10 @@ async fn load(
     let watermark_before = state::watermark(&mut session.target, plan, &opts.role).await?;
     // A backfill's chunks are fixed windows of the past; a run's window is checked against
     // the source's clock before anything is read.
-    let (window, source_clock) = match opts.window {
-        Some(w) => (w, None),
-        None => {
-            let clock = extract::source_now(
-                session.source.as_mut().expect("source connection"),
-                plan,
-                &session.layout,
-            )
-            .await?;
+    let (window, source_clock) = match (opts.window, source_clock) {
+        (Some(w), _) => (w, None),
+        (None, None) => return Err(Error::Internal("a run without the source's clock".into())),
+        (None, Some(clock)) => {
             let upper = opts.upper.unwrap_or(clock.plus(-plan.source.safety_lag_micros));
             let low = match opts.kind {
                 _ if migration.is_some() => None,

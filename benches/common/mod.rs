@@ -255,6 +255,7 @@ async fn do_job(job: Job) -> ChildResult {
             let mut session = Session::open(&plan).await.expect("open");
             phases.mark("assign");
             let spec = dimlog::lookup::AssignSpec {
+                dimension: plan.name.clone(),
                 facts: Ident::table(&facts).unwrap(),
                 key_columns: vec![Ident::column(&key_column).unwrap()],
                 at_column: Ident::column(&at_column).unwrap(),

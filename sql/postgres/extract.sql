@@ -26,6 +26,11 @@ SELECT count(*)::text FROM {{ relation }} WHERE {{ updated_at }} IS NULL
 SELECT count(*)::text, to_char(max({{ ts(updated_at) }}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 FROM {{ relation }}
 WHERE {{ updated_at }} > {% if tz %}($1::timestamptz AT TIME ZONE '{{ tz }}'){% else %}$1::timestamptz{% endif %}
+{# Which database of which server this is: two URLs spelled differently (a host name and
+   its address) may name one, and then a log named like the source table would be it. #}
+-- statement: identity
+SELECT current_database()::text || '/' || (SELECT oid FROM pg_database WHERE datname = current_database())::text
+       || '/' || pg_postmaster_start_time()::text || '/' || current_setting('port')
 -- statement: now
 SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 -- statement: newest

@@ -37,18 +37,31 @@ ORDER BY {{ at(facts ~ "." ~ fact_at) }}{% for k in fact_keys %}, {{ facts }}.{{
 SELECT {% for k in fact_keys %}{{ facts }}.{{ k }}::text, {% endfor %}CASE WHEN {{ facts }}.{{ fact_at }} IS NULL THEN 'null' ELSE 'text' END, {{ facts }}.{{ fact_at }}::text
 FROM {{ facts }} WHERE {{ bad(facts ~ "." ~ fact_at) }}
 ORDER BY {% for k in fact_keys %}{{ facts }}.{{ k }}, {% endfor %}{{ facts }}.{{ fact_at }} NULLS FIRST LIMIT 1
-{# Values of the surrogate-key column that are not NULL, -1 or a surrogate key of this
-   dimension (in the dimension, or a dead version's in the log): their count and one. #}
--- statement: sk_strays
-WITH dimlog_strays AS (
-    SELECT dimlog_f.{{ fact_sk }} AS dimlog_v FROM {{ facts }} dimlog_f
-    WHERE dimlog_f.{{ fact_sk }} IS NOT NULL AND dimlog_f.{{ fact_sk }} <> -1
-      AND NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE dimlog_d.{{ sk }} = dimlog_f.{{ fact_sk }})
-      AND dimlog_f.{{ fact_sk }} NOT IN (SELECT dimlog_l.{{ sk }} FROM {{ log }} dimlog_l WHERE dimlog_l.{{ sk }} IS NOT NULL)
-)
-SELECT count(*)::text, min(dimlog_v)::text FROM dimlog_strays
 -- statement: index_rows
 SELECT {% for k in keys %}dimlog_d.{{ k }}::text, {% endfor %}(extract(epoch FROM dimlog_d.valid_from) * 1000000)::bigint::text,
        (extract(epoch FROM dimlog_d.valid_to) * 1000000)::bigint::text, dimlog_d.{{ sk }}::text
 FROM {{ dim }} dimlog_d
 ORDER BY {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from
+{# Which surrogate-key columns assign-keys filled, per dimension: a column it did not fill
+   and that holds values other than NULL and -1 may be anything (quantities, ids 1..N), so
+   it is not overwritten unless asked. Written in the assignment's transaction. #}
+-- statement: sk_filled
+SELECT count(*)::text, min(dimlog_f.{{ fact_sk }})::text FROM {{ facts }} dimlog_f
+WHERE dimlog_f.{{ fact_sk }} IS NOT NULL AND dimlog_f.{{ fact_sk }} <> -1
+-- statement: assigned_exists
+SELECT (to_regclass('dimlog_assigned') IS NOT NULL)::int::text
+-- statement: assigned_get
+SELECT fact_table, sk_column FROM dimlog_assigned WHERE dimension = $1
+-- statement: assigned_table
+CREATE TABLE IF NOT EXISTS dimlog_assigned (
+    dimension   text        NOT NULL,
+    fact_table  text        NOT NULL,
+    sk_column   text        NOT NULL,
+    assigned_at timestamptz NOT NULL,
+    PRIMARY KEY (dimension, fact_table, sk_column)
+)
+-- statement: assigned_put
+INSERT INTO dimlog_assigned (dimension, fact_table, sk_column, assigned_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT (dimension, fact_table, sk_column) DO UPDATE SET assigned_at = excluded.assigned_at
+-- statement: owned_tables
+SELECT dimension, log_table, dimension_table FROM dimlog_dimensions

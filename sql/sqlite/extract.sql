@@ -25,6 +25,17 @@ WHERE {{ updated_at }} IS NOT NULL
 {% if low %}           AND julianday(trim({{ updated_at }})) >= julianday(?) - {{ slack_days }}{% endif %}
 {% if high %}           AND julianday(trim({{ updated_at }})) <= julianday(?) + {{ slack_days }}{% endif %}
       ))
+{# Change-column values that may be times without a zone (text without `Z` or an offset
+   after the time): read in Rust, which says which of them are; for a first load, whose
+   tables must not be created for a config error. #}
+-- statement: zone_less
+SELECT DISTINCT CAST({{ updated_at }} AS TEXT) FROM {{ relation }}
+WHERE typeof({{ updated_at }}) = 'text'
+  AND NOT ({{ updated_at }} GLOB '*[Zz]'
+       OR {{ updated_at }} GLOB '????-??-??[Tt ]*[+-][0-9][0-9]:[0-9][0-9]'
+       OR {{ updated_at }} GLOB '????-??-??[Tt ]*[+-][0-9][0-9][0-9][0-9]'
+       OR {{ updated_at }} GLOB '????-??-??[Tt ]*[+-][0-9][0-9]')
+LIMIT 100
 -- statement: null_check
 SELECT count(*) FROM {{ relation }} WHERE {{ updated_at }} IS NULL
 {# Rows stamped after the upper bound (future_rows) that the loose window does not read

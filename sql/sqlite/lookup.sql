@@ -57,19 +57,30 @@ DROP TABLE IF EXISTS temp.dimlog_at_parsed
 SELECT {% for k in fact_keys %}CAST({{ k }} AS TEXT), {% endfor %}typeof({{ fact_at }}), CAST({{ fact_at }} AS TEXT)
 FROM {{ facts }} WHERE {{ at(facts ~ "." ~ fact_at) }} IS NULL
 ORDER BY {% for k in fact_keys %}{{ k }}, {% endfor %}{{ fact_at }} IS NOT NULL, CAST({{ fact_at }} AS TEXT) LIMIT 1
-{# Values of the surrogate-key column that are not NULL, -1 or a surrogate key of this
-   dimension (in the dimension, or a dead version's in the log): their count and one. #}
--- statement: sk_strays
-WITH dimlog_strays AS (
-    SELECT {{ fact_sk }} AS dimlog_v FROM {{ facts }}
-    WHERE {{ fact_sk }} IS NOT NULL
-      AND NOT (typeof({{ fact_sk }}) = 'integer'
-               AND ({{ fact_sk }} = -1
-                    OR EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE dimlog_d.{{ sk }} = {{ facts }}.{{ fact_sk }})
-                    OR {{ fact_sk }} IN (SELECT dimlog_l.{{ sk }} FROM {{ log }} dimlog_l WHERE dimlog_l.{{ sk }} IS NOT NULL)))
-)
-SELECT CAST(count(*) AS TEXT), CAST(min(dimlog_v) AS TEXT) FROM dimlog_strays
 -- statement: index_rows
 SELECT {% for k in keys %}CAST(dimlog_d.{{ k }} AS TEXT), {% endfor %}dimlog_d.valid_from, dimlog_d.valid_to, CAST(dimlog_d.{{ sk }} AS TEXT)
 FROM {{ dim }} dimlog_d
 ORDER BY {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from
+{# Which surrogate-key columns assign-keys filled, per dimension: a column it did not fill
+   and that holds values other than NULL and -1 may be anything (quantities, ids 1..N), so
+   it is not overwritten unless asked. Written in the assignment's transaction. #}
+-- statement: sk_filled
+SELECT CAST(count(*) AS TEXT), CAST(min({{ fact_sk }}) AS TEXT) FROM {{ facts }}
+WHERE {{ fact_sk }} IS NOT NULL AND NOT (typeof({{ fact_sk }}) = 'integer' AND {{ fact_sk }} = -1)
+-- statement: assigned_exists
+SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name = 'dimlog_assigned'
+-- statement: assigned_get
+SELECT fact_table, sk_column FROM dimlog_assigned WHERE dimension = ?1
+-- statement: assigned_table
+CREATE TABLE IF NOT EXISTS dimlog_assigned (
+    dimension   TEXT NOT NULL,
+    fact_table  TEXT NOT NULL,
+    sk_column   TEXT NOT NULL,
+    assigned_at TEXT NOT NULL,
+    PRIMARY KEY (dimension, fact_table, sk_column)
+)
+-- statement: assigned_put
+INSERT INTO dimlog_assigned (dimension, fact_table, sk_column, assigned_at) VALUES (?1, ?2, ?3, ?4)
+ON CONFLICT (dimension, fact_table, sk_column) DO UPDATE SET assigned_at = excluded.assigned_at
+-- statement: owned_tables
+SELECT dimension, log_table, dimension_table FROM dimlog_dimensions

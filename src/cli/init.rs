@@ -13,6 +13,8 @@ pub struct InitArgs {}
 pub async fn run(global: &GlobalArgs, _args: InitArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
     let mut session = Session::open(&plan).await?;
+    session.check_zone(&plan).await?;
+    session.create_target(&plan).await?;
     crate::state::lock(&mut session.target, &plan, true).await?;
     let record = crate::tables::init(&mut session.target, &plan, &session.layout).await;
     crate::state::unlock(&mut session.target, &plan).await;

@@ -77,8 +77,9 @@ pub struct AssignKeysArgs {
     /// -1 (the unknown member) or error (write nothing, exit 1, name the first such fact).
     #[arg(long, value_enum, default_value = "-1", allow_hyphen_values = true)]
     pub unknown: Unknown,
-    /// Fill --sk-column even if it holds values that are not surrogate keys of this
-    /// dimension (otherwise refused: it looks like a column of other data).
+    /// Fill --sk-column even if it holds values (other than NULL and -1) and assign-keys
+    /// did not fill it for this dimension before (otherwise refused: it may be a column
+    /// of other data).
     #[arg(long)]
     pub overwrite: bool,
 }
@@ -90,6 +91,7 @@ pub async fn run_assign(global: &GlobalArgs, args: AssignKeysArgs, out: &Output)
         if table { Ident::table(v) } else { Ident::column(v) }.map_err(|e| Error::Usage(format!("{flag}: {e}")))
     };
     let spec = AssignSpec {
+        dimension: plan.name.clone(),
         facts: ident("--facts", &args.facts, true)?,
         key_columns: args
             .key_column

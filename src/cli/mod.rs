@@ -129,9 +129,10 @@ pub fn hint(e: &Error) -> Option<String> {
             A::SkIsInput { .. } | A::SkNotInteger { .. } => {
                 "--sk-column names the column to fill: give it an integer column of its own, or a new name (it is created)"
             }
-            A::SkHoldsOtherValues { .. } => {
-                "if this column is meant for these surrogate keys and its values may be replaced, rerun with --overwrite"
+            A::SkNotAssigned { .. } => {
+                "if this column really is dimlog's surrogate-key column for this dimension and its values may be replaced, rerun with --overwrite"
             }
+            A::OwnedFactTable { .. } => "--facts names your staged fact table, never one of dimlog's tables",
             A::AtNotTimestamp { .. } => "--at-column names the facts' timestamp column",
             A::BadTimestamps { .. } => {
                 "fix those facts, or rerun with --unknown -1 to give them the unknown member -1 (they are counted)"

@@ -50,6 +50,31 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConnection, Db
     opts.connect().await.map_err(err)
 }
 
+/// Whether `url` names a SQLite file that does not exist (an in-memory database is never
+/// missing).
+pub fn file_missing(url: &DbUrl) -> bool {
+    url.sqlite_path()
+        .filter(|p| !is_in_memory(url, p))
+        .is_some_and(|p| !p.exists())
+}
+
+/// A private, empty in-memory database: what a target file that does not exist yet holds,
+/// for the commands that must not create it (see [`crate::pipeline::Session::open`]).
+pub async fn connect_empty(url: &DbUrl) -> Result<SqliteConnection, DbError> {
+    SqliteConnectOptions::from_str("sqlite::memory:")
+        .map(|o| o.busy_timeout(LOCK_WAIT).disable_statement_logging())
+        .map_err(|source| DbError::Connect {
+            url: url.redacted(),
+            source,
+        })?
+        .connect()
+        .await
+        .map_err(|source| DbError::Connect {
+            url: url.redacted(),
+            source,
+        })
+}
+
 /// An in-memory database has no file to find.
 fn is_in_memory(url: &DbUrl, path: &std::path::Path) -> bool {
     path.as_os_str().is_empty() || path.as_os_str() == ":memory:" || url.expose().contains("mode=memory")

@@ -1,7 +1,7 @@
 //! `assign-keys` only writes what it was made for (issue 14, items 2 and 3): it refuses a
 //! `--sk-column` that is one of the facts' own inputs, not an integer column, or holds
-//! values that are not surrogate keys of the dimension (exit 2, nothing written; the last
-//! unless `--overwrite`), and it counts the facts whose timestamp it cannot read (NULL,
+//! values other than NULL and -1 without `assign-keys` having filled it before (exit 2,
+//! nothing written; the last unless `--overwrite`), and it counts the facts whose timestamp it cannot read (NULL,
 //! text that is no timestamp, a number, a time without a zone when `source.timezone` does
 //! not say which), warns about them, and with `--unknown error` fails naming the first.
 
@@ -89,9 +89,10 @@ async fn guarded_facts(fx: &mut Fixture) {
 
 /// Naming a key column, the timestamp column (in SQLite in any case), a text or real
 /// column, or a column of amounts or with one stray value as `--sk-column` exits 2 with
-/// the column and the reason, and leaves the fact table as it was; an empty integer
-/// column, one holding an earlier assignment's keys (and -1, NULL), and a new column are
-/// fine; `--overwrite` replaces the amounts.
+/// the column and the reason, and leaves the fact table as it was; so does one holding
+/// values that happen to be surrogate keys but that assign-keys did not fill; an empty
+/// integer column, a rerun on one assign-keys filled, and a new column are fine;
+/// `--overwrite` replaces the amounts.
 async fn a_sk_column_that_is_not_for_surrogate_keys_is_refused(mut fx: Fixture) {
     two_keys(&mut fx).await;
     guarded_facts(&mut fx).await;
@@ -115,15 +116,21 @@ async fn a_sk_column_that_is_not_for_surrogate_keys_is_refused(mut fx: Fixture) 
             assign("amount", "ordered_at", &[]),
             vec![
                 "`amount`",
-                "5 values",
-                "not NULL, -1 or surrogate keys of dim_customer",
+                "5 values other than NULL and -1",
+                "assign-keys has not filled it for dimension `customer`",
                 "100",
                 "--overwrite",
             ],
         ),
         (
             assign("stray_sk", "ordered_at", &[]),
-            vec!["`stray_sk`", "1 value", "999", "--overwrite"],
+            vec!["`stray_sk`", "3 values", "--overwrite"],
+        ),
+        // Values that are all surrogate keys of the dimension (and -1, NULL) are no proof
+        // that the column is dimlog's: only an earlier assign-keys is.
+        (
+            assign("earlier_sk", "ordered_at", &[]),
+            vec!["`earlier_sk`", "3 values", "--overwrite"],
         ),
         // --overwrite does not lift the other refusals.
         (
@@ -157,8 +164,9 @@ async fn a_sk_column_that_is_not_for_surrogate_keys_is_refused(mut fx: Fixture) 
         assert_eq!(dump(&mut fx, "facts").await, before, "{what}: the fact table changed");
     }
 
-    // Made for the purpose: empty, an earlier assignment (keys, -1, NULL), a smallint.
-    for sk in ["customer_sk", "earlier_sk", "small_sk"] {
+    // Made for the purpose: empty, a smallint; then a rerun of an earlier assignment
+    // (keys, -1, NULL).
+    for sk in ["customer_sk", "small_sk", "customer_sk"] {
         let out = fx.cli(&assign(sk, "ordered_at", &["--json"]));
         assert_code(&out, 0, sk);
         let v = json(&out, sk);
@@ -176,9 +184,10 @@ async fn a_sk_column_that_is_not_for_surrogate_keys_is_refused(mut fx: Fixture) 
             .collect()
     };
     let expected = [1, 2, 3, UNKNOWN, UNKNOWN].map(Some).to_vec();
-    for sk in ["customer_sk", "earlier_sk", "small_sk"] {
+    for sk in ["customer_sk", "small_sk"] {
         assert_eq!(sks(&after, sk), expected, "{sk}: {after:?}");
     }
+    assert_eq!(sks(&after, "earlier_sk"), sks(&before, "earlier_sk"));
     assert_eq!(sks(&after, "amount"), sks(&before, "amount"));
     // A new column, in SQLite named in another case than an existing one: the same one.
     if sqlite {

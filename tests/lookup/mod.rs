@@ -6,6 +6,7 @@
 
 mod assign;
 mod assign_guard;
+mod assign_owned;
 mod boundaries;
 mod property;
 

@@ -243,6 +243,7 @@ async fn run_case(backend: Backend, database: Option<&str>, case: &Case) -> Resu
         .await
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
     let spec = AssignSpec {
+        dimension: plan.name.clone(),
         facts: Ident::table("facts").expect("an identifier"),
         key_columns: vec![Ident::column("customer_id").expect("an identifier")],
         at_column: Ident::column("ordered_at").expect("an identifier"),

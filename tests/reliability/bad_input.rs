@@ -191,9 +191,10 @@ async fn a_naive_timestamp_column_needs_source_timezone_on_postgres() {
     );
 }
 
-/// SQLite text without an offset fails the run (exit 1), naming the column and the fix.
+/// SQLite text without an offset is the config error a PostgreSQL `timestamp` column is
+/// (exit 2, naming source.timezone), and nothing is committed.
 #[tokio::test]
-async fn a_timestamp_without_offset_fails_the_run_on_sqlite() {
+async fn a_timestamp_without_offset_is_a_config_error_on_sqlite() {
     let mut fx = Fixture::sqlite().await;
     let before = loaded(&mut fx, "src_customers").await;
     fx.exec(&format!(
@@ -203,12 +204,12 @@ async fn a_timestamp_without_offset_fails_the_run_on_sqlite() {
     assert_run_refused(
         &mut fx,
         &before,
-        1,
+        2,
         &[
+            "setting `source.timezone`",
             "`updated_at`",
             "\"2026-03-02 09:40:00\"",
             "has no time zone",
-            "source.timezone",
         ],
     )
     .await;

@@ -7,9 +7,11 @@ mod bad_input;
 mod cli;
 #[cfg(feature = "failpoints")]
 mod concurrency;
+mod config_names;
 mod edges;
 mod late_commit;
 mod model;
+mod no_create;
 mod property;
 mod secrets;
 #[cfg(feature = "failpoints")]
