@@ -72,7 +72,9 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
         crate::config::parse_duration("--chunk", &args.chunk).map_err(|e| Error::Usage(e.to_string()))?;
     let mut session = Session::open(&plan).await?;
     if args.dry_run {
-        let chunks = backfill::plan_chunks(&mut session, &plan, from, to, chunk_micros).await?;
+        let chunks = backfill::plan_chunks(&mut session, &plan, from, to, chunk_micros).await;
+        session.close().await;
+        let chunks = chunks?;
         if out.json {
             let list: Vec<_> = chunks
                 .iter()
@@ -121,7 +123,9 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
         wait: !args.no_wait,
         failpoint: failpoint_from_env(),
     };
-    let outcomes = backfill::run(&mut session, &plan, &opts, &observer).await?;
+    let outcomes = backfill::run(&mut session, &plan, &opts, &observer).await;
+    session.close().await;
+    let outcomes = outcomes?;
     if let Some(b) = &observer.bar {
         b.finish_and_clear();
     }

@@ -10,6 +10,7 @@ mod concurrency;
 mod edges;
 mod late_commit;
 mod model;
+mod other_user;
 mod property;
 mod secrets;
 #[cfg(feature = "failpoints")]
