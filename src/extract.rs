@@ -658,19 +658,34 @@ struct Selected {
 }
 
 impl Selected {
-    fn not_utf8(&self, row: &[Option<String>], column: usize, bytes: &[u8]) -> ExtractError {
-        let key = row
-            .iter()
-            .take(self.key_count)
-            .map(|v| v.clone().unwrap_or_else(|| "?".into()))
-            .collect::<Vec<_>>()
-            .join(", ");
+    /// The error for the value of `column` whose bytes are not UTF-8; `key` holds the
+    /// row's key values as read (a key value that is not UTF-8 itself as its bytes).
+    fn not_utf8(&self, key: &[Result<Option<String>, Vec<u8>>], column: usize, bytes: &[u8]) -> ExtractError {
         let mut hex = Vec::new();
         crate::db::push_hex(&mut hex, &bytes[..bytes.len().min(32)]);
         ExtractError::NotUtf8 {
             column: self.names.get(column).cloned().unwrap_or_default(),
-            key,
+            key: key
+                .iter()
+                .take(self.key_count)
+                .map(key_part)
+                .collect::<Vec<_>>()
+                .join(", "),
             bytes: String::from_utf8(hex).unwrap_or_default(),
+        }
+    }
+}
+
+/// A key value as an error names it: text as it is, NULL as `NULL`, and bytes that are
+/// not UTF-8 as an SQL blob literal `x'…'` (hex), so the key is never shown empty.
+fn key_part(value: &Result<Option<String>, Vec<u8>>) -> String {
+    match value {
+        Ok(Some(text)) => text.clone(),
+        Ok(None) => "NULL".into(),
+        Err(bytes) => {
+            let mut hex = Vec::new();
+            crate::db::push_hex(&mut hex, bytes);
+            format!("x'{}'", String::from_utf8(hex).unwrap_or_default())
         }
     }
 }
@@ -856,7 +871,13 @@ async fn stream_rows(
                 for i in 0..n {
                     match crate::db::sqlite::source_text(&row, i).map_err(err)? {
                         Ok(v) => values.push(v),
-                        Err(bytes) => return Err(selected.not_utf8(&values, i, &bytes)),
+                        Err(bytes) => {
+                            let key = (0..selected.key_count.min(n))
+                                .map(|k| crate::db::sqlite::source_text(&row, k))
+                                .collect::<Result<Vec<_>, _>>()
+                                .map_err(err)?;
+                            return Err(selected.not_utf8(&key, i, &bytes));
+                        }
                     }
                 }
                 batch.push(values);

@@ -166,3 +166,31 @@ pub async fn status(
         pending_config_change: None,
     })
 }
+
+/// Whether `c` would be taken by a terminal for more than a character: C0 and C1
+/// controls, DEL, the marks and overrides that reorder bidirectional text, and the two
+/// noncharacters XML 1.0 forbids (U+FFFE, U+FFFF).
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{fffe}' | '\u{ffff}' | '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every [`is_unsafe`] character written visibly as `\u{…}` (hex code
+/// point), so data printed for people cannot move the cursor, recolour or retitle the
+/// terminal, or reorder what is shown; line breaks stay when `keep_newlines`. The CLI's
+/// `--json` never goes through this: JSON strings carry the characters exactly.
+pub fn escape(text: &str, keep_newlines: bool) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| is_unsafe(c) && !(keep_newlines && c == '\n');
+    if !text.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if bad(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}

@@ -57,7 +57,10 @@ impl BackfillObserver for Bars {
         if let Some(b) = &self.bar {
             b.set_position(outcome.index as u64);
             if let Some(e) = &outcome.error {
-                b.println(format!("chunk {} failed: {e}", outcome.index));
+                b.println(super::output::escape(
+                    &format!("chunk {} failed: {e}", outcome.index),
+                    true,
+                ));
             }
         }
     }

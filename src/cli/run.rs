@@ -65,7 +65,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs, out: &Output) -> Result<i32
     let report = report?;
     log_summary(&report);
     if let Some(warning) = future_rows_warning(&report) {
-        eprintln!("warning: {warning}");
+        super::output::eprint_line("warning", &warning);
     }
     if out.json {
         out.print_json(&report);
