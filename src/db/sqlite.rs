@@ -147,11 +147,17 @@ pub async fn execute(c: &mut SqliteConnection, sql: &str, params: &[Param]) -> R
     Ok(sqlx::query_with(sql, args).execute(c).await?.rows_affected())
 }
 
-/// Reads a value of any storage class as text.
+/// Reads a value of any storage class as text; a BLOB as `\x` and lowercase hex (as
+/// PostgreSQL shows bytea), whether or not its bytes happen to be UTF-8.
 pub fn cell_text(row: &SqliteRow, i: usize) -> Result<Option<String>, sqlx::Error> {
+    use sqlx::TypeInfo;
     let raw = row.try_get_raw(i)?;
     if raw.is_null() {
         return Ok(None);
+    }
+    if raw.type_info().name() == "BLOB" {
+        let b: Vec<u8> = row.try_get_unchecked(i)?;
+        return Ok(Some(super::bytea_hex(&b)));
     }
     if let Ok(s) = row.try_get::<String, _>(i) {
         return Ok(Some(s));

@@ -161,3 +161,73 @@ async fn errors_name_keys_unambiguously() {
         assert_clean("status", &text(&out.stdout));
     }
 }
+
+/// `--json` tells bytes from text (issue 14, item 10e), and a SQLite column is read by its
+/// declared type, not by each value's storage class (item 11b, as README documents): in a
+/// BLOB column every value is bytes (text as its UTF-8 bytes, so `'abc'` and `X'616263'`
+/// are the same value), in a TEXT column every value is text (a blob whose bytes are UTF-8
+/// reads as that text). Bytes are `{"hex": "…"}` in `--json`, `\x…` in the table; text
+/// that looks like hex stays a string.
+#[tokio::test]
+async fn blobs_and_text_are_told_apart() {
+    let mut fx = Fixture::sqlite().await;
+    fx.exec("CREATE TABLE src_files (file_id INTEGER PRIMARY KEY, content BLOB, label TEXT, updated_at TEXT NOT NULL)")
+        .await;
+    let config = fx
+        .config()
+        .replace("table = \"src_customers\"", "table = \"src_files\"")
+        .replace("key = [\"customer_id\"]", "key = [\"file_id\"]")
+        .replace("deleted_flag = \"is_deleted\"\n", "")
+        .replace(
+            "columns = [\"email\", \"tier\", \"country\"]",
+            "columns = [\"content\", \"label\"]",
+        );
+    fx.set_config(config);
+    // (content, label) and what --json must show for them.
+    let cases: Vec<(&str, &str, serde_json::Value, serde_json::Value)> = vec![
+        (
+            "X'66ff6f'",
+            "'\\x66ff6f'",
+            serde_json::json!({"hex": "66ff6f"}),
+            serde_json::json!("\\x66ff6f"),
+        ),
+        (
+            "'abc'",
+            "X'616263'",
+            serde_json::json!({"hex": "616263"}),
+            serde_json::json!("abc"),
+        ),
+        ("X''", "''", serde_json::json!({"hex": ""}), serde_json::json!("")),
+        ("NULL", "NULL", serde_json::Value::Null, serde_json::Value::Null),
+        ("42", "42", serde_json::json!({"hex": "3432"}), serde_json::json!("42")),
+    ];
+    for (i, (content, label, _, _)) in cases.iter().enumerate() {
+        fx.exec(&format!(
+            "INSERT INTO src_files VALUES ({}, {content}, {label}, '2026-03-01T00:00:00Z')",
+            i + 1
+        ))
+        .await;
+    }
+    let path = fx.config_path();
+    let path = path.to_str().unwrap();
+    let out = dimlog(fx.dir(), &["--config", path, "run", "--upper", "2026-03-02T00:00:00Z"]);
+    assert_code(&out, 0, "run");
+    for (i, (content, label, want_content, want_label)) in cases.iter().enumerate() {
+        let key = (i + 1).to_string();
+        let out = dimlog(fx.dir(), &["--config", path, "--json", "history", "--key", &key]);
+        assert_code(&out, 0, "history --json");
+        let v = json(&out, "history --json");
+        let values = &v["versions"][0]["values"];
+        assert_eq!(&values["content"], want_content, "{content} / {label}: {v}");
+        assert_eq!(&values["label"], want_label, "{content} / {label}: {v}");
+    }
+    // 'abc' and X'616263' in the BLOB column are one value: same row_hash.
+    let hashes = fx
+        .target_query("SELECT DISTINCT lower(hex(row_hash)) FROM customer_versions WHERE file_id = 2")
+        .await;
+    fx.exec("UPDATE src_files SET content = X'616263', updated_at = '2026-03-02T00:00:00Z' WHERE file_id = 2")
+        .await;
+    let r = fx.run("2026-03-03T00:00:00Z").await;
+    assert_eq!(r.counts.versions, 0, "text and its bytes differ: {r:?}");
+    assert_eq!(hashes.len(), 1);
+}
