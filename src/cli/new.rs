@@ -157,9 +157,13 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
         super::output::eprint_line("note", n);
     }
     out.line(format!(
-        "wrote {}: key ({}), change column {}, {} tracked column(s){}",
+        "wrote {}: key {}, change column {}, {} tracked column(s){}",
         path.display(),
-        generated.key.join(", "),
+        if generated.key.is_empty() {
+            "(to choose)".to_string()
+        } else {
+            format!("({})", generated.key.join(", "))
+        },
         generated.updated_at.as_deref().unwrap_or("(to choose)"),
         generated.tracked.len(),
         generated
