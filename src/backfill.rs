@@ -142,6 +142,17 @@ pub struct BackfillOptions {
     pub failpoint: Option<String>,
 }
 
+/// Refuses a backfill that ends after the source's clock
+/// ([`crate::extract::WindowError::BackfillAfterSourceClock`]), before anything is read.
+async fn check_end(session: &mut Session, plan: &Plan, to: Micros) -> Result<(), Error> {
+    let Some(source) = session.source.as_mut() else {
+        return Ok(());
+    };
+    let clock = crate::extract::source_now(source, plan, &session.layout).await?;
+    crate::extract::check_backfill_end(to, clock).map_err(crate::extract::ExtractError::from)?;
+    Ok(())
+}
+
 /// Runs the selected chunks in order, each in its own transaction; a failed chunk is
 /// reported and the others still run (unless `fail_fast`).
 pub async fn run(
@@ -151,6 +162,7 @@ pub async fn run(
     observer: &dyn BackfillObserver,
 ) -> Result<Vec<ChunkOutcome>, Error> {
     let all = chunks(opts.from, opts.to, opts.chunk_micros)?;
+    check_end(session, plan, opts.to).await?;
     let role = role(opts.from, opts.to);
     session.check_zone(plan).await?;
     session.create_target(plan).await?;
@@ -219,6 +231,7 @@ pub async fn plan_chunks(
     chunk_micros: i64,
 ) -> Result<Vec<(Chunk, ChunkState)>, Error> {
     let all = chunks(from, to, chunk_micros)?;
+    check_end(session, plan, to).await?;
     let role = role(from, to);
     let states = match crate::tables::read_record(&mut session.target, plan).await {
         Ok(Some(_)) => chunk_states(&mut session.target, plan, &role, &all).await?,

@@ -36,6 +36,21 @@ pub enum ExtractError {
         /// How many rows.
         count: i64,
     },
+    /// Rows whose change column holds a value with no instant in time (PostgreSQL's
+    /// `infinity`, SQLite text that is no time): no window holds them, so, like NULLs,
+    /// they would be lost without a word (or, `infinity`, counted as rows from the future
+    /// for ever).
+    #[error("{count} source rows have a `{column}` (source.updated_at) that is no instant in time, e.g. {value:?} of key ({key}): no window can read them; fix them at the source (a real time, or NULL rows removed) or exclude them with source.query")]
+    NoInstant {
+        /// The change column.
+        column: String,
+        /// How many rows.
+        count: i64,
+        /// One such value, as text.
+        value: String,
+        /// That row's key, as text.
+        key: String,
+    },
     /// Rows without a natural key cannot be versioned.
     #[error("{count} source rows in the window have a NULL natural key `{column}` (source.key); fix them at the source or exclude them with source.query")]
     NullKey {
@@ -125,6 +140,29 @@ pub enum WindowError {
         /// The source database's clock when the run started.
         source_clock: Micros,
     },
+    /// A first load (no watermark yet) whose upper bound is before the source's oldest
+    /// row: nothing could be read.
+    #[error("the first load would read nothing: upper bound {upper}{origin} is earlier than the source's oldest row, stamped {oldest}; {hint}")]
+    BeforeOldestRow {
+        /// The upper bound.
+        upper: Micros,
+        /// Where the upper bound came from, in words (empty when given).
+        origin: String,
+        /// The oldest source row's change time.
+        oldest: Micros,
+        /// What to do.
+        hint: String,
+    },
+    /// A backfill that ends after the source's clock: its last chunk, once committed, is
+    /// skipped by a rerun, so rows written later but stamped before its end would never be
+    /// read by it.
+    #[error("the backfill's end {to} is later than the source's clock {source_clock}: rows written from now on but stamped before {to} would be missed by it; end it at the source's clock or earlier")]
+    BackfillAfterSourceClock {
+        /// The backfill's (exclusive) end.
+        to: Micros,
+        /// The source database's clock.
+        source_clock: Micros,
+    },
     /// An upper bound earlier than the window's low end: nothing could be read, and a
     /// run that "succeeds" reading nothing hides the mistake.
     #[error("the window is empty: upper bound {upper}{origin} is earlier than its low end {low} (the watermark {watermark} minus source.lookback {lookback}), so nothing could be read; {hint}")]
@@ -142,6 +180,51 @@ pub enum WindowError {
         /// What to do.
         hint: String,
     },
+}
+
+/// Checks a first load's upper bound (no watermark yet: the whole source up to `upper`
+/// is read) against the source's oldest row: a bound before it would read nothing, and a
+/// run that "succeeds" reading nothing hides the mistake. `oldest` is the source's oldest
+/// change (none for an empty source, which is no error).
+pub fn check_first_window(
+    plan: &Plan,
+    upper: Micros,
+    source_clock: Micros,
+    upper_given: bool,
+    oldest: Option<Micros>,
+) -> Result<(), WindowError> {
+    match oldest {
+        Some(oldest) if oldest > upper => {
+            Err(WindowError::BeforeOldestRow {
+                upper,
+                origin: if upper_given {
+                    String::new()
+                } else {
+                    format!(
+                        " (the source's clock {source_clock} minus source.safety_lag {})",
+                        duration_text(plan.source.safety_lag_micros)
+                    )
+                },
+                oldest,
+                hint: if upper_given {
+                    format!("give an upper bound at or after {oldest}, or none (the source's clock minus source.safety_lag)")
+                } else {
+                    "make source.safety_lag shorter than the time since the source's oldest row".to_string()
+                },
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Checks a backfill's end against the source's clock before anything is read, as a
+/// run's upper bound is: rows the source writes later, stamped before the end, would be
+/// missed by the backfill's committed chunks.
+pub fn check_backfill_end(to: Micros, source_clock: Micros) -> Result<(), WindowError> {
+    if to > source_clock {
+        return Err(WindowError::BackfillAfterSourceClock { to, source_clock });
+    }
+    Ok(())
 }
 
 /// Checks a run's window against the source's clock before anything is read: an upper
@@ -634,6 +717,25 @@ pub async fn source_now(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result
     })
 }
 
+/// The source's oldest change (a first load's window is checked against it); none for an
+/// empty source.
+pub async fn source_oldest(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<Option<Micros>, ExtractError> {
+    let sql = sql::statement(
+        conn.backend(),
+        "extract",
+        "oldest",
+        &extract_context(plan, layout, None),
+    )?;
+    let rows = conn.query_text("reading the oldest source change", &sql, &[]).await?;
+    match rows.first().and_then(|r| r.first().cloned().flatten()) {
+        Some(text) => Ok(Some(
+            Micros::parse(&text, plan.source.timezone.as_ref())
+                .map_err(|r| ExtractError::bad_change_column(plan, r, None))?,
+        )),
+        None => Ok(None),
+    }
+}
+
 /// The newest change in the source, for `status` (lag) and messages.
 pub async fn source_newest(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<Option<Micros>, ExtractError> {
     let sql = sql::statement(
@@ -659,13 +761,31 @@ pub async fn check_null_updated_at(conn: &mut Conn, plan: &Plan, layout: &Layout
     let counts = conn
         .query_i64s("checking the source for NULL change columns", &sql, &[])
         .await?;
-    match counts.first() {
-        Some(&n) if n > 0 => Err(ExtractError::NullUpdatedAt {
+    if let Some(&n) = counts.first().filter(|&&n| n > 0) {
+        return Err(ExtractError::NullUpdatedAt {
             column: plan.source.updated_at.name().into(),
             count: n,
-        }),
-        _ => Ok(()),
+        });
     }
+    let sql = sql::statement(
+        conn.backend(),
+        "extract",
+        "no_instant",
+        &extract_context(plan, layout, None),
+    )?;
+    let rows = conn
+        .query_text("checking the source for change columns with no instant", &sql, &[])
+        .await?;
+    if let Some(row) = rows.into_iter().next() {
+        let text = |v: &Option<String>| v.clone().unwrap_or_else(|| "NULL".into());
+        return Err(ExtractError::NoInstant {
+            column: plan.source.updated_at.name().into(),
+            count: row.first().cloned().flatten().and_then(|c| c.parse().ok()).unwrap_or(1),
+            value: row.get(1).map(text).unwrap_or_default(),
+            key: row.iter().skip(2).map(text).collect::<Vec<_>>().join(", "),
+        });
+    }
+    Ok(())
 }
 
 /// Refuses a SQLite change column holding times without a zone when `source.timezone`
@@ -709,14 +829,34 @@ struct Selected {
 }
 
 impl Selected {
-    fn not_utf8(&self, row: &[Option<String>], column: usize, bytes: &[u8]) -> ExtractError {
-        let key = key_text(row, self.key_count);
+    /// The error for the value of `column` whose bytes are not UTF-8; `key` holds the
+    /// row's key values as read (a key value that is not UTF-8 itself as its bytes).
+    fn not_utf8(&self, key: &[Result<Option<String>, Vec<u8>>], column: usize, bytes: &[u8]) -> ExtractError {
         let mut hex = Vec::new();
         crate::db::push_hex(&mut hex, &bytes[..bytes.len().min(32)]);
         ExtractError::NotUtf8 {
             column: self.names.get(column).cloned().unwrap_or_default(),
-            key,
+            key: key
+                .iter()
+                .take(self.key_count)
+                .map(key_part)
+                .collect::<Vec<_>>()
+                .join(", "),
             bytes: String::from_utf8(hex).unwrap_or_default(),
+        }
+    }
+}
+
+/// A key value as an error names it: text as it is, NULL as `NULL`, and bytes that are
+/// not UTF-8 as an SQL blob literal `x'…'` (hex), so the key is never shown empty.
+fn key_part(value: &Result<Option<String>, Vec<u8>>) -> String {
+    match value {
+        Ok(Some(text)) => text.clone(),
+        Ok(None) => "NULL".into(),
+        Err(bytes) => {
+            let mut hex = Vec::new();
+            crate::db::push_hex(&mut hex, bytes);
+            format!("x'{}'", String::from_utf8(hex).unwrap_or_default())
         }
     }
 }
@@ -902,7 +1042,13 @@ async fn stream_rows(
                 for i in 0..n {
                     match crate::db::sqlite::source_text(&row, i).map_err(err)? {
                         Ok(v) => values.push(v),
-                        Err(bytes) => return Err(selected.not_utf8(&values, i, &bytes)),
+                        Err(bytes) => {
+                            let key = (0..selected.key_count.min(n))
+                                .map(|k| crate::db::sqlite::source_text(&row, k))
+                                .collect::<Result<Vec<_>, _>>()
+                                .map_err(err)?;
+                            return Err(selected.not_utf8(&key, i, &bytes));
+                        }
                     }
                 }
                 batch.push(values);

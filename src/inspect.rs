@@ -8,14 +8,20 @@ use crate::Error;
 use serde::Serialize;
 
 /// One version (or tombstone) of a key, as `dimlog history` shows it.
-#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+///
+/// In JSON (`--json`), `values` is an object in column order (so
+/// `jq '.versions[].values.email'` works) whose values are unambiguous: NULL is `null`,
+/// text a string, and the value of a bytes column (SQLite BLOB, PostgreSQL bytea)
+/// `{"hex": "<lowercase hex>"}`, so text that reads like hex is never taken for bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HistoryRow {
     /// Surrogate key (none for a tombstone).
     pub surrogate_key: Option<i64>,
-    /// Attribute values by column name, Type 2 then Type 1 (in JSON, an object in that
-    /// order, so `jq '.versions[].values.email'` works).
-    #[serde(serialize_with = "values_as_object")]
+    /// Attribute values by column name, Type 2 then Type 1, as text; a bytes column's
+    /// values as `\x` and lowercase hex.
     pub values: Vec<(String, Option<String>)>,
+    /// For each of `values`, whether its column holds bytes.
+    pub bytes: Vec<bool>,
     /// Start of the interval.
     pub valid_from: String,
     /// End of the interval (none for a tombstone).
@@ -28,13 +34,40 @@ pub struct HistoryRow {
     pub load_id: i64,
 }
 
-fn values_as_object<S: serde::Serializer>(values: &[(String, Option<String>)], s: S) -> Result<S::Ok, S::Error> {
-    use serde::ser::SerializeMap;
-    let mut map = s.serialize_map(Some(values.len()))?;
-    for (name, value) in values {
-        map.serialize_entry(name, value)?;
+impl Serialize for HistoryRow {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut row = s.serialize_struct("HistoryRow", 7)?;
+        row.serialize_field("surrogate_key", &self.surrogate_key)?;
+        row.serialize_field("values", &Values(self))?;
+        row.serialize_field("valid_from", &self.valid_from)?;
+        row.serialize_field("valid_to", &self.valid_to)?;
+        row.serialize_field("is_current", &self.is_current)?;
+        row.serialize_field("is_deleted", &self.is_deleted)?;
+        row.serialize_field("load_id", &self.load_id)?;
+        row.end()
     }
-    map.end()
+}
+
+/// A row's values as the JSON object [`HistoryRow`] describes.
+struct Values<'a>(&'a HistoryRow);
+
+impl Serialize for Values<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let row = self.0;
+        let mut map = s.serialize_map(Some(row.values.len()))?;
+        for (i, (name, value)) in row.values.iter().enumerate() {
+            match value {
+                Some(v) if row.bytes.get(i).copied().unwrap_or(false) => {
+                    let hex = v.strip_prefix("\\x").unwrap_or(v).to_ascii_lowercase();
+                    map.serialize_entry(name, &serde_json::json!({ "hex": hex }))?
+                }
+                other => map.serialize_entry(name, other)?,
+            }
+        }
+        map.end()
+    }
 }
 
 /// Parses `--key` arguments: `V` for a one-column key, or `COLUMN=VALUE` per column, in
@@ -78,6 +111,11 @@ pub async fn history(
     let params: Vec<Param> = key.iter().map(|k| Param::Text(k.clone())).collect();
     let rows = conn.query_text("reading the key's history", &sql, &params).await?;
     let names: Vec<String> = layout.attrs().iter().map(|c| c.bare.clone()).collect();
+    let bytes: Vec<bool> = layout
+        .attrs()
+        .iter()
+        .map(|c| c.kind == crate::detect::ColumnKind::Bytes)
+        .collect();
     Ok(rows
         .into_iter()
         .map(|r| {
@@ -85,6 +123,7 @@ pub async fn history(
             HistoryRow {
                 surrogate_key: r[0].as_deref().and_then(|v| v.parse().ok()),
                 values: names.iter().cloned().zip(r[1..=n].iter().cloned()).collect(),
+                bytes: bytes.clone(),
                 valid_from: r[n + 1].clone().unwrap_or_default(),
                 valid_to: r[n + 2].clone(),
                 is_current: r[n + 3].as_deref() == Some("true"),
@@ -165,4 +204,32 @@ pub async fn status(
         columns: None,
         pending_config_change: None,
     })
+}
+
+/// Whether `c` would be taken by a terminal for more than a character: C0 and C1
+/// controls, DEL, the marks and overrides that reorder bidirectional text, and the two
+/// noncharacters XML 1.0 forbids (U+FFFE, U+FFFF).
+pub fn is_unsafe(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{fffe}' | '\u{ffff}' | '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// `text` with every [`is_unsafe`] character written visibly as `\u{…}` (hex code
+/// point), so data printed for people cannot move the cursor, recolour or retitle the
+/// terminal, or reorder what is shown; line breaks stay when `keep_newlines`. The CLI's
+/// `--json` never goes through this: JSON strings carry the characters exactly.
+pub fn escape(text: &str, keep_newlines: bool) -> std::borrow::Cow<'_, str> {
+    let bad = |c: char| is_unsafe(c) && !(keep_newlines && c == '\n');
+    if !text.chars().any(bad) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if bad(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }

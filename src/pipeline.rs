@@ -475,6 +475,16 @@ async fn load(
             };
             extract::check_window(plan, &window, clock, opts.upper.is_some(), watermark_before)
                 .map_err(extract::ExtractError::from)?;
+            if watermark_before.is_none() {
+                let oldest = extract::source_oldest(
+                    session.source.as_mut().expect("source connection"),
+                    plan,
+                    &session.layout,
+                )
+                .await?;
+                extract::check_first_window(plan, upper, clock, opts.upper.is_some(), oldest)
+                    .map_err(extract::ExtractError::from)?;
+            }
             (window, Some(clock))
         }
     };

@@ -79,8 +79,13 @@ pub struct Profile {
     pub backend: Backend,
     /// Columns in table order, with kinds and primary-key positions.
     pub columns: Vec<SourceColumn>,
-    /// Counts of the `id`-like columns, when the table has no primary key.
+    /// Counts of the `id`-like columns, when the table has no primary key (or one the
+    /// data does not bear out).
     pub key_stats: Vec<(String, KeyStats)>,
+    /// Counts of the primary key's columns together, when the table has one: SQLite
+    /// allows NULLs in any primary key but an INTEGER PRIMARY KEY, so a declared key is
+    /// only taken when the data agrees.
+    pub pk_stats: Option<KeyStats>,
     /// Newest value and NULLs of each timestamp-like column (and of `--updated-at`).
     pub time_stats: Vec<(String, TimeStats)>,
 }
@@ -119,6 +124,15 @@ pub struct Scaffold {
     pub skipped: Vec<(String, String)>,
     /// Decisions left to the user; the config does not validate until they are made.
     pub todo: Vec<Todo>,
+}
+
+/// `s` with its first letter in upper case.
+fn capitalized(s: &str) -> String {
+    let mut chars = s.chars();
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }
 
 fn lower(s: &str) -> String {
@@ -233,7 +247,31 @@ pub async fn profile(conn: &mut Conn, request: &Request) -> Result<Profile, Erro
     let schema = SourceSchema::load(conn, &Relation::Table(request.table.clone())).await?;
     let columns = schema.columns;
     let mut key_stats = Vec::new();
-    if request.key.is_empty() && !columns.iter().any(|c| c.pk_position.is_some()) {
+    let mut pk: Vec<&SourceColumn> = columns.iter().filter(|c| c.pk_position.is_some()).collect();
+    pk.sort_by_key(|c| c.pk_position);
+    let mut pk_stats = None;
+    if request.key.is_empty() && !pk.is_empty() {
+        let names = pk
+            .iter()
+            .map(|c| Ident::column(&c.name).map(|i| i.quoted()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        let sql = sql::statement(
+            backend,
+            "scaffold",
+            "tuple_counts",
+            &serde_json::json!({"relation": request.table.quoted(), "columns": names}),
+        )?;
+        let rows = conn.query_text("profiling the primary key", &sql, &[]).await?;
+        let row = rows.into_iter().next().unwrap_or_default();
+        pk_stats = Some(KeyStats {
+            rows: count(row.first()),
+            non_null: count(row.get(1)),
+            distinct: count(row.get(2)),
+        });
+    }
+    let pk_holds = pk_stats.as_ref().is_some_and(KeyStats::unique);
+    if request.key.is_empty() && !pk_holds {
         for c in key_name_candidates(request.table.name(), &columns) {
             let sql = stat_statement(backend, "counts", &request.table, &c.name)?;
             let rows = conn.query_text("profiling a key candidate", &sql, &[]).await?;
@@ -267,6 +305,7 @@ pub async fn profile(conn: &mut Conn, request: &Request) -> Result<Profile, Erro
         backend,
         columns,
         key_stats,
+        pk_stats,
         time_stats,
     })
 }
@@ -349,10 +388,24 @@ pub fn generate(request: &Request, profile: &Profile) -> Result<Scaffold, Error>
             .iter()
             .map(|k| find(profile, "source.key", "--key", k))
             .collect::<Result<_, _>>()?
-    } else if !pk.is_empty() {
+    } else if !pk.is_empty() && profile.pk_stats.as_ref().is_none_or(KeyStats::unique) {
         source_lines.push("# The natural key: the table's primary key.".into());
         pk
     } else {
+        // No primary key, or one the data does not bear out (SQLite lets NULLs into a
+        // primary key that is not an INTEGER PRIMARY KEY).
+        let pk_note = profile.pk_stats.as_ref().filter(|_| !pk.is_empty()).map(|s| {
+            format!(
+                "the primary key ({}) is not unique in the data ({} rows, {} with every key column set, {} distinct)",
+                pk.iter().map(|c| c.name.as_str()).collect::<Vec<_>>().join(", "),
+                s.rows,
+                s.non_null,
+                s.distinct
+            )
+        });
+        let no_pk = pk_note
+            .clone()
+            .unwrap_or_else(|| "the table has no primary key".to_string());
         let unique = profile
             .key_stats
             .iter()
@@ -361,8 +414,11 @@ pub fn generate(request: &Request, profile: &Profile) -> Result<Scaffold, Error>
         match unique {
             Some((c, s)) => {
                 source_lines.push(format!(
-                    "# The natural key. The table has no primary key; `{}` looks unique ({} rows, {} distinct values).",
-                    c.name, s.rows, s.distinct
+                    "# The natural key. {}; `{}` looks unique ({} rows, {} distinct values).",
+                    capitalized(&no_pk),
+                    c.name,
+                    s.rows,
+                    s.distinct
                 ));
                 source_lines.push("# Check that it identifies the thing the dimension describes.".into());
                 vec![c]
@@ -380,10 +436,10 @@ pub fn generate(request: &Request, profile: &Profile) -> Result<Scaffold, Error>
                     })
                     .collect();
                 let why = if tried.is_empty() {
-                    "the table has no primary key and no column named id".to_string()
+                    format!("{no_pk} and no column named id")
                 } else {
                     format!(
-                        "the table has no primary key and {} (a change feed with several rows per key? then use that column with history = \"all\")",
+                        "{no_pk} and {} (a change feed with several rows per key? then use that column with history = \"all\")",
                         tried.join("; ")
                     )
                 };
@@ -716,6 +772,7 @@ mod tests {
                 col("updated_at", "timestamp with time zone", b, None),
             ],
             key_stats: vec![],
+            pk_stats: None,
             time_stats: vec![],
         };
         let s = generate(&request("customers"), &profile).unwrap();
@@ -740,6 +797,7 @@ mod tests {
                 col("modified", "timestamp without time zone", b, None),
             ],
             key_stats: vec![],
+            pk_stats: None,
             time_stats: vec![],
         };
         let s = generate(&request("t"), &profile).unwrap();
@@ -759,6 +817,7 @@ mod tests {
                 col("delivered_at", "TIMESTAMP", b, None),
             ],
             key_stats: vec![],
+            pk_stats: None,
             time_stats: vec![],
         };
         let s = generate(&request("orders"), &profile).unwrap();
@@ -787,6 +846,7 @@ mod tests {
                     distinct: 3,
                 },
             )],
+            pk_stats: None,
             time_stats: vec![(
                 "updated_at".into(),
                 TimeStats {

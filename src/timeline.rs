@@ -107,7 +107,11 @@ pub fn labels(rows: &[HistoryRow]) -> Vec<String> {
     out
 }
 
+/// A label cut to [`MAX_LABEL`] characters, its control characters written as `\u{…}`
+/// ([`crate::inspect::escape`]): XML 1.0 allows most of them in no form, not even as
+/// character references, and the SVG must parse whatever the data holds.
 fn truncate(s: &str) -> String {
+    let s = crate::inspect::escape(s, false);
     if s.chars().count() <= MAX_LABEL {
         s.to_string()
     } else {
@@ -160,7 +164,7 @@ pub fn render_svg(title: &str, rows: &[HistoryRow]) -> Result<String, TimelineEr
         let root = SVGBackend::with_string(&mut svg, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| draw(&e))?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(title, ("sans-serif", 18))
+            .caption(crate::inspect::escape(title, false), ("sans-serif", 18))
             .margin(12)
             .margin_right(48)
             .x_label_area_size(36)
@@ -261,6 +265,7 @@ mod tests {
                 ("email".into(), Some("a@x".into())),
                 ("tier".into(), (!tier.is_empty()).then(|| tier.to_string())),
             ],
+            bytes: vec![false, false],
             valid_from: from.into(),
             valid_to: to.map(String::from),
             is_current: to == Some("9999-12-31T00:00:00.000000Z"),

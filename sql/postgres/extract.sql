@@ -21,6 +21,13 @@ COPY (
 ) TO STDOUT
 -- statement: null_check
 SELECT count(*)::text FROM {{ relation }} WHERE {{ updated_at }} IS NULL
+{# Change-column values with no instant (`infinity`, `-infinity`): how many, and the
+   key and value of one of them (an equality, so an index on the column serves it). #}
+-- statement: no_instant
+SELECT (count(*) OVER ())::text, {{ updated_at }}::text{% for c in key_columns %}, {{ text(c) }}{% endfor %}
+  FROM {{ relation }} WHERE {{ updated_at }} IN ('infinity', '-infinity') LIMIT 1
+-- statement: oldest
+SELECT to_char(min({{ ts(updated_at) }}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') FROM {{ relation }} WHERE isfinite({{ updated_at }})
 {# Rows stamped after the upper bound (future_rows): not read, counted. #}
 -- statement: future
 SELECT count(*)::text, to_char(max({{ ts(updated_at) }}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')

@@ -6,3 +6,9 @@ FROM {{ relation }}
 -- statement: newest
 SELECT max({{ column }})::text, (count(*) - count({{ column }}))::text
 FROM {{ relation }}
+-- statement: tuple_counts
+SELECT count(*)::text,
+       count(CASE WHEN {% for c in columns %}{{ c }} IS NOT NULL{{ " AND " if not loop.last }}{% endfor %} THEN 1 END)::text,
+       (SELECT count(*) FROM (SELECT DISTINCT {{ columns | join(", ") }} FROM {{ relation }}
+         WHERE {% for c in columns %}{{ c }} IS NOT NULL{{ " AND " if not loop.last }}{% endfor %}) dimlog_d)::text
+FROM {{ relation }}

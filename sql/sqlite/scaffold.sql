@@ -6,3 +6,9 @@ FROM {{ relation }}
 -- statement: newest
 SELECT CAST(max({{ column }}) AS TEXT), CAST(count(*) - count({{ column }}) AS TEXT)
 FROM {{ relation }}
+-- statement: tuple_counts
+SELECT CAST(count(*) AS TEXT),
+       CAST(count(CASE WHEN {% for c in columns %}{{ c }} IS NOT NULL{{ " AND " if not loop.last }}{% endfor %} THEN 1 END) AS TEXT),
+       CAST((SELECT count(*) FROM (SELECT DISTINCT {{ columns | join(", ") }} FROM {{ relation }}
+             WHERE {% for c in columns %}{{ c }} IS NOT NULL{{ " AND " if not loop.last }}{% endfor %})) AS TEXT)
+FROM {{ relation }}

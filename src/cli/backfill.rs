@@ -57,7 +57,10 @@ impl BackfillObserver for Bars {
         if let Some(b) = &self.bar {
             b.set_position(outcome.index as u64);
             if let Some(e) = &outcome.error {
-                b.println(format!("chunk {} failed: {e}", outcome.index));
+                b.println(super::output::escape(
+                    &format!("chunk {} failed: {e}", outcome.index),
+                    true,
+                ));
             }
         }
     }
@@ -72,7 +75,9 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
         crate::config::parse_duration("--chunk", &args.chunk).map_err(|e| Error::Usage(e.to_string()))?;
     let mut session = Session::open(&plan).await?;
     if args.dry_run {
-        let chunks = backfill::plan_chunks(&mut session, &plan, from, to, chunk_micros).await?;
+        let chunks = backfill::plan_chunks(&mut session, &plan, from, to, chunk_micros).await;
+        session.close().await;
+        let chunks = chunks?;
         if out.json {
             let list: Vec<_> = chunks
                 .iter()
@@ -121,7 +126,9 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
         wait: !args.no_wait,
         failpoint: failpoint_from_env(),
     };
-    let outcomes = backfill::run(&mut session, &plan, &opts, &observer).await?;
+    let outcomes = backfill::run(&mut session, &plan, &opts, &observer).await;
+    session.close().await;
+    let outcomes = outcomes?;
     if let Some(b) = &observer.bar {
         b.finish_and_clear();
     }

@@ -18,6 +18,7 @@ pub async fn run(global: &GlobalArgs, _args: InitArgs, out: &Output) -> Result<i
     crate::state::lock(&mut session.target, &plan, true).await?;
     let record = crate::tables::init(&mut session.target, &plan, &session.layout).await;
     crate::state::unlock(&mut session.target, &plan).await;
+    session.close().await;
     let record = record?;
     if out.json {
         out.print_json(&serde_json::json!({

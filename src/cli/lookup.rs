@@ -118,7 +118,7 @@ pub async fn run_assign(global: &GlobalArgs, args: AssignKeysArgs, out: &Output)
         if out.json || global.quiet {
             tracing::warn!("{warning}");
         } else {
-            eprintln!("warning: {warning}");
+            super::output::eprint_line("warning", &warning);
         }
     }
     if out.json {

@@ -154,12 +154,16 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
         return Ok(code);
     }
     for n in &notes {
-        eprintln!("note: {n}");
+        super::output::eprint_line("note", n);
     }
     out.line(format!(
-        "wrote {}: key ({}), change column {}, {} tracked column(s){}",
+        "wrote {}: key {}, change column {}, {} tracked column(s){}",
         path.display(),
-        generated.key.join(", "),
+        if generated.key.is_empty() {
+            "(to choose)".to_string()
+        } else {
+            format!("({})", generated.key.join(", "))
+        },
         generated.updated_at.as_deref().unwrap_or("(to choose)"),
         generated.tracked.len(),
         generated
@@ -169,7 +173,7 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
             .unwrap_or_default()
     ));
     for (c, why) in &generated.skipped {
-        eprintln!("note: `{c}` is not tracked: {why}");
+        super::output::eprint_line("note", &format!("`{c}` is not tracked: {why}"));
     }
     if code == 0 {
         out.line(format!(
@@ -179,7 +183,7 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
         return Ok(0);
     }
     for t in &generated.todo {
-        eprintln!("todo: {}: {}", t.setting, t.message);
+        super::output::eprint_line("todo", &format!("{}: {}", t.setting, t.message));
         if !t.flag.is_empty() {
             let example = t.candidates.first().map(String::as_str).unwrap_or("C");
             eprintln!(

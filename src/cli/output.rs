@@ -6,6 +6,14 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 use std::io::{IsTerminal, Write};
 
+/// Prints `prefix: text` on stderr, its control characters escaped ([`escape`]; line
+/// breaks kept): warnings, notes and errors often name values from the data.
+pub fn eprint_line(prefix: &str, text: &str) {
+    eprintln!("{prefix}: {}", escape(text, true));
+}
+
+pub use crate::inspect::escape;
+
 /// Where a command's results go.
 pub struct Output {
     /// `--json` was given.
@@ -26,11 +34,12 @@ impl Output {
         let _ = writeln!(stdout, "{text}");
     }
 
-    /// Prints human text on stdout (ignored with `--json`).
+    /// Prints human text on stdout (ignored with `--json`), its control characters
+    /// escaped ([`escape`]; line breaks kept).
     pub fn line(&self, text: impl AsRef<str>) {
         if !self.json {
             let mut stdout = std::io::stdout().lock();
-            let _ = writeln!(stdout, "{}", text.as_ref());
+            let _ = writeln!(stdout, "{}", escape(text.as_ref(), true));
         }
     }
 
@@ -44,9 +53,9 @@ impl Output {
             }
             self.print_json(&serde_json::json!({ "error": error }));
         } else {
-            eprintln!("error: {e}");
+            eprint_line("error", &e.to_string());
             if let Some(h) = hint {
-                eprintln!("hint: {h}");
+                eprint_line("hint", &h);
             }
         }
     }
@@ -112,13 +121,19 @@ pub fn cell(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// True when [`table`] would cut some cell of `rows`.
 pub fn any_cut(rows: &[Vec<String>]) -> bool {
-    rows.iter().flatten().any(|c| c.chars().nth(MAX_CELL).is_some())
+    rows.iter()
+        .flatten()
+        .any(|c| escape(c, false).chars().nth(MAX_CELL).is_some())
 }
 
-/// Renders rows as an aligned text table; cells wider than [`MAX_CELL`] characters are
-/// cut (see [`cell`]).
+/// Renders rows as an aligned text table; control characters in cells (line breaks too)
+/// are escaped ([`escape`]), and cells wider than [`MAX_CELL`] characters are cut (see
+/// [`cell`]).
 pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
-    let rows: Vec<Vec<std::borrow::Cow<'_, str>>> = rows.iter().map(|r| r.iter().map(|c| cell(c)).collect()).collect();
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(|c| cell(&escape(c, false)).into_owned()).collect())
+        .collect();
     let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
     for r in &rows {
         for (i, c) in r.iter().enumerate() {
@@ -152,6 +167,7 @@ pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::inspect::is_unsafe;
 
     #[test]
     fn cells_are_cut_on_character_boundaries() {
@@ -168,6 +184,29 @@ mod tests {
         assert!(t.lines().all(|l| l.chars().count() <= MAX_CELL + 3), "{t}");
         assert!(any_cut(&[vec![huge]]));
         assert!(!any_cut(&[vec!["x".repeat(MAX_CELL)]]));
+    }
+
+    #[test]
+    fn unsafe_characters_are_escaped() {
+        let mut all: Vec<char> = (0u32..0x20)
+            .chain([0x7f])
+            .chain(0x80..0xa0)
+            .filter_map(char::from_u32)
+            .collect();
+        all.extend(['\u{061c}', '\u{200e}', '\u{200f}']);
+        all.extend(('\u{202a}'..='\u{202e}').chain('\u{2066}'..='\u{2069}'));
+        for c in all {
+            let text = format!("a{c}b");
+            let shown = escape(&text, false);
+            assert_eq!(shown, format!("a\\u{{{:x}}}b", c as u32));
+            assert!(!shown.chars().any(is_unsafe));
+            if c == '\n' {
+                assert_eq!(escape(&text, true), text);
+            }
+        }
+        for fine in ["", "plain", "日本 é 𝄞", "tab-free", "\\u{1b} as typed"] {
+            assert_eq!(escape(fine, false), fine);
+        }
     }
 
     #[test]

@@ -56,11 +56,16 @@ pub async fn run(global: &GlobalArgs, args: RunArgs, out: &Output) -> Result<i32
         ..RunOptions::incremental()
     };
     let progress = out.progress();
-    let report = pipeline::run(&mut session, &plan, &opts, &progress).await?;
+    let report = pipeline::run(&mut session, &plan, &opts, &progress).await;
     drop(progress);
+    // Closed cleanly, so the last connection folds SQLite's WAL into the file and removes
+    // the `-wal` and `-shm` files (a reader who may not write the file needs them gone or
+    // made by the owner: see `db::sqlite::connect`).
+    session.close().await;
+    let report = report?;
     log_summary(&report);
     if let Some(warning) = future_rows_warning(&report) {
-        eprintln!("warning: {warning}");
+        super::output::eprint_line("warning", &warning);
     }
     if out.json {
         out.print_json(&report);

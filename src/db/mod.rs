@@ -24,15 +24,17 @@ use crate::ts::Micros;
 pub enum Access {
     /// Never writes the database, not even SQLite's own housekeeping (for sources, which
     /// dimlog only reads): a SQLite file is opened read-only (SQLite still gives a WAL-mode
-    /// file its `-wal` and `-shm` companions, as it does for every reader); a PostgreSQL
-    /// session is read-only. A missing SQLite file is [`DbError::NoDatabase`].
+    /// file its `-wal` and `-shm` companions, as it does for every reader, unless this user
+    /// may not write the file: see [`DbError::WouldCreateFiles`]); a PostgreSQL session is
+    /// read-only. A missing SQLite file is [`DbError::NoDatabase`].
     ReadOnly,
     /// Runs only statements that read (for a target that a command only reads): the
     /// database refuses every write, temporary tables included (SQLite's `query_only`,
     /// a read-only PostgreSQL session), and works with read rights alone. A SQLite file is
     /// opened for writing where its permissions allow it (read-only otherwise), so that
     /// SQLite removes its `-wal` and `-shm` files when the last connection leaves, as it
-    /// does after a run. A missing SQLite file is [`DbError::NoDatabase`].
+    /// does after a run; a user who may not write it never creates them
+    /// ([`DbError::WouldCreateFiles`]). A missing SQLite file is [`DbError::NoDatabase`].
     QueryOnly,
     /// Reads and writes a database that exists; a missing SQLite file is
     /// [`DbError::NoDatabase`].
@@ -81,6 +83,16 @@ pub enum DbError {
         name: String,
         /// Why.
         message: String,
+    },
+    /// A SQLite file in WAL mode that this OS user may read but not write, without its
+    /// `-wal` or `-shm` file: reading it would create them, owned by this user, and the
+    /// file's owner could then no longer write it.
+    #[error("cannot read {} as this user without creating {}: the file is in WAL mode and SQLite reads it through these files, which would then belong to this user, and the file's owner could no longer write it. Read it as a user who may write the file (dimlog's read-only commands still write nothing to it), or while its owner has it open", path.display(), missing.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(" and "))]
+    WouldCreateFiles {
+        /// The database file.
+        path: std::path::PathBuf,
+        /// The companions that do not exist.
+        missing: Vec<std::path::PathBuf>,
     },
     /// Another run of the dimension holds its lock and `--no-wait` was given.
     #[error("another run of dimension {0:?} holds its lock; try again later, or drop --no-wait to wait for it")]

@@ -14,6 +14,17 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(3600);
 /// Opens a SQLite file for `access` (see [`Access`]). A file that is written is put in
 /// WAL mode, so readers never block the run; a file that is only read keeps its journal
 /// mode (changing it is a write). Only [`Access::Create`] creates a missing file.
+///
+/// A WAL-mode file is read through its `-wal` and `-shm` files. A reader that may write
+/// the file's folder but not the file would create them itself, owned by its OS user with
+/// the file's permissions, and the file's owner could then no longer write it. So a
+/// read-only connection ([`Access::is_read_only`]) of a user who may not write the file
+/// uses the companions that exist (an open connection of the owner's, or a run that did
+/// not get to close, leaves them), and when one is missing it refuses with
+/// [`DbError::WouldCreateFiles`] instead of creating it. A user who may write the file
+/// (its owner, root) opens it for writing, so the last connection to close removes the
+/// companions, and SQLite gives any it creates the file's permissions (and, for root,
+/// its owner).
 pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConnection, DbError> {
     let err = |source| DbError::Connect {
         url: url.redacted(),
@@ -30,6 +41,11 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConnection, Db
                 let path = std::path::absolute(&path).unwrap_or(path);
                 return Err(DbError::NoDatabase { path });
             }
+        }
+    }
+    if access.is_read_only() {
+        if let Some(path) = url.sqlite_path().filter(|p| !is_in_memory(url, p)) {
+            refuse_foreign_companions(&path)?;
         }
     }
     let opts = match access {
@@ -75,6 +91,58 @@ pub async fn connect_empty(url: &DbUrl) -> Result<SqliteConnection, DbError> {
         })
 }
 
+/// [`DbError::WouldCreateFiles`] when opening `path` would create a `-wal` or `-shm`
+/// file that its owner could not write: this process may not write the file, the file
+/// is in WAL mode, and a companion is missing. (Only then is the file's header read, with
+/// a file handle of its own: closing it drops POSIX locks this process holds on the file,
+/// and without companions no connection of WAL mode is open on it.)
+fn refuse_foreign_companions(path: &std::path::Path) -> Result<(), DbError> {
+    if may_write(path) {
+        return Ok(());
+    }
+    let companion = |suffix: &str| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(suffix);
+        std::path::PathBuf::from(p)
+    };
+    let missing: Vec<std::path::PathBuf> = ["-wal", "-shm"]
+        .iter()
+        .map(|s| companion(s))
+        .filter(|p| !p.exists())
+        .collect();
+    if missing.is_empty() || !is_wal_file(path) {
+        return Ok(());
+    }
+    let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    Err(DbError::WouldCreateFiles {
+        path: absolute(path),
+        missing: missing.iter().map(|p| absolute(p)).collect(),
+    })
+}
+
+/// Whether this process (its effective user and groups) may write `path`.
+fn may_write(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call; faccessat only
+    // reads it.
+    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
+}
+
+/// Whether the SQLite file at `path` is in WAL mode (file format numbers 2 at offsets 18
+/// and 19 of its header); false for anything unreadable or too short.
+fn is_wal_file(path: &std::path::Path) -> bool {
+    use std::io::Read;
+    let mut header = [0u8; 20];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut header))
+        .is_ok()
+        && header.starts_with(b"SQLite format 3\0")
+        && (header[18] == 2 || header[19] == 2)
+}
+
 /// An in-memory database has no file to find.
 fn is_in_memory(url: &DbUrl, path: &std::path::Path) -> bool {
     path.as_os_str().is_empty() || path.as_os_str() == ":memory:" || url.expose().contains("mode=memory")
@@ -104,11 +172,17 @@ pub async fn execute(c: &mut SqliteConnection, sql: &str, params: &[Param]) -> R
     Ok(sqlx::query_with(sql, args).execute(c).await?.rows_affected())
 }
 
-/// Reads a value of any storage class as text.
+/// Reads a value of any storage class as text; a BLOB as `\x` and lowercase hex (as
+/// PostgreSQL shows bytea), whether or not its bytes happen to be UTF-8.
 pub fn cell_text(row: &SqliteRow, i: usize) -> Result<Option<String>, sqlx::Error> {
+    use sqlx::TypeInfo;
     let raw = row.try_get_raw(i)?;
     if raw.is_null() {
         return Ok(None);
+    }
+    if raw.type_info().name() == "BLOB" {
+        let b: Vec<u8> = row.try_get_unchecked(i)?;
+        return Ok(Some(super::bytea_hex(&b)));
     }
     if let Ok(s) = row.try_get::<String, _>(i) {
         return Ok(Some(s));

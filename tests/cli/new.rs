@@ -11,6 +11,7 @@ on_both_backends!(
     new_without_a_key_leaves_a_todo,
     new_with_several_timestamps_asks_to_pick,
     new_on_a_timestamp_without_time_zone_sets_utc,
+    new_picks_only_a_key_that_is_unique_in_the_data,
 );
 
 const UPPER: &str = "2026-11-01T00:00:00Z";
@@ -304,4 +305,89 @@ async fn new_with_a_postgres_target_and_schema_qualified_tables() {
         .target_query("SELECT count(*)::text FROM marts.dim_customer WHERE is_current")
         .await;
     assert_eq!(rows[0][0].as_deref(), Some("1"));
+}
+
+/// `dimlog new` takes a key only when the data agrees that it is one (issue 14, item 11):
+/// an `id` (or `<table>_id`) column with a repeated or a NULL value is no key, nor on
+/// SQLite a primary key holding NULLs (SQLite allows them in any primary key but an
+/// INTEGER PRIMARY KEY). Each case either names the unique column it picked or leaves a
+/// TODO naming what was not unique, and exits 2; what it picks loads.
+async fn new_picks_only_a_key_that_is_unique_in_the_data(mut fx: Fixture) {
+    let ts = tstz(&fx);
+    // (columns, rows, the key it may pick, or None)
+    let mut cases: Vec<(String, &str, Option<&str>)> = vec![
+        (
+            format!("id bigint, name text, updated_at {ts}"),
+            "(1, 'a', '2026-10-01T09:00:00Z'), (1, 'b', '2026-10-01T09:30:00Z')",
+            None,
+        ),
+        (
+            format!("id bigint, name text, updated_at {ts}"),
+            "(1, 'a', '2026-10-01T09:00:00Z'), (NULL, 'b', '2026-10-01T09:30:00Z')",
+            None,
+        ),
+        (
+            format!("id bigint, t_id bigint, name text, updated_at {ts}"),
+            "(1, 7, 'a', '2026-10-01T09:00:00Z'), (1, 8, 'b', '2026-10-01T09:30:00Z')",
+            Some("t_id"),
+        ),
+        (
+            format!("id bigint, name text, updated_at {ts}"),
+            "(1, 'a', '2026-10-01T09:00:00Z'), (2, 'b', '2026-10-01T09:30:00Z')",
+            Some("id"),
+        ),
+    ];
+    if fx.backend == Backend::Sqlite {
+        cases.extend([
+            (
+                format!("id text PRIMARY KEY, name text, updated_at {ts}"),
+                "(NULL, 'a', '2026-10-01T09:00:00Z'), (NULL, 'b', '2026-10-01T09:30:00Z')",
+                None,
+            ),
+            (
+                format!("a text, b text, name text, updated_at {ts}, PRIMARY KEY (a, b)"),
+                "('x', NULL, 'a', '2026-10-01T09:00:00Z'), ('x', NULL, 'b', '2026-10-01T09:30:00Z')",
+                None,
+            ),
+            (
+                format!("code text PRIMARY KEY, t_id bigint, name text, updated_at {ts}"),
+                "(NULL, 1, 'a', '2026-10-01T09:00:00Z'), (NULL, 2, 'b', '2026-10-01T09:30:00Z')",
+                Some("t_id"),
+            ),
+            (
+                format!("code text PRIMARY KEY, name text, updated_at {ts}"),
+                "('p', 'a', '2026-10-01T09:00:00Z'), ('q', 'b', '2026-10-01T09:30:00Z')",
+                Some("code"),
+            ),
+        ]);
+    }
+    for (i, (columns, rows, want)) in cases.into_iter().enumerate() {
+        fx.exec(&format!(
+            "DROP TABLE IF EXISTS t; CREATE TABLE t ({columns}); INSERT INTO t VALUES {rows}"
+        ))
+        .await;
+        let out_name = format!("t{i}.toml");
+        let out = new(&fx, "t", &out_name, &["--json"]);
+        let report = json(&out, "new --json");
+        let toml = generated(&fx, &out_name);
+        match want {
+            Some(key) => {
+                assert_code(&out, 0, &columns);
+                assert_eq!(report["key"], serde_json::json!([key]), "{columns}: {toml}");
+                let run = run_generated(&fx, &out_name, &["run", "--json", "--upper", UPPER]);
+                assert_code(&run, 0, &columns);
+                assert_eq!(json(&run, "run")["versions"], 2, "{columns}");
+                let _ = std::fs::remove_file(fx.dir().join("warehouse.db"));
+                if fx.backend == Backend::Postgres {
+                    fx.exec("DROP TABLE IF EXISTS t_versions, dim_t, dimlog_state, dimlog_runs, dimlog_dimensions")
+                        .await;
+                }
+            }
+            None => {
+                assert_code(&out, 2, &columns);
+                assert!(toml.contains("key = [\"TODO_natural_key\"]"), "{columns}: {toml}");
+                assert!(toml.contains("not unique"), "{columns}: {toml}");
+            }
+        }
+    }
 }

@@ -209,8 +209,13 @@ async fn run_case(backend: Backend, database: Option<&str>, case: &Case) -> Resu
         ))
         .await;
     }
-    // Two runs: the first sees the events up to its upper bound, the second the rest.
-    fx.run(&base.plus(case.first_upper * MINUTE).to_text()).await;
+    // Two runs: the first sees the events up to its upper bound, the second the rest. A
+    // first load whose upper bound is before every event is refused (it could read
+    // nothing), so then there is one run.
+    let first_upper = case.first_upper * MINUTE;
+    if case.events.is_empty() || case.events.iter().any(|e| e.at <= first_upper) {
+        fx.run(&base.plus(first_upper).to_text()).await;
+    }
     fx.run(&base.plus((SPAN_MINUTES + 1) * MINUTE).to_text()).await;
 
     let resolved = case.resolved();

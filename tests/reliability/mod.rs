@@ -12,6 +12,7 @@ mod edges;
 mod late_commit;
 mod model;
 mod no_create;
+mod other_user;
 mod property;
 mod secrets;
 #[cfg(feature = "failpoints")]

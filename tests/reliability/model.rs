@@ -225,8 +225,9 @@ pub struct Planned {
     pub watermark: Option<Micros>,
     /// Rows to append (their `run` is filled in on commit).
     pub appended: Vec<LogRow>,
-    /// The window is empty (upper before `watermark - lookback`): the run is refused
-    /// before anything is read (exit 2) and changes nothing.
+    /// The window is empty (upper before `watermark - lookback`, or, before the first
+    /// watermark, before the source's oldest row): the run is refused before anything is
+    /// read (exit 2) and changes nothing.
     pub refused: bool,
     next_sk: u64,
 }
@@ -274,7 +275,11 @@ impl Model {
         } else {
             self.watermark.map(|w| w.plus(-spec.lookback))
         };
-        if low.is_some_and(|l| spec.upper < l) {
+        // A first load (no watermark yet) whose upper bound is before the source's
+        // oldest row would read nothing: refused too.
+        let oldest = source.rows.iter().map(|r| r.at).min();
+        let before_oldest = self.watermark.is_none() && oldest.is_some_and(|o| spec.upper < o);
+        if low.is_some_and(|l| spec.upper < l) || before_oldest {
             return Planned {
                 counts: RunCounts::default(),
                 reconciled: 0,

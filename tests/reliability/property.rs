@@ -595,10 +595,10 @@ impl Harness {
             return match result {
                 Err(e) if e.exit_code() == 2 => self.unchanged(before, "a refused window").await,
                 Err(e) => Err(format!(
-                    "the oracle refuses the window (upper before watermark - lookback); dimlog failed otherwise: {e}"
+                    "the oracle refuses the window (upper before watermark - lookback, or before the oldest row on a first load); dimlog failed otherwise: {e}"
                 )),
                 Ok(report) => Err(format!(
-                    "the oracle refuses the window (upper before watermark - lookback); dimlog ran: {report:?}"
+                    "the oracle refuses the window (upper before watermark - lookback, or before the oldest row on a first load); dimlog ran: {report:?}"
                 )),
             };
         }

@@ -21,6 +21,9 @@ on_both_backends!(
     a_safety_lag_that_empties_the_window_is_refused,
     a_watermark_in_the_future_is_refused_not_read_past,
     rows_after_the_upper_bound_are_counted_and_warned,
+    a_first_load_before_the_oldest_row_is_refused,
+    a_backfill_after_the_source_clock_is_refused,
+    a_change_column_without_an_instant_fails_naming_the_key,
 );
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
@@ -230,4 +233,109 @@ async fn rows_after_the_upper_bound_are_counted_and_warned(mut fx: Fixture) {
     assert_eq!(json["runs"][0]["future_rows"], 2, "{json}");
     let out = cli::run(&fx.config_path(), &["status"]);
     assert!(out.stdout.contains("future"), "{out:?}");
+}
+
+/// A first load (no watermark yet) whose upper bound is before the source's oldest row
+/// would read nothing and "succeed": refused (exit 2, kind `window`), naming the bound and
+/// the oldest row's time, whether the bound was given or came from `safety_lag`. At the
+/// oldest row's time it passes, and an empty source is no error.
+async fn a_first_load_before_the_oldest_row_is_refused(mut fx: Fixture) {
+    let oldest = "2026-03-02T09:00:00.000000Z";
+    let report = fx.run_with(at(ts("2026-03-01T00:00:00Z"))).await;
+    assert_eq!(report.counts.rows_read, 0, "an empty source");
+    // That run read nothing: still no watermark.
+    fx.target_exec("DELETE FROM dimlog_runs").await;
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z'),
+                  (2, 'bob@example.com', 'free', 'DE', '2026-03-02T10:00:00Z')"
+    ))
+    .await;
+    assert_eq!(fx.watermark().await, None);
+    for step in steps() {
+        let upper = text(Micros::from_utc(ts(oldest).to_utc() - step));
+        assert_refused(&mut fx, Some(&upper), &[&upper, oldest, "oldest"]).await;
+    }
+    let good = fx.config().to_string();
+    fx.set_setting("safety_lag", "\"3650days\"");
+    assert_refused(&mut fx, None, &[oldest, "source.safety_lag"]).await;
+    fx.set_config(good);
+    let report = fx.run_with(at(ts(oldest))).await;
+    assert_eq!(report.counts.rows_read, 1, "{report:?}");
+}
+
+/// `backfill --to` later than the source's clock is refused like `run --upper` (exit 2,
+/// kind `window`, naming both times), dry run or not, and writes nothing.
+async fn a_backfill_after_the_source_clock_is_refused(mut fx: Fixture) {
+    loaded(&mut fx).await;
+    for step in steps() {
+        let to = text(Micros::from_utc(Utc::now() + Duration::minutes(1) + step));
+        let before = snapshot(&mut fx).await;
+        for dry in [false, true] {
+            let mut args = vec![
+                "backfill",
+                "--json",
+                "--from",
+                "2026-03-01T00:00:00Z",
+                "--to",
+                &to,
+                "--chunk",
+                "3650d",
+            ];
+            if dry {
+                args.push("--dry-run");
+            }
+            let out = cli::run(&fx.config_path(), &args);
+            assert_eq!(out.code, Some(2), "{out:?}");
+            let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+            assert_eq!(json["error"]["kind"], "window", "{json}");
+            let message = json["error"]["message"].as_str().unwrap_or_default();
+            assert!(message.contains(&to) && message.contains("source's clock"), "{message}");
+            assert_unchanged(&mut fx, &before).await;
+        }
+    }
+    let to = text(Micros::from_utc(Utc::now() - Duration::minutes(1)));
+    let out = cli::run(
+        &fx.config_path(),
+        &[
+            "backfill",
+            "--from",
+            "2026-03-01T00:00:00Z",
+            "--to",
+            &to,
+            "--chunk",
+            "3650d",
+        ],
+    );
+    assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+/// A change-column value with no instant (PostgreSQL's `infinity` and `-infinity`,
+/// SQLite text that is no time) fails the run like a NULL one (exit 1, nothing committed),
+/// naming the column, the key and the value, instead of being counted as a future row or
+/// skipped.
+async fn a_change_column_without_an_instant_fails_naming_the_key(mut fx: Fixture) {
+    loaded(&mut fx).await;
+    let mut values = vec!["infinity", "-infinity"];
+    if fx.backend == dimlog::config::Backend::Sqlite {
+        values.extend(["Infinity", "garbage", "", "2026-13-45T99:00:00Z"]);
+    }
+    for value in values {
+        fx.exec(&format!(
+            "DELETE FROM src_customers WHERE customer_id = 77;
+             {INSERT} (77, 'zed@example.com', 'free', 'FR', '{value}')"
+        ))
+        .await;
+        let before = snapshot(&mut fx).await;
+        let out = cli::run(&fx.config_path(), &["run", "--upper", "2026-03-02T10:30:00Z"]);
+        assert_eq!(out.code, Some(1), "{value:?}: {out:?}");
+        for part in ["updated_at", "77", value] {
+            assert!(out.stderr.contains(part), "{value:?}: {part:?} missing: {out:?}");
+        }
+        let after = snapshot(&mut fx).await;
+        assert_eq!(
+            (after.log, after.dimension, after.state),
+            (before.log, before.dimension, before.state),
+            "{value:?}"
+        );
+    }
 }

@@ -1,0 +1,209 @@
+//! A SQLite file read by another OS user (issue 14, item 6). A WAL-mode file is read
+//! through `-wal` and `-shm` files beside it; a reader that may not write the file but
+//! may write its folder would create them itself, owned by it, and the file's owner
+//! could then no longer write. dimlog's writers close cleanly (the last one removes the
+//! companions), and a reader that cannot write the file uses the companions that exist,
+//! or refuses (exit 1, naming the file) instead of creating them. Real users: the owner
+//! is `daemon`, the reader `nobody` (the tests run as root).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use dimlog::config::DbUrl;
+use dimlog::db::{Access, Conn};
+
+use super::cli::{self, CliOutput};
+use crate::support::fixture::Fixture;
+
+const OWNER: &str = "daemon";
+const READER: &str = "nobody";
+
+/// The commands that only read the target, plain and with `--json`.
+const READ_ONLY: &[&[&str]] = &[
+    &["status"],
+    &["status", "--json"],
+    &["history", "--key", "1"],
+    &["history", "--key", "1", "--json"],
+    &["lookup", "--key", "1", "--at", "2026-03-02T09:10:00Z"],
+    &["lookup", "--key", "1", "--at", "2026-03-02T09:10:00Z", "--json"],
+    &["verify"],
+    &["verify", "--json"],
+];
+
+/// `dimlog --config <config> <args>` as OS user `user`.
+fn run_as(user: &str, config: &Path, args: &[&str]) -> CliOutput {
+    let mut cmd = Command::new("runuser");
+    cmd.args(["-u", user, "--", env!("CARGO_BIN_EXE_dimlog"), "--config"])
+        .arg(config);
+    cmd.current_dir(config.parent().expect("folder"));
+    for var in ["DIMLOG_FAILPOINT", "DIMLOG_SOURCE_URL", "DIMLOG_TARGET_URL", "RUST_LOG"] {
+        cmd.env_remove(var);
+    }
+    cli::run_with(cmd, args)
+}
+
+/// The files in `dir` with their owners' uids, sorted.
+fn listing(dir: &Path) -> Vec<(String, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let mut names: Vec<(String, u32)> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| {
+            let e = e.expect("entry");
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().expect("stat").uid(),
+            )
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+fn chmod(path: &Path, mode: u32) {
+    let mut perms = std::fs::metadata(path).expect("stat").permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perms, mode);
+    std::fs::set_permissions(path, perms).expect("chmod");
+}
+
+fn uid(user: &str) -> u32 {
+    let out = Command::new("id").args(["-u", user]).output().expect("id");
+    String::from_utf8_lossy(&out.stdout).trim().parse().expect("uid")
+}
+
+/// A fixture whose source (root's, 0644, in `journal_mode`) and config sit in a folder
+/// every user may write (`shared`), with the target beside them; returns the fixture,
+/// the config's path and the folder.
+async fn setup(journal_mode: &str) -> (Fixture, PathBuf, PathBuf) {
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z'),
+             (2, 'bob@example.com', 'free', 'DE', '2026-03-02T09:00:00Z')",
+    )
+    .await;
+    fx.exec("PRAGMA wal_checkpoint(TRUNCATE)").await;
+    chmod(fx.dir(), 0o755);
+    let shared = fx.dir().join("shared");
+    std::fs::create_dir(&shared).expect("mkdir");
+    chmod(&shared, 0o777);
+    let source = shared.join("source.db");
+    std::fs::copy(fx.dir().join("source.db"), &source).expect("copy the source");
+    {
+        let url = DbUrl::parse("source.url", &format!("sqlite://{}", source.display()), None).expect("url");
+        let mut c = Conn::open(&url, Access::ReadWrite).await.expect("open the copy");
+        c.execute_script("test", &format!("PRAGMA journal_mode = {journal_mode}"))
+            .await
+            .expect("journal mode");
+        c.close().await.expect("close");
+    }
+    chmod(&source, 0o644);
+    let config = shared.join("dimlog.toml");
+    let text = fx
+        .config()
+        .replace(&fx.source_url, &format!("sqlite://{}", source.display()))
+        .replace(
+            &fx.target_url,
+            &format!("sqlite://{}", shared.join("warehouse.db").display()),
+        );
+    std::fs::write(&config, text).expect("config");
+    chmod(&config, 0o644);
+    (fx, config, shared)
+}
+
+/// Holds a connection of root's (who may write everything) to `path`, so the file's
+/// `-wal` and `-shm` exist (SQLite gives them to the file's owner).
+async fn hold(path: &Path) -> Conn {
+    let url = DbUrl::parse("url", &format!("sqlite://{}", path.display()), None).expect("url");
+    let mut c = Conn::open(&url, Access::ReadWrite).await.expect("open");
+    c.query_text("test", "SELECT count(*) FROM sqlite_master", &[])
+        .await
+        .expect("read");
+    c
+}
+
+#[tokio::test]
+async fn a_reader_of_another_user_leaves_the_owner_a_usable_target() {
+    let (_fx, config, shared) = setup("DELETE").await;
+    let target = shared.join("warehouse.db");
+    let out = run_as(OWNER, &config, &["run", "--upper", "2026-03-02T09:00:00Z"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let owner = uid(OWNER);
+    let clean = listing(&shared);
+    assert_eq!(
+        clean.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["dimlog.toml", "source.db", "warehouse.db"],
+        "the owner's run left files behind"
+    );
+
+    // No -wal/-shm: a reader that cannot write the file refuses, and creates nothing.
+    for args in READ_ONLY {
+        let bytes = std::fs::read(&target).expect("read");
+        let out = run_as(READER, &config, args);
+        assert_eq!(out.code, Some(1), "`dimlog {}`: {out:?}", args.join(" "));
+        let text = out.all();
+        assert!(
+            text.contains(&target.display().to_string()) && text.contains("-shm") && text.contains("write"),
+            "`dimlog {}` does not say why: {out:?}",
+            args.join(" ")
+        );
+        if args.contains(&"--json") {
+            let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("one JSON object");
+            assert_eq!(v["error"]["kind"], "connect", "{out:?}");
+        }
+        assert_eq!(listing(&shared), clean, "`dimlog {}` left files", args.join(" "));
+        assert_eq!(std::fs::read(&target).expect("read"), bytes, "the target changed");
+    }
+    let out = run_as(OWNER, &config, &["run", "--upper", "2026-03-02T09:10:00Z"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+
+    // With the owner's -wal/-shm there (a connection is open), the reader reads through
+    // them, creates nothing, and the owner's next run works.
+    let held = hold(&target).await;
+    let with_companions = listing(&shared);
+    assert!(
+        with_companions
+            .iter()
+            .any(|(n, u)| n == "warehouse.db-shm" && *u == owner),
+        "{with_companions:?}"
+    );
+    for args in READ_ONLY {
+        let out = run_as(READER, &config, args);
+        assert_eq!(out.code, Some(0), "`dimlog {}`: {out:?}", args.join(" "));
+        assert_eq!(
+            listing(&shared),
+            with_companions,
+            "`dimlog {}` left files",
+            args.join(" ")
+        );
+    }
+    let out = run_as(OWNER, &config, &["run", "--upper", "2026-03-02T09:20:00Z"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    held.close().await.expect("close");
+}
+
+#[tokio::test]
+async fn a_source_of_another_user_is_read_without_leaving_files() {
+    let (_fx, config, shared) = setup("WAL").await;
+    let source = shared.join("source.db");
+    let before = listing(&shared);
+    // The runner may not write the source: without its -wal/-shm it refuses to read it.
+    let out = run_as(OWNER, &config, &["run", "--upper", "2026-03-02T09:00:00Z"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains(&source.display().to_string()) && out.stderr.contains("-shm"),
+        "{out:?}"
+    );
+    assert_eq!(listing(&shared), before, "the refused run left files");
+
+    // With the source's owner connected, it reads through the existing files.
+    let held = hold(&source).await;
+    let out = run_as(OWNER, &config, &["run", "--upper", "2026-03-02T09:00:00Z"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let owner = uid(OWNER);
+    for (name, u) in listing(&shared) {
+        if name.starts_with("source.db") {
+            assert_ne!(u, owner, "{name} belongs to the reader");
+        }
+    }
+    held.close().await.expect("close");
+}
