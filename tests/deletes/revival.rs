@@ -228,9 +228,8 @@ async fn a_plain_run_that_reads_a_restored_row_revives_it(mut fx: Fixture) {
     assert_verify_passes(&fx, true);
 }
 
-/// A row restored with a stamp behind the window is not read by a plain run, so nothing
-/// is revived until reconciliation compares the key lists.
-async fn a_plain_run_does_not_revive_a_row_behind_its_window(mut fx: Fixture) {
+/// Keys 1 and 2 loaded at 09:00 (run at 10:00); key 2 hard-deleted and reconciled at 11:00.
+async fn two_keys_then_2_deleted(fx: &mut Fixture) {
     fx.exec(&format!(
         "{INSERT} (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z'),
                   (2, 'bob@example.com', 'free', 'DE', '2026-03-02T09:00:00Z')"
@@ -238,8 +237,16 @@ async fn a_plain_run_does_not_revive_a_row_behind_its_window(mut fx: Fixture) {
     .await;
     fx.run("2026-03-02T10:00:00Z").await;
     fx.exec("DELETE FROM src_customers WHERE customer_id = 2").await;
-    fx.run_with(opts("2026-03-02T11:00:00Z", RunKind::Incremental, true))
+    let r = fx
+        .run_with(opts("2026-03-02T11:00:00Z", RunKind::Incremental, true))
         .await;
+    assert_eq!(r.counts.tombstones, 1, "{r:?}");
+}
+
+/// A row restored with a stamp behind the window is not read by a plain run, so nothing
+/// is revived until reconciliation compares the key lists.
+async fn a_plain_run_does_not_revive_a_row_behind_its_window(mut fx: Fixture) {
+    two_keys_then_2_deleted(&mut fx).await;
     fx.exec(&format!(
         "{INSERT} (2, 'bob@example.com', 'free', 'DE', '2026-03-01T09:00:00Z')"
     ))
@@ -348,15 +355,7 @@ async fn revival_settles_once_whatever_the_row_and_the_way(backend: Backend) {
             for first in WAYS {
                 let case = format!("restored {tier} at {stamp}, first read by {first:?}");
                 let mut fx = Fixture::on(backend).await;
-                fx.exec(&format!(
-                    "{INSERT} (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z'),
-                              (2, 'bob@example.com', 'free', 'DE', '2026-03-02T09:00:00Z')"
-                ))
-                .await;
-                fx.run("2026-03-02T10:00:00Z").await;
-                fx.exec("DELETE FROM src_customers WHERE customer_id = 2").await;
-                fx.run_with(opts("2026-03-02T11:00:00Z", RunKind::Incremental, true))
-                    .await;
+                two_keys_then_2_deleted(&mut fx).await;
                 fx.exec(&format!(
                     "{INSERT} (2, 'bob@example.com', '{tier}', 'DE', '2026-03-02T{stamp}:00Z')"
                 ))

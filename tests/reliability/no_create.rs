@@ -5,11 +5,12 @@
 //! without dimlog's tables keeps its bytes; on PostgreSQL no table (or schema) appears,
 //! in `public` or in the schema of a schema-qualified log and dimension.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use dimlog::config::Backend;
 
 use super::cli;
+use crate::support::files;
 use crate::support::fixture::{on_both_backends, Fixture};
 
 on_both_backends!(refusals_and_dry_runs_leave_a_never_loaded_target_as_it_was);
@@ -49,15 +50,6 @@ fn cases() -> Vec<(Vec<&'static str>, i32)> {
         }
     }
     out
-}
-
-fn files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("read dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 /// Every relation and schema of the database outside the system's.

@@ -10,6 +10,7 @@ use std::time::SystemTime;
 use sqlx::{ConnectOptions as _, Connection as _, Executor as _};
 
 use super::cli::{self, CliOutput};
+use crate::support::files;
 use crate::support::fixture::{on_both_backends, Fixture};
 
 on_both_backends!(
@@ -52,15 +53,6 @@ fn reading_commands(source_url: &str, out: &Path) -> Vec<(Vec<String>, &'static 
             "--source-url",
         ),
     ]
-}
-
-fn files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("read dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 fn run(config: &Path, args: &[String]) -> CliOutput {

@@ -15,6 +15,7 @@ use dimlog::config::Backend;
 use dimlog::db::{Access, Conn};
 
 use super::cli::{self, CliOutput};
+use crate::support::files;
 use crate::support::fixture::{on_both_backends, Fixture};
 
 on_both_backends!(
@@ -99,16 +100,6 @@ pub fn set_url(fx: &mut Fixture, target: bool, url: &str) {
     let mut new = text.clone();
     new.replace_range(pos..end, &format!("url = \"{url}\""));
     fx.set_config(new);
-}
-
-/// The files in `dir`, sorted.
-fn files(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("read dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 async fn target_only_commands_never_touch_the_source(mut fx: Fixture) {
