@@ -49,27 +49,32 @@ SET valid_from = GREATEST($1::timestamptz, dimlog_r.dimlog_newest_at + interval 
 FROM dimlog_restored dimlog_r
 WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND dimlog_r.dimlog_newest_deleted
   AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_r.dimlog_newest_at
-{# A reread of a key already back (revived or returned): the row lies before the key's
-   return and equals its newest version, so it is the dimension's current row. Compared
-   with its predecessor (the tombstone or the version before it) it would open a late
-   copy or correct the old version on every reread. #}
+{# Rereads: a live row before the return of a key already back (revived or returned)
+   that equals its newest version is the dimension's current row; a tombstone of a key
+   whose newest row is a tombstone, stamped at or before it, is that delete again.
+   Compared with their predecessors they would open late copies, correct old versions,
+   or put a tombstone into the key's past. #}
 -- statement: drop_rereads
 DELETE FROM dimlog_stage dimlog_s
 USING dimlog_restored dimlog_r
-WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND NOT dimlog_r.dimlog_newest_deleted
-  AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from < dimlog_r.dimlog_return_at
-  AND dimlog_s.row_hash = dimlog_r.dimlog_newest_hash
+WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }}
+  AND ((NOT dimlog_r.dimlog_newest_deleted
+        AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from < dimlog_r.dimlog_return_at
+        AND dimlog_s.row_hash = dimlog_r.dimlog_newest_hash
 {% for c in t1 %}
-  AND dimlog_s.{{ c }}{{ "::text" if c in text_compared }} IS NOT DISTINCT FROM dimlog_r.{{ c }}{{ "::text" if c in text_compared }}
+        AND dimlog_s.{{ c }}{{ "::text" if c in text_compared }} IS NOT DISTINCT FROM dimlog_r.{{ c }}{{ "::text" if c in text_compared }}
 {% endfor %}
-{# The restored row changed again, its stamp still behind the tombstone: the change is
-   the key's state now, a version after its newest one (at the upper bound). #}
+       )
+       OR (dimlog_r.dimlog_newest_deleted AND dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_r.dimlog_newest_at))
+{# A key already back whose row (changed, or deleted) is stamped before its return: the
+   revival's own time is dimlog's (the upper bound), so the row is the key's state now,
+   a version or tombstone after its newest row (at the upper bound), not a late one. #}
 -- statement: restate
 UPDATE dimlog_stage dimlog_s
 SET valid_from = GREATEST($1::timestamptz, dimlog_r.dimlog_newest_at + interval '1 microsecond')
 FROM dimlog_restored dimlog_r
 WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND NOT dimlog_r.dimlog_newest_deleted
-  AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_r.dimlog_tombstone_at
+  AND dimlog_s.valid_from < dimlog_r.dimlog_return_at
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes ON COMMIT DROP AS
 WITH dimlog_staged_keys AS (

@@ -168,26 +168,31 @@ SET valid_from = CASE WHEN dimlog_r.dimlog_newest_at < ?1 THEN ?1 ELSE {{ plus_1
 FROM dimlog_restored AS dimlog_r
 WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND dimlog_r.dimlog_newest_deleted
   AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_r.dimlog_newest_at
-{# A reread of a key already back (revived or returned): the row lies before the key's
-   return and equals its newest version, so it is the dimension's current row. Compared
-   with its predecessor (the tombstone or the version before it) it would open a late
-   copy or correct the old version on every reread. #}
+{# Rereads: a live row before the return of a key already back (revived or returned)
+   that equals its newest version is the dimension's current row; a tombstone of a key
+   whose newest row is a tombstone, stamped at or before it, is that delete again.
+   Compared with their predecessors they would open late copies, correct old versions,
+   or put a tombstone into the key's past. #}
 -- statement: drop_rereads
 DELETE FROM dimlog_stage AS dimlog_s
-WHERE NOT dimlog_s.is_deleted AND EXISTS (
+WHERE EXISTS (
     SELECT 1 FROM dimlog_restored dimlog_r
-    WHERE {{ keys|eqs("dimlog_r", "dimlog_s") }} AND NOT dimlog_r.dimlog_newest_deleted
-      AND dimlog_s.valid_from < dimlog_r.dimlog_return_at
-      AND dimlog_s.row_hash = dimlog_r.dimlog_newest_hash
+    WHERE {{ keys|eqs("dimlog_r", "dimlog_s") }}
+      AND ((NOT dimlog_r.dimlog_newest_deleted
+            AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from < dimlog_r.dimlog_return_at
+            AND dimlog_s.row_hash = dimlog_r.dimlog_newest_hash
 {% for c in t1 %}
-      AND dimlog_s.{{ c }} IS dimlog_r.{{ c }}
+            AND dimlog_s.{{ c }} IS dimlog_r.{{ c }}
 {% endfor %}
+           )
+           OR (dimlog_r.dimlog_newest_deleted AND dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_r.dimlog_newest_at))
 )
-{# The restored row changed again, its stamp still behind the tombstone: the change is
-   the key's state now, a version after its newest one (at the upper bound). #}
+{# A key already back whose row (changed, or deleted) is stamped before its return: the
+   revival's own time is dimlog's (the upper bound), so the row is the key's state now,
+   a version or tombstone after its newest row (at the upper bound), not a late one. #}
 -- statement: restate
 UPDATE dimlog_stage AS dimlog_s
 SET valid_from = CASE WHEN dimlog_r.dimlog_newest_at < ?1 THEN ?1 ELSE {{ plus_1us("dimlog_r.dimlog_newest_at") }} END
 FROM dimlog_restored AS dimlog_r
 WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND NOT dimlog_r.dimlog_newest_deleted
-  AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_r.dimlog_tombstone_at
+  AND dimlog_s.valid_from < dimlog_r.dimlog_return_at

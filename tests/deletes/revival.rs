@@ -20,6 +20,8 @@ on_both_backends!(
     revival_after_a_tombstone_later_than_upper_opens_just_after_it,
     a_plain_run_that_reads_a_restored_row_revives_it,
     a_plain_run_does_not_revive_a_row_behind_its_window,
+    a_change_stamped_between_the_tombstone_and_the_revival_is_the_state_now,
+    a_delete_stamped_between_the_tombstone_and_the_revival_is_the_state_now,
     a_change_feed_keeps_an_earlier_row_as_a_late_version,
     reconciliation_loads_a_key_stamped_behind_the_window,
 );
@@ -439,6 +441,54 @@ async fn revival_settles_once_whatever_the_row_and_the_way(backend: Backend) {
                     fx.dump_log().await
                 );
                 assert_verify_passes(&fx, true);
+
+                // Then soft-deleted, its stamp still stale: the key is deleted now, at the
+                // upper bound; no version behind it is touched.
+                let rows_before = rows_of(&mut fx, "2").await;
+                fx.exec("UPDATE src_customers SET is_deleted = true WHERE customer_id = 2")
+                    .await;
+                let r = fx.run_with(way("2026-03-02T14:00:00Z", first)).await;
+                assert_eq!(
+                    (r.counts.tombstones, r.counts.versions, r.counts.corrections),
+                    (1, 0, 0),
+                    "{case}, deleted with a stale stamp: {r:?}"
+                );
+                let rows = rows_of(&mut fx, "2").await;
+                assert_eq!(rows.len(), rows_before.len(), "{case}: {rows:?}");
+                assert_eq!(current(&rows), [], "{case}, deleted: {rows:?}");
+                assert_eq!(
+                    rows.last().map(|r| r[2].as_str()),
+                    Some("2026-03-02T14:00:00.000000Z"),
+                    "{case}, deleted: {rows:?}"
+                );
+                for (i, later) in WAYS.iter().enumerate() {
+                    let upper = format!("2026-03-02T14:{}0:00Z", i + 1);
+                    let r = fx.run_with(way(&upper, *later)).await;
+                    assert_eq!(
+                        (r.counts.versions, r.counts.corrections, r.counts.tombstones),
+                        (0, 0, 0),
+                        "{case}, deleted, then {later:?}: {r:?}"
+                    );
+                }
+                fx.assert_dimension_derives_from_log().await;
+                assert_verify_passes(&fx, true);
+
+                // And un-deleted again, still stale: revived once more.
+                fx.exec("UPDATE src_customers SET is_deleted = false WHERE customer_id = 2")
+                    .await;
+                let r = fx.run_with(way("2026-03-02T15:00:00Z", first)).await;
+                assert_eq!(
+                    (r.counts.revived, r.counts.versions),
+                    (1, 1),
+                    "{case}, back again: {r:?}"
+                );
+                let rows = rows_of(&mut fx, "2").await;
+                assert_eq!(
+                    current(&rows),
+                    [("2026-03-02T15:00:00.000000Z".to_string(), "platinum".to_string())],
+                    "{case}, back again: {rows:?}"
+                );
+                assert_verify_passes(&fx, true);
                 cases += 1;
             }
         }
@@ -458,4 +508,62 @@ mod revival_settles_once_whatever_the_row_and_the_way {
     async fn postgres() {
         super::revival_settles_once_whatever_the_row_and_the_way(Backend::Postgres).await;
     }
+}
+
+/// A revived key's row stamped between its tombstone (11:00) and its revival (12:00) is
+/// still the key's state now: a change opens a version at the run's upper bound and a
+/// soft delete closes the revived version there, instead of a late version or tombstone
+/// in the gap that leaves the revived values current.
+async fn stamped_between_the_tombstone_and_the_revival(fx: &mut Fixture, update: &str, current_tier: Option<&str>) {
+    two_keys_then_2_deleted(fx).await;
+    fx.exec(&format!(
+        "{INSERT} (2, 'bob@example.com', 'free', 'DE', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    let r = fx.run("2026-03-02T12:00:00Z").await;
+    assert_eq!(r.counts.revived, 1, "{r:?}");
+    fx.exec(&format!(
+        "UPDATE src_customers SET {update}, updated_at = '2026-03-02T11:30:00Z' WHERE customer_id = 2"
+    ))
+    .await;
+    let r = fx.run("2026-03-02T13:00:00Z").await;
+    assert_eq!(r.counts.late_versions, 0, "{update}: {r:?}");
+    let rows = rows_of(fx, "2").await;
+    let current: Vec<_> = rows
+        .iter()
+        .filter(|r| r[3] == "true")
+        .map(|r| (r[1].as_str(), r[4].as_str()))
+        .collect();
+    match current_tier {
+        Some(tier) => assert_eq!(current, [("2026-03-02T13:00:00.000000Z", tier)], "{update}: {rows:?}"),
+        None => {
+            assert_eq!(current, [], "{update}: {rows:?}");
+            assert_eq!(
+                rows.last().unwrap()[2],
+                "2026-03-02T13:00:00.000000Z",
+                "{update}: {rows:?}"
+            );
+        }
+    }
+    let log_rows = fx.count("customer_versions").await;
+    for upper in ["2026-03-02T13:10:00Z", "2026-03-02T13:20:00Z"] {
+        fx.run_with(opts(upper, RunKind::FullRefresh, false)).await;
+        fx.run_with(opts(upper, RunKind::Incremental, true)).await;
+    }
+    assert_eq!(
+        fx.count("customer_versions").await,
+        log_rows,
+        "{update}: {}",
+        fx.dump_log().await
+    );
+    fx.assert_dimension_derives_from_log().await;
+    assert_verify_passes(fx, true);
+}
+
+async fn a_change_stamped_between_the_tombstone_and_the_revival_is_the_state_now(mut fx: Fixture) {
+    stamped_between_the_tombstone_and_the_revival(&mut fx, "tier = 'gold'", Some("gold")).await;
+}
+
+async fn a_delete_stamped_between_the_tombstone_and_the_revival_is_the_state_now(mut fx: Fixture) {
+    stamped_between_the_tombstone_and_the_revival(&mut fx, "is_deleted = true", None).await;
 }

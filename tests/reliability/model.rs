@@ -379,13 +379,13 @@ impl Model {
             }
         }
 
-        // Restored keys (history = "latest"; a staged row is its key's state now): a live
-        // row stamped at or before its key's newest tombstone. If that tombstone is the
-        // key's newest row, the key is revived: its row opens a version at `upper`, or just
-        // after the tombstone. If the key is back already (a live row follows the
-        // tombstone), a row before that return equal to the newest version is a reread and
-        // dropped; a row at or before the tombstone that differs is a change with a stale
-        // stamp, moved to `upper` or just after the newest version.
+        // Keys with a tombstone in their history (history = "latest"; a staged row is its
+        // key's state now). If the key's newest row is that tombstone, a live row stamped at
+        // or before it revives the key (a version at `upper`, or just after the tombstone),
+        // and a tombstone stamped at or before it is the delete again (dropped). If the key
+        // is back (a live row follows its newest tombstone), a row stamped before that
+        // return is dropped when it is live and equals the newest version, else moved to
+        // `upper` or just after the newest row (a version, or the key deleted now).
         let mut revived = 0;
         if !self.history_all {
             // (key, stamp) → dropped, or moved to (time, counted as a revival).
@@ -393,20 +393,24 @@ impl Model {
             let settled: Vec<Settled> = staged
                 .iter()
                 .filter_map(|(&(key, at), &payload)| {
-                    let Payload::Live(_) = payload else { return None };
                     let tl = timelines.get(&key)?;
                     let (&tomb, _) = tl.iter().rev().find(|(_, (p, _))| matches!(p, Payload::Deleted))?;
                     let (&newest, (newest_payload, _)) = tl.iter().next_back()?;
+                    let live = matches!(payload, Payload::Live(_));
                     if newest == tomb {
-                        return (at <= tomb).then(|| ((key, at), Some((spec.upper.max(tomb.plus(1)), true))));
+                        return match (live, at <= tomb) {
+                            (true, true) => Some(((key, at), Some((spec.upper.max(tomb.plus(1)), true)))),
+                            (false, true) => Some(((key, at), None)),
+                            (_, false) => None,
+                        };
                     }
                     let (&back, _) = tl.range(tomb.plus(1)..).next()?;
-                    if at < back && *newest_payload == payload {
-                        Some(((key, at), None))
-                    } else if at <= tomb {
-                        Some(((key, at), Some((spec.upper.max(newest.plus(1)), false))))
-                    } else {
+                    if at >= back {
                         None
+                    } else if live && *newest_payload == payload {
+                        Some(((key, at), None))
+                    } else {
+                        Some(((key, at), Some((spec.upper.max(newest.plus(1)), false))))
                     }
                 })
                 .collect();
