@@ -356,12 +356,25 @@ pub async fn run(
         // So is a SQLite change column without a zone, the config error PostgreSQL finds
         // in the column's type, on a target the dimension was never loaded into (whose
         // tables the run would create first); a later run finds it while reading.
-        if plan.source.timezone.is_none() && session.source.as_ref().map(Conn::backend) == Some(Backend::Sqlite) {
-            let never_loaded = session.target_deferred()
-                || !matches!(tables::read_record(&mut session.target, plan).await, Ok(Some(_)));
-            if never_loaded {
-                session.check_zone(plan).await?;
-            }
+        let never_loaded =
+            session.target_deferred() || !matches!(tables::read_record(&mut session.target, plan).await, Ok(Some(_)));
+        if never_loaded
+            && plan.source.timezone.is_none()
+            && session.source.as_ref().map(Conn::backend) == Some(Backend::Sqlite)
+        {
+            session.check_zone(plan).await?;
+        }
+        // And a first load whose upper bound is before the source's oldest row.
+        if let (true, Some(clock)) = (never_loaded, source_clock) {
+            let upper = opts.upper.unwrap_or(clock.plus(-plan.source.safety_lag_micros));
+            let oldest = extract::source_oldest(
+                session.source.as_mut().expect("source connection"),
+                plan,
+                &session.layout,
+            )
+            .await?;
+            extract::check_first_window(plan, upper, clock, opts.upper.is_some(), oldest)
+                .map_err(extract::ExtractError::from)?;
         }
         // A dry run writes nothing, not even the tables or a SQLite file: it creates the
         // tables inside the load's transaction, which it rolls back, in an in-memory

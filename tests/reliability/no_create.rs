@@ -1,5 +1,6 @@
 //! Commands that must not create anything (issue 14, item 7): a `run` refused by the
-//! window check (exit 2), `run --dry-run` (with every option that changes what it reads)
+//! window check (exit 2: an upper bound after the source's clock, or a first load's before
+//! its oldest row), `run --dry-run` (with every option that changes what it reads)
 //! and `backfill --dry-run`, on a target where the dimension was never loaded, leave the
 //! target exactly as it was: on SQLite no file appears where there was none, and a file
 //! without dimlog's tables keeps its bytes; on PostgreSQL no table (or schema) appears,
@@ -16,14 +17,19 @@ use crate::support::fixture::{on_both_backends, Fixture};
 on_both_backends!(refusals_and_dry_runs_leave_a_never_loaded_target_as_it_was);
 
 const LATER_THAN_ANY_CLOCK: &str = "2999-01-01T00:00:00Z";
+/// A first load's upper bound before the source's oldest row (refused, exit 2).
+const BEFORE_ANY_ROW: &str = "2000-01-01T00:00:00Z";
 
 /// Every command that must not create anything, with its exit code.
 fn cases() -> Vec<(Vec<&'static str>, i32)> {
     let mut out = Vec::new();
-    let refused: [&[&str]; 3] = [
+    let refused: [&[&str]; 6] = [
         &["run", "--upper", LATER_THAN_ANY_CLOCK],
         &["run", "--full-refresh", "--upper", LATER_THAN_ANY_CLOCK],
         &["run", "--dry-run", "--upper", LATER_THAN_ANY_CLOCK],
+        &["run", "--upper", BEFORE_ANY_ROW],
+        &["run", "--full-refresh", "--upper", BEFORE_ANY_ROW],
+        &["run", "--dry-run", "--upper", BEFORE_ANY_ROW],
     ];
     let dry: [&[&str]; 6] = [
         &["run", "--dry-run"],
