@@ -727,13 +727,17 @@ pub async fn source_oldest(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Res
         &extract_context(plan, layout, None),
     )?;
     let rows = conn.query_text("reading the oldest source change", &sql, &[]).await?;
-    match rows.first().and_then(|r| r.first().cloned().flatten()) {
-        Some(text) => Ok(Some(
-            Micros::parse(&text, plan.source.timezone.as_ref())
-                .map_err(|r| ExtractError::bad_change_column(plan, r, None))?,
-        )),
-        None => Ok(None),
-    }
+    // SQLite also returns the row's key, to name it if the value is no instant.
+    let Some(row) = rows.into_iter().next() else {
+        return Ok(None);
+    };
+    let Some(text) = row.first().cloned().flatten() else {
+        return Ok(None);
+    };
+    let key = (row.len() > 1).then(|| key_text(&row[1..], row.len() - 1));
+    Micros::parse(&text, plan.source.timezone.as_ref())
+        .map(Some)
+        .map_err(|r| ExtractError::bad_change_column(plan, r, key))
 }
 
 /// The newest change in the source, for `status` (lag) and messages.

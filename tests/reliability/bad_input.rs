@@ -270,6 +270,29 @@ async fn an_unreadable_change_column_fails_the_run_on_sqlite() {
             );
         }
         assert_nothing_committed(&mut fx, &before, &out).await;
+
+        // On a first load too, with every value before or after the bad one.
+        for good in ["2026-03-02T08:00:00Z", "2026-03-02T09:20:00Z"] {
+            let mut fx = Fixture::sqlite().await;
+            fx.exec(&format!(
+                "CREATE TABLE src_typed (customer_id INTEGER PRIMARY KEY, email TEXT, tier TEXT, country TEXT, \
+                 is_deleted BOOLEAN NOT NULL DEFAULT false, updated_at {declared} NOT NULL);
+                 INSERT INTO src_typed (customer_id, email, tier, country, updated_at) VALUES
+                     (1, 'ann@example.com', 'pro', 'FR', '{good}'),
+                     (2, 'bob@example.com', 'pro', 'DE', {literal})"
+            ))
+            .await;
+            fx.set_setting("table", "\"src_typed\"");
+            let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+            assert_eq!(out.code, Some(1), "{case}, first load: {out:?}");
+            let text = message(&out);
+            for part in ["`updated_at`", "key (2)"] {
+                assert!(
+                    text.contains(part),
+                    "{case}, first load: the message does not say {part:?}: {out:?}"
+                );
+            }
+        }
     }
 
     let mut fx = Fixture::sqlite().await;
