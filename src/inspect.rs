@@ -70,12 +70,17 @@ impl Serialize for Values<'_> {
     }
 }
 
-/// Parses `--key` arguments: `V` for a one-column key, or `COLUMN=VALUE` per column, in
-/// any order; returns the values in key order.
+/// Parses `--key` arguments: `V` (or `COLUMN=V`) for a one-column key, or `COLUMN=VALUE`
+/// per column, in any order; returns the values in key order.
 pub fn key_values(layout: &Layout, args: &[String]) -> Result<Vec<String>, Error> {
     let names: Vec<&str> = layout.keys.iter().map(|c| c.bare.as_str()).collect();
-    if args.len() == 1 && names.len() == 1 && !args[0].contains('=') {
-        return Ok(vec![args[0].clone()]);
+    // One column: the argument is its value unless it starts with `COLUMN=`, so a value
+    // holding `=` needs no escaping unless it starts with the column's own name.
+    if let ([arg], [name]) = (args, names.as_slice()) {
+        match arg.split_once('=') {
+            Some((k, v)) if k == *name => return Ok(vec![v.to_string()]),
+            _ => return Ok(vec![arg.clone()]),
+        }
     }
     let mut values: Vec<Option<String>> = vec![None; names.len()];
     for a in args {

@@ -131,3 +131,51 @@ async fn unknown_error_exits_1_naming_the_key(mut fx: Fixture) {
     assert_code(&out, 0, "a known fact with --unknown error");
     assert_eq!(text(&out.stdout), "3\n");
 }
+
+/// A one-column text key whose values hold `=`: `--key V` is the value itself unless it
+/// starts with the column's name and `=`; `--key COLUMN=V` is always exact.
+#[tokio::test]
+async fn key_values_holding_an_equals_sign_are_looked_up_exactly() {
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(
+        "CREATE TABLE src_codes (code TEXT PRIMARY KEY, label TEXT, updated_at TEXT NOT NULL);
+         INSERT INTO src_codes VALUES
+             ('a=b', 'x', '2026-03-01T09:00:00Z'),
+             ('code=7', 'y', '2026-03-01T09:00:00Z'),
+             ('7', 'z', '2026-03-01T09:00:00Z'),
+             ('=', 'w', '2026-03-01T09:00:00Z')",
+    )
+    .await;
+    let config = fx
+        .config()
+        .replace("table = \"src_customers\"", "table = \"src_codes\"")
+        .replace("key = [\"customer_id\"]", "key = [\"code\"]")
+        .replace("deleted_flag = \"is_deleted\"\n", "")
+        .replace("columns = [\"email\", \"tier\", \"country\"]", "columns = [\"label\"]");
+    fx.set_config(config);
+    fx.run("2026-03-02T00:00:00Z").await;
+    let sk_of = |fx: &Fixture, key: &str| -> String {
+        let out = fx.cli(&["lookup", "--key", key, "--at", "2026-03-01T12:00:00Z"]);
+        assert_code(&out, 0, key);
+        text(&out.stdout).trim().to_string()
+    };
+    let dim = fx.dimension().await;
+    let sk = |code: &str| -> String {
+        dim.records()
+            .into_iter()
+            .find(|r| r["code"].as_deref() == Some(code))
+            .and_then(|r| r["customer_sk"].clone())
+            .unwrap_or_else(|| panic!("no row for {code:?}: {dim:?}"))
+    };
+    for (arg, code) in [
+        ("a=b", "a=b"),
+        ("code=a=b", "a=b"),
+        ("code=code=7", "code=7"),
+        ("code=7", "7"),
+        ("7", "7"),
+        ("=", "="),
+        ("code==", "="),
+    ] {
+        assert_eq!(sk_of(&fx, arg), sk(code), "--key {arg:?} must look up {code:?}");
+    }
+}
