@@ -116,12 +116,12 @@ const SOURCE_CHECKS: &[Spec] = &[
     (
         "source_extra",
         "keys current in the dimension but gone from the source",
-        "hard deletes: `dimlog run --reconcile-deletes` (or deletes.hard = \"reconcile\")",
+        "hard deletes: `dimlog run --reconcile-deletes` (or deletes.hard = \"reconcile\"); a row flagged deleted without moving its updated_at: move updated_at at the source, then `dimlog run`",
     ),
     (
         "source_different",
         "keys whose tracked values differ between source and dimension",
-        "a change that did not move updated_at: `dimlog run --full-refresh`",
+        "a change that did not move updated_at: `dimlog run --full-refresh` (history = \"latest\"); on a change feed (history = \"all\") an earlier row stays a late version, so correct its updated_at at the source",
     ),
 ];
 
