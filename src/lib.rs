@@ -164,7 +164,9 @@ impl Error {
             Error::Extract(extract::ExtractError::Window(_)) => "window",
             Error::NotLoaded(_) => "not-loaded",
             Error::Db(db::DbError::Locked(_)) => "locked",
-            Error::Db(db::DbError::Connect { .. } | db::DbError::WouldCreateFiles { .. }) => "connect",
+            Error::Db(
+                db::DbError::Connect { .. } | db::DbError::WouldCreateFiles { .. } | db::DbError::NotWritable { .. },
+            ) => "connect",
             Error::Db(_) => "database",
             Error::Extract(_) => "source",
             Error::MassDelete { .. } => "mass-delete",
