@@ -33,6 +33,10 @@
 //! # Ok(()) }
 //! ```
 
+// Printing to a closed pipe with these macros panics (exit 101): output goes through
+// `cli::output`, whose writes ignore a failed write.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod backfill;
 pub mod cli;
 pub mod config;

@@ -5,6 +5,7 @@
 
 mod bad_input;
 mod cli;
+mod closed_pipes;
 #[cfg(feature = "failpoints")]
 mod concurrency;
 mod config_names;
