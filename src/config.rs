@@ -481,7 +481,7 @@ pub fn source_table_collision(source: &SourcePlan, target: &TargetPlan) -> Optio
 
 /// Whether two URLs name one database: the same SQLite file however its path is spelled,
 /// or the same PostgreSQL host, port and database.
-fn same_database(a: &DbUrl, b: &DbUrl) -> bool {
+pub fn same_database(a: &DbUrl, b: &DbUrl) -> bool {
     if a.backend != b.backend {
         return false;
     }

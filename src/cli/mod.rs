@@ -132,6 +132,12 @@ pub fn hint(e: &Error) -> Option<String> {
             A::SkNotAssigned { .. } => {
                 "if this column really is dimlog's surrogate-key column for this dimension and its values may be replaced, rerun with --overwrite"
             }
+            A::FactTableSchema { .. } | A::SqliteReservedFactTable { .. } => {
+                "--facts names your staged fact table, a lasting table of the target database"
+            }
+            A::SourceFactTable { .. } => {
+                "--facts names your staged fact table, never the source table: copy the facts to a table of their own"
+            }
             A::OwnedFactTable { .. } => "--facts names your staged fact table, never one of dimlog's tables",
             A::AtNotTimestamp { .. } => "--at-column names the facts' timestamp column",
             A::BadTimestamps { .. } => {

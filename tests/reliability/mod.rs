@@ -19,5 +19,5 @@ mod secrets;
 #[cfg(feature = "failpoints")]
 mod sigkill;
 mod source_files;
-mod target_only;
+pub mod target_only;
 mod window;
