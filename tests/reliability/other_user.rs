@@ -332,3 +332,46 @@ async fn a_writer_who_may_not_create_the_target_refuses_before_creating_anything
         assert!(listing(&closed).is_empty(), "`dimlog {what}` created files");
     }
 }
+
+/// PostgreSQL: a SELECT-only role as the target's user. Every command that writes the
+/// target fails (exit 1) and says which right is missing and how to grant it, never only
+/// the server's "permission denied".
+#[tokio::test]
+async fn a_select_only_role_is_told_which_right_is_missing() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')",
+    )
+    .await;
+    let out = cli::run(&fx.config_path(), &["run", "--upper", "2026-03-02T09:00:00Z"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    fx.target_exec("CREATE TABLE facts (customer_id bigint, at timestamptz)")
+        .await;
+    let reader = super::target_only::read_only_role(&mut fx).await;
+    super::target_only::set_url(&mut fx, true, &reader);
+    for args in writers() {
+        let what = args.join(" ");
+        let out = cli::run(&fx.config_path(), &args);
+        if args[0] == "backfill" && args.contains(&"--dry-run") {
+            // Lists the chunks from what it reads, and writes nothing on PostgreSQL.
+            assert_eq!(out.code, Some(0), "`dimlog {what}`: {out:?}");
+            continue;
+        }
+        assert_eq!(out.code, Some(1), "`dimlog {what}`: {out:?}");
+        let text = if args.contains(&"--json") {
+            let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("one JSON object");
+            format!("{} {}", v["error"]["message"], v["error"]["hint"])
+        } else {
+            out.stderr.clone()
+        };
+        let right = match args[0] {
+            "assign-keys" => "ownership of table facts",
+            "verify" => "TEMPORARY on database",
+            _ => "CREATE on schema public",
+        };
+        for s in ["lacks", right, "GRANT", "target.url"] {
+            assert!(text.contains(s), "`dimlog {what}` does not say {s:?}: {out:?}");
+        }
+    }
+}
