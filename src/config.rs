@@ -430,6 +430,30 @@ fn sqlite_table(backend: Backend, setting: &'static str, table: Ident) -> Result
     }
 }
 
+/// The prefix SQLite keeps for its own tables (`sqlite_master`, `sqlite_stat1`, …), in
+/// any case: it refuses to create a table so named.
+pub const SQLITE_RESERVED_PREFIX: &str = "sqlite_";
+
+/// Whether SQLite keeps the table name `name` for itself ([`SQLITE_RESERVED_PREFIX`]).
+pub fn sqlite_reserved(name: &str) -> bool {
+    name.get(..SQLITE_RESERVED_PREFIX.len())
+        .is_some_and(|p| p.eq_ignore_ascii_case(SQLITE_RESERVED_PREFIX))
+}
+
+/// Refuses, naming the setting, a table dimlog would create on a SQLite target with a
+/// name SQLite keeps for itself.
+fn check_sqlite_reserved(backend: Backend, setting: &'static str, table: &Ident) -> Result<(), ConfigError> {
+    if backend == Backend::Sqlite && sqlite_reserved(table.name()) {
+        return Err(ConfigError::invalid(
+            setting,
+            format!(
+                "`{table}` starts with `{SQLITE_RESERVED_PREFIX}`, a prefix reserved for SQLite's own tables (in any case); give the table another name"
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// The config error of a log or dimension that names the source table, for when source
 /// and target are one database (the caller knows: [`same_database`] from the URLs, or the
 /// servers themselves when the URLs differ).
@@ -457,7 +481,7 @@ pub fn source_table_collision(source: &SourcePlan, target: &TargetPlan) -> Optio
 
 /// Whether two URLs name one database: the same SQLite file however its path is spelled,
 /// or the same PostgreSQL host, port and database.
-fn same_database(a: &DbUrl, b: &DbUrl) -> bool {
+pub fn same_database(a: &DbUrl, b: &DbUrl) -> bool {
     if a.backend != b.backend {
         return false;
     }
@@ -647,6 +671,8 @@ impl Plan {
         let backend = target.url.backend;
         target.log = sqlite_table(backend, "target.log", target.log)?;
         target.dimension = sqlite_table(backend, "target.dimension", target.dimension)?;
+        check_sqlite_reserved(backend, "target.log", &target.log)?;
+        check_sqlite_reserved(backend, "target.dimension", &target.dimension)?;
         if crate::db::same_table(backend, &target.log.to_string(), &target.dimension.to_string()) {
             let case = if backend == Backend::Sqlite && target.log != target.dimension {
                 " (SQLite compares table names without regard to case)"

@@ -33,6 +33,10 @@
 //! # Ok(()) }
 //! ```
 
+// Printing to a closed pipe with these macros panics (exit 101): output goes through
+// `cli::output`, whose writes ignore a failed write.
+#![deny(clippy::print_stdout, clippy::print_stderr)]
+
 pub mod backfill;
 pub mod cli;
 pub mod config;
@@ -164,7 +168,9 @@ impl Error {
             Error::Extract(extract::ExtractError::Window(_)) => "window",
             Error::NotLoaded(_) => "not-loaded",
             Error::Db(db::DbError::Locked(_)) => "locked",
-            Error::Db(db::DbError::Connect { .. } | db::DbError::WouldCreateFiles { .. }) => "connect",
+            Error::Db(
+                db::DbError::Connect { .. } | db::DbError::WouldCreateFiles { .. } | db::DbError::NotWritable { .. },
+            ) => "connect",
             Error::Db(_) => "database",
             Error::Extract(_) => "source",
             Error::MassDelete { .. } => "mass-delete",

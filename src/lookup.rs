@@ -136,6 +136,33 @@ pub enum AssignError {
         /// The reserved prefix.
         prefix: &'static str,
     },
+    /// The fact table names a SQLite schema other than `main` (`temp`, an attached
+    /// database): a fact table is a lasting table of the target database.
+    #[error("table {table} names the schema `{schema}`, but a fact table is a table of the target database, whose one lasting schema on SQLite is `main`; write `{name}` (or `main.{name}`)")]
+    FactTableSchema {
+        /// The fact table, as given.
+        table: String,
+        /// Its schema.
+        schema: String,
+        /// Its name without the schema.
+        name: String,
+    },
+    /// The fact table has a name SQLite keeps for its own tables (`sqlite_…`).
+    #[error("table {table} starts with `{prefix}`, a prefix reserved for SQLite's own tables; give the fact table another name")]
+    SqliteReservedFactTable {
+        /// The fact table, as given.
+        table: String,
+        /// The reserved prefix.
+        prefix: &'static str,
+    },
+    /// The fact table is the source table, and source and target are one database.
+    #[error("table {table} is the source table `{source_table}` (source and target are one database), and dimlog never writes a source; nothing was written")]
+    SourceFactTable {
+        /// The fact table, as given.
+        table: String,
+        /// The source table, as configured.
+        source_table: String,
+    },
     /// The fact table is one of the tables dimlog writes: a dimension's log or dimension.
     #[error("table {table} is the {role} of dimension `{owner}`, which dimlog writes and owns; assign-keys fills staged fact tables only, and nothing was written")]
     OwnedFactTable {
@@ -357,6 +384,21 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         });
     }
     let backend = conn.backend();
+    if backend == Backend::Sqlite {
+        if let Some(schema) = spec.facts.schema().filter(|s| !s.eq_ignore_ascii_case("main")) {
+            return Err(AssignError::FactTableSchema {
+                table: spec.facts.to_string(),
+                schema: schema.to_string(),
+                name: spec.facts.name().to_string(),
+            });
+        }
+        if crate::config::sqlite_reserved(spec.facts.name()) {
+            return Err(AssignError::SqliteReservedFactTable {
+                table: spec.facts.to_string(),
+                prefix: crate::config::SQLITE_RESERVED_PREFIX,
+            });
+        }
+    }
     check_not_owned(conn, ctx, spec).await?;
     let mut actx = AssignContext {
         base: ctx,
@@ -624,6 +666,50 @@ async fn check_not_owned(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         }),
         None => Ok(()),
     }
+}
+
+/// Refuses (nothing written) a fact table that is the source table when source and
+/// target are one database: the same SQLite file or PostgreSQL URL, or, for PostgreSQL
+/// URLs that differ, the same database by the servers' word (asked only when `facts`
+/// names the source table; a source that cannot be reached is not the target, which
+/// was). dimlog never writes a source.
+pub async fn check_not_the_source(
+    plan: &crate::config::Plan,
+    target: &mut Conn,
+    facts: &Ident,
+) -> Result<(), AssignError> {
+    let crate::config::Relation::Table(source_table) = &plan.source.relation else {
+        return Ok(());
+    };
+    let backend = target.backend();
+    if plan.source.url.backend != backend
+        || !crate::db::same_table(backend, &facts.to_string(), &source_table.to_string())
+    {
+        return Ok(());
+    }
+    let same = if crate::config::same_database(&plan.source.url, &plan.target.url) {
+        true
+    } else if backend == Backend::Postgres {
+        match Conn::open(&plan.source.url, crate::db::Access::ReadOnly).await {
+            Err(_) => false,
+            Ok(mut source) => {
+                let sql = sql::statement(backend, "extract", "identity", &serde_json::json!({}))?;
+                let which = "finding which database this is";
+                let a = source.query_text(which, &sql, &[]).await;
+                let _ = source.close().await;
+                a? == target.query_text(which, &sql, &[]).await?
+            }
+        }
+    } else {
+        false
+    };
+    if same {
+        return Err(AssignError::SourceFactTable {
+            table: facts.to_string(),
+            source_table: source_table.to_string(),
+        });
+    }
+    Ok(())
 }
 
 /// Whether `assign-keys` filled this fact table's surrogate-key column for this

@@ -181,6 +181,7 @@ impl Session {
     /// [`Access::Create`], a target whose SQLite file does not exist is
     /// [`Error::NotLoaded`].
     pub async fn open_with(plan: &Plan, target: Access) -> Result<Session, Error> {
+        crate::db::refuse_unwritable(&plan.target.url, target)?;
         let mut source = open_source(plan).await?;
         let layout = async {
             let schema = SourceSchema::load(&mut source, &plan.source.relation).await?;
@@ -236,6 +237,7 @@ impl Session {
     /// Creates nothing: a target where the dimension was never loaded is
     /// [`Error::NotLoaded`].
     pub async fn open_target(plan: &Plan, access: Access) -> Result<Session, Error> {
+        crate::db::refuse_unwritable(&plan.target.url, access)?;
         let mut target = open_target(plan, access).await?;
         let layout = async {
             let record = tables::existing_record(&mut target, plan).await?;

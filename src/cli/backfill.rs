@@ -160,7 +160,9 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
             ));
         }
         if failed > 0 {
-            eprintln!("error: {failed} chunk(s) failed; fix the cause and rerun with --only-failed (committed chunks are skipped)");
+            super::output::eprint_text(&format!(
+                "error: {failed} chunk(s) failed; fix the cause and rerun with --only-failed (committed chunks are skipped)"
+            ));
         }
     }
     Ok(if failed > 0 { 1 } else { 0 })

@@ -21,7 +21,10 @@ pub fn run(args: CompletionsArgs, out: &super::Output) -> Result<i32, Error> {
             "script": String::from_utf8_lossy(&script),
         }));
     } else {
-        clap_complete::generate(args.shell, &mut cmd, "dimlog", &mut std::io::stdout());
+        // Generated into memory: clap_complete panics when its writer fails (a closed pipe).
+        let mut script = Vec::new();
+        clap_complete::generate(args.shell, &mut cmd, "dimlog", &mut script);
+        let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), &script);
     }
     Ok(0)
 }

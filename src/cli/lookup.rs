@@ -106,7 +106,10 @@ pub async fn run_assign(global: &GlobalArgs, args: AssignKeysArgs, out: &Output)
     };
     let mut session = Session::open_target(&plan, Access::ReadWrite).await?;
     let started = std::time::Instant::now();
-    let report = lookup::assign_keys(&mut session.target, &session.ctx, &spec).await;
+    let report = match lookup::check_not_the_source(&plan, &mut session.target, &spec.facts).await {
+        Ok(()) => lookup::assign_keys(&mut session.target, &session.ctx, &spec).await,
+        Err(e) => Err(e),
+    };
     session.close().await;
     let report = report?;
     let seconds = started.elapsed().as_secs_f64();

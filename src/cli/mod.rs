@@ -119,6 +119,9 @@ pub fn load_plan(global: &GlobalArgs) -> Result<Plan, Error> {
 /// never name a flag): printed after the message, and as `hint` in `--json` errors.
 pub fn hint(e: &Error) -> Option<String> {
     use crate::lookup::{AssignError as A, FactColumn};
+    if let Some(h) = privilege_hint(e) {
+        return Some(h);
+    }
     let Error::Assign(e) = e else { return None };
     Some(
         match e.as_ref() {
@@ -132,6 +135,12 @@ pub fn hint(e: &Error) -> Option<String> {
             A::SkNotAssigned { .. } => {
                 "if this column really is dimlog's surrogate-key column for this dimension and its values may be replaced, rerun with --overwrite"
             }
+            A::FactTableSchema { .. } | A::SqliteReservedFactTable { .. } => {
+                "--facts names your staged fact table, a lasting table of the target database"
+            }
+            A::SourceFactTable { .. } => {
+                "--facts names your staged fact table, never the source table: copy the facts to a table of their own"
+            }
             A::OwnedFactTable { .. } => "--facts names your staged fact table, never one of dimlog's tables",
             A::AtNotTimestamp { .. } => "--at-column names the facts' timestamp column",
             A::BadTimestamps { .. } => {
@@ -142,6 +151,57 @@ pub fn hint(e: &Error) -> Option<String> {
         }
         .to_string(),
     )
+}
+
+/// The right a PostgreSQL role lacks, in user terms, when a statement was refused for
+/// want of it (SQLSTATE 42501, "permission denied for …", anywhere in the error's
+/// chain): which right, on what, and the `GRANT` that gives it.
+fn privilege_hint(e: &Error) -> Option<String> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let message = loop {
+        let c = cur?;
+        if let Some(sqlx::Error::Database(db)) = c.downcast_ref::<sqlx::Error>() {
+            if db.code().as_deref() == Some("42501") {
+                break db.message().to_string();
+            }
+        }
+        cur = c.source();
+    };
+    let role = "the role of target.url";
+    let on = |what: &str| {
+        message
+            .strip_prefix(&format!("permission denied for {what} "))
+            .map(|s| s.trim().to_string())
+    };
+    Some(if let Some(schema) = on("schema") {
+        format!(
+            "the PostgreSQL role lacks CREATE on schema {schema}, which dimlog needs to create its tables (and TEMPORARY on the database, for its work tables), \
+             even for a dry run: GRANT CREATE ON SCHEMA {schema} TO {role}, or run as a role that has it; a role that may only read can run status, history, lookup and verify"
+        )
+    } else if let Some(table) = on("table") {
+        format!(
+            "the PostgreSQL role lacks a right on table {table}: the target's role needs SELECT, INSERT, UPDATE and DELETE on dimlog's tables \
+             (GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {role}), the source's role SELECT on the source table"
+        )
+    } else if let Some(database) = on("database").or_else(|| {
+        message
+            .strip_prefix("permission denied to create temporary tables in database ")
+            .map(str::to_string)
+    }) {
+        format!(
+            "the PostgreSQL role lacks TEMPORARY on database {database}, which dimlog needs for its work tables: GRANT TEMPORARY ON DATABASE {database} TO {role}"
+        )
+    } else if let Some(sequence) = on("sequence") {
+        format!(
+            "the PostgreSQL role lacks USAGE on sequence {sequence}: GRANT USAGE, SELECT ON SEQUENCE {sequence} TO {role}"
+        )
+    } else if let Some(what) = message.strip_prefix("must be owner of ") {
+        format!(
+            "the PostgreSQL role lacks ownership of {what}, which changing its columns needs: run as its owner, or GRANT the owner's role to {role}"
+        )
+    } else {
+        format!("the PostgreSQL role lacks a right ({message}): GRANT it to {role}, or run as a role that has it")
+    })
 }
 
 /// Parses a timestamp flag (RFC 3339 with an offset).

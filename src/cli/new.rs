@@ -186,17 +186,17 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
         super::output::eprint_line("todo", &format!("{}: {}", t.setting, t.message));
         if !t.flag.is_empty() {
             let example = t.candidates.first().map(String::as_str).unwrap_or("C");
-            eprintln!(
+            super::output::eprint_text(&format!(
                 "      pick one: rerun with {} {example} --force, or edit {} in {}",
                 t.flag,
                 t.setting,
                 path.display()
-            );
+            ));
         }
     }
-    eprintln!(
+    super::output::eprint_text(&format!(
         "{} is written but needs the choice(s) above before `dimlog run` (exit 2)",
         path.display()
-    );
+    ));
     Ok(code)
 }

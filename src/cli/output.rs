@@ -9,7 +9,14 @@ use std::io::{IsTerminal, Write};
 /// Prints `prefix: text` on stderr, its control characters escaped ([`escape`]; line
 /// breaks kept): warnings, notes and errors often name values from the data.
 pub fn eprint_line(prefix: &str, text: &str) {
-    eprintln!("{prefix}: {}", escape(text, true));
+    eprint_text(&format!("{prefix}: {}", escape(text, true)));
+}
+
+/// Prints `text` and a line break on stderr. A failed write (a closed pipe, as with
+/// `dimlog … 2>&1 | head -c 10`) is ignored: the command keeps its own exit code,
+/// where `eprintln!` would panic.
+pub fn eprint_text(text: &str) {
+    let _ = writeln!(std::io::stderr().lock(), "{text}");
 }
 
 pub use crate::inspect::escape;

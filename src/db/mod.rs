@@ -94,6 +94,20 @@ pub enum DbError {
         /// The companions that do not exist.
         missing: Vec<std::path::PathBuf>,
     },
+    /// A SQLite file that this OS user may not write (or, for a file not there yet, a
+    /// folder it may not create files in), for a connection that would write it: SQLite
+    /// would fail part-way, after creating `-wal` and `-shm` files owned by this user
+    /// that the file's owner could then no longer write.
+    #[error("cannot write {} as this user: {}; run dimlog as a user who may write it", path.display(), match folder {
+        Some(f) => format!("the file does not exist and this user may not create files in {}", f.display()),
+        None => "this user may not write the file".to_string(),
+    })]
+    NotWritable {
+        /// The database file.
+        path: std::path::PathBuf,
+        /// The folder it would be created in, when the file does not exist.
+        folder: Option<std::path::PathBuf>,
+    },
     /// Another run of the dimension holds its lock and `--no-wait` was given.
     #[error("another run of dimension {0:?} holds its lock; try again later, or drop --no-wait to wait for it")]
     Locked(String),
@@ -119,6 +133,16 @@ pub enum Param {
     Ts(Micros),
     /// A nullable timestamp.
     OptTs(Option<Micros>),
+}
+
+/// Refuses, before anything is opened, a connection with `access` that would write a
+/// SQLite file this process may not write ([`DbError::NotWritable`]); PostgreSQL checks
+/// rights itself.
+pub fn refuse_unwritable(url: &DbUrl, access: Access) -> Result<(), DbError> {
+    match url.backend {
+        Backend::Sqlite => sqlite::refuse_unwritable(url, access),
+        Backend::Postgres => Ok(()),
+    }
 }
 
 /// One connection to either backend.

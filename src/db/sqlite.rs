@@ -34,6 +34,7 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConnection, Db
         .map_err(err)?
         .busy_timeout(LOCK_WAIT)
         .disable_statement_logging();
+    refuse_unwritable(url, access)?;
     if access != Access::Create {
         if let Some(path) = url.sqlite_path().filter(|p| !is_in_memory(url, p)) {
             if !path.exists() {
@@ -89,6 +90,35 @@ pub async fn connect_empty(url: &DbUrl) -> Result<SqliteConnection, DbError> {
             url: url.redacted(),
             source,
         })
+}
+
+/// [`DbError::NotWritable`] when `access` writes (neither [`Access::ReadOnly`] nor
+/// [`Access::QueryOnly`]) and this process may not write the SQLite file of `url`, or,
+/// when the file does not exist and `access` is [`Access::Create`], its folder. Checked
+/// before anything is opened, so a refused command leaves no file behind (an in-memory
+/// database, and a missing file for an access that does not create it, pass).
+pub fn refuse_unwritable(url: &DbUrl, access: Access) -> Result<(), DbError> {
+    if access.is_read_only() {
+        return Ok(());
+    }
+    let Some(path) = url.sqlite_path().filter(|p| !is_in_memory(url, p)) else {
+        return Ok(());
+    };
+    let path = std::path::absolute(&path).unwrap_or(path);
+    if path.exists() {
+        if !may_write(&path) {
+            return Err(DbError::NotWritable { path, folder: None });
+        }
+    } else if access == Access::Create {
+        let folder = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+        if folder.is_dir() && !may_write(&folder) {
+            return Err(DbError::NotWritable {
+                path,
+                folder: Some(folder),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// [`DbError::WouldCreateFiles`] when opening `path` would create a `-wal` or `-shm`

@@ -6,6 +6,11 @@
 //! any case, `main.`; PostgreSQL: `public.`) — is refused (exit 2), and nothing is
 //! written.
 //!
+//! Trial item 3: when source and target are one database, `--facts` naming the source
+//! table (any spelling) is refused (exit 2, usage): dimlog never writes a source. Trial
+//! item 4: on SQLite, `--facts` with a schema other than `main` or a name SQLite keeps
+//! (`sqlite_…`) is a usage error, not a database error.
+//!
 //! Item 3: without `--overwrite`, the surrogate-key column must be empty (NULL or -1
 //! only), new, or filled earlier by `assign-keys` for this dimension (recorded in the
 //! target, `dimlog_assigned`): an integer column whose values merely happen to be
@@ -20,6 +25,7 @@ use crate::support::fixture::{on_both_backends, Dump, Fixture};
 on_both_backends!(
     assign_keys_refuses_dimlog_owned_tables,
     assign_keys_fills_only_columns_it_owns,
+    assign_keys_refuses_the_source_table,
 );
 
 /// Every row of a target table, every column as text, in a stable order.
@@ -303,4 +309,124 @@ async fn assign_keys_fills_only_columns_it_owns(mut fx: Fixture) {
         .target_query("SELECT CAST(qty AS TEXT) FROM facts ORDER BY customer_id, ordered_at")
         .await);
     assert_eq!(got, expected);
+}
+
+/// The source table's columns and rows.
+async fn source_state(fx: &mut Fixture) -> Vec<Vec<Option<String>>> {
+    let columns = match fx.backend {
+        Backend::Sqlite => "SELECT group_concat(name, ',') FROM pragma_table_info('src_feed')",
+        Backend::Postgres => {
+            "SELECT string_agg(column_name::text, ',' ORDER BY ordinal_position) FROM information_schema.columns \
+             WHERE table_name = 'src_feed'"
+        }
+    };
+    let mut out = fx.source_query(columns).await;
+    out.extend(
+        fx.source_query(
+            "SELECT CAST(customer_id AS TEXT), email, tier, country, CAST(updated_at AS TEXT) FROM src_feed ORDER BY 1",
+        )
+        .await,
+    );
+    out
+}
+
+/// Source and target one database (PostgreSQL: the fixture's; SQLite: the target URL set
+/// to the source's file): `--facts` naming the source table, in every spelling and under
+/// every spelling of the URL, is exit 2 (`usage`) naming the table, and the source is
+/// untouched. On SQLite, schemas other than `main` and `sqlite_…` names are exit 2 too.
+async fn assign_keys_refuses_the_source_table(mut fx: Fixture) {
+    let source_path = fx.dir().join("source.db");
+    let urls: Vec<String> = match fx.backend {
+        Backend::Sqlite => vec![
+            format!("sqlite://{}", source_path.display()),
+            "sqlite://./source.db".into(),
+        ],
+        Backend::Postgres => {
+            let mut urls = vec![fx.target_url.clone()];
+            for (from, to) in [("@127.0.0.1:", "@localhost:"), ("@localhost:", "@127.0.0.1:")] {
+                if fx.target_url.contains(from) {
+                    urls.push(fx.target_url.replace(from, to));
+                }
+            }
+            urls
+        }
+    };
+    two_keys(&mut fx).await;
+    // The dimension loaded in the source's database too (SQLite: the fixture's target
+    // is another file).
+    crate::reliability::target_only::set_url(&mut fx, true, &urls[0]);
+    let out = fx.cli(&["run", "--upper", "2026-03-04T00:00:00Z"]);
+    assert_code(&out, 0, "loading into the source's database");
+    let before = source_state(&mut fx).await;
+    let mut cases = 0;
+    for url in &urls {
+        crate::reliability::target_only::set_url(&mut fx, true, url);
+        for spelled in spellings(fx.backend, "src_feed") {
+            for sk in ["c_sk2", "tier", "customer_id"] {
+                let args = [
+                    "assign-keys",
+                    "--facts",
+                    &spelled,
+                    "--key-column",
+                    "customer_id",
+                    "--at-column",
+                    "updated_at",
+                    "--sk-column",
+                    sk,
+                ];
+                let what = format!("{url}: {}", args.join(" "));
+                let out = fx.cli(&args);
+                assert_code(&out, 2, &what);
+                let stderr = text(&out.stderr);
+                for s in [spelled.as_str(), "source table", "never writes"] {
+                    assert!(stderr.contains(s), "{what}: the message does not say {s:?}: {stderr}");
+                }
+                let mut with_json = args.to_vec();
+                with_json.push("--json");
+                let out = fx.cli(&with_json);
+                assert_code(&out, 2, &format!("{what} --json"));
+                assert_eq!(json(&out, &what)["error"]["kind"], "usage", "{what}");
+                cases += 1;
+            }
+        }
+    }
+    assert!(cases >= 6, "{cases} cases");
+    assert_eq!(source_state(&mut fx).await, before, "the source changed");
+
+    if fx.backend == Backend::Sqlite {
+        let mut refused = Vec::new();
+        for schema in ["temp", "TEMP", "aux", "public"] {
+            refused.push((format!("{schema}.facts"), "schema"));
+        }
+        for name in ["sqlite_stat1", "SQLITE_MASTER", "Sqlite_facts", "main.sqlite_sequence"] {
+            refused.push((name.to_string(), "sqlite_"));
+        }
+        for (facts, says) in &refused {
+            let args = [
+                "assign-keys",
+                "--facts",
+                facts,
+                "--key-column",
+                "customer_id",
+                "--at-column",
+                "updated_at",
+                "--sk-column",
+                "c_sk",
+            ];
+            let what = args.join(" ");
+            let out = fx.cli(&args);
+            assert_code(&out, 2, &what);
+            let stderr = text(&out.stderr);
+            assert!(
+                stderr.contains(facts.as_str())
+                    && stderr.contains(says)
+                    && !stderr.contains("error returned from database"),
+                "{what}: {stderr}"
+            );
+            let mut with_json = args.to_vec();
+            with_json.push("--json");
+            let out = fx.cli(&with_json);
+            assert_eq!(json(&out, &what)["error"]["kind"], "usage", "{what}");
+        }
+    }
 }

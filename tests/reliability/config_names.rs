@@ -9,6 +9,7 @@
 //!   database (the same SQLite file however its URL is spelled; PostgreSQL: the same
 //!   database, even under another spelling of the server's address), in any spelling
 //!   naming the same table;
+//! - a SQLite log or dimension named `sqlite_…` (in any case): SQLite keeps those names;
 //! - a change column without a time zone (SQLite text without an offset, PostgreSQL
 //!   `timestamp`) and no `source.timezone`: the same config error on both backends.
 
@@ -168,6 +169,28 @@ async fn tables_named_alike_are_config_errors(mut fx: Fixture) {
                 before,
                 "{log} {dim} {source}: something was written"
             );
+        }
+    }
+
+    // SQLite: names SQLite keeps for itself (`sqlite_` in any case, with or without
+    // `main.`), for the log and for the dimension.
+    if fx.backend == Backend::Sqlite {
+        for reserved in ["sqlite_stat1", "sqlite_master", "sqlite_sequence", "sqlite_mine"] {
+            let mut spellings = same_table_spellings(fx.backend, reserved);
+            spellings.push(format!("Sqlite_{}", &reserved["sqlite_".len()..]));
+            for spelled in spellings {
+                for (as_log, setting) in [(true, "target.log"), (false, "target.dimension")] {
+                    let (log, dim) = if as_log {
+                        (spelled.as_str(), "dim_customer")
+                    } else {
+                        ("customer_versions", spelled.as_str())
+                    };
+                    fx.set_config(with_names(&base, log, dim, "src_customers"));
+                    let what = format!("log {log}, dimension {dim}");
+                    assert_refused(&fx, &what, setting, &["sqlite_", "reserved"]);
+                    assert_eq!(state(&mut fx).await, before, "{what}: something was written");
+                }
+            }
         }
     }
 

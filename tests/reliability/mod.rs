@@ -5,6 +5,7 @@
 
 mod bad_input;
 mod cli;
+mod closed_pipes;
 #[cfg(feature = "failpoints")]
 mod concurrency;
 mod config_names;
@@ -18,5 +19,5 @@ mod secrets;
 #[cfg(feature = "failpoints")]
 mod sigkill;
 mod source_files;
-mod target_only;
+pub mod target_only;
 mod window;

@@ -207,3 +207,171 @@ async fn a_source_of_another_user_is_read_without_leaving_files() {
     }
     held.close().await.expect("close");
 }
+
+/// Every command that opens the target for writing, each with `--json` too.
+fn writers() -> Vec<Vec<&'static str>> {
+    let base: &[&[&str]] = &[
+        &["init"],
+        &["run", "--upper", "2026-03-02T09:10:00Z"],
+        &["run", "--dry-run", "--upper", "2026-03-02T09:10:00Z"],
+        &[
+            "backfill",
+            "--from",
+            "2026-03-01T00:00:00Z",
+            "--to",
+            "2026-03-03T00:00:00Z",
+        ],
+        &[
+            "backfill",
+            "--dry-run",
+            "--from",
+            "2026-03-01T00:00:00Z",
+            "--to",
+            "2026-03-03T00:00:00Z",
+        ],
+        &["rebuild"],
+        &[
+            "assign-keys",
+            "--facts",
+            "facts",
+            "--key-column",
+            "customer_id",
+            "--at-column",
+            "at",
+            "--sk-column",
+            "c_sk",
+        ],
+        &["verify", "--against-source"],
+    ];
+    base.iter()
+        .flat_map(|a| {
+            let plain = a.to_vec();
+            let mut json = a.to_vec();
+            json.push("--json");
+            [plain, json]
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_writer_of_another_user_refuses_before_creating_anything() {
+    let (_fx, config, shared) = setup("DELETE").await;
+    let target = shared.join("warehouse.db");
+    let out = run_as(OWNER, &config, &["run", "--upper", "2026-03-02T09:00:00Z"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    {
+        let url = DbUrl::parse("url", &format!("sqlite://{}", target.display()), None).expect("url");
+        let mut c = Conn::open(&url, Access::ReadWrite).await.expect("open");
+        c.execute_script(
+            "test",
+            "CREATE TABLE facts (customer_id INTEGER, at TEXT); \
+             INSERT INTO facts VALUES (1, '2026-03-02T09:05:00Z')",
+        )
+        .await
+        .expect("facts");
+        c.close().await.expect("close");
+    }
+    let _ = Command::new("chown").arg(OWNER).arg(&target).status();
+    let clean = listing(&shared);
+    assert_eq!(
+        clean.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(),
+        ["dimlog.toml", "source.db", "warehouse.db"]
+    );
+    for args in writers() {
+        let what = args.join(" ");
+        let bytes = std::fs::read(&target).expect("read");
+        let out = run_as(READER, &config, &args);
+        assert_eq!(out.code, Some(1), "`dimlog {what}`: {out:?}");
+        let text = out.all();
+        assert!(
+            text.contains(&target.display().to_string()) && text.contains("as a user who may write"),
+            "`dimlog {what}` does not say why: {out:?}"
+        );
+        if args.contains(&"--json") {
+            let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("one JSON object");
+            assert_eq!(v["error"]["kind"], "connect", "{out:?}");
+        }
+        assert_eq!(listing(&shared), clean, "`dimlog {what}` left files");
+        assert_eq!(
+            std::fs::read(&target).expect("read"),
+            bytes,
+            "`dimlog {what}` changed the target"
+        );
+    }
+    let out = run_as(OWNER, &config, &["run", "--upper", "2026-03-02T09:20:00Z"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(listing(&shared), clean);
+}
+
+#[tokio::test]
+async fn a_writer_who_may_not_create_the_target_refuses_before_creating_anything() {
+    let (_fx, config, shared) = setup("DELETE").await;
+    // The target would be created in a folder only root may write.
+    let closed = shared.join("closed");
+    std::fs::create_dir(&closed).expect("mkdir");
+    chmod(&closed, 0o755);
+    let text = std::fs::read_to_string(&config).expect("config").replace(
+        &shared.join("warehouse.db").display().to_string(),
+        &closed.join("wh.db").display().to_string(),
+    );
+    std::fs::write(&config, text).expect("config");
+    let before = listing(&shared);
+    for args in writers()
+        .into_iter()
+        .filter(|a| ["init", "run", "backfill"].contains(&a[0]))
+    {
+        let what = args.join(" ");
+        let out = run_as(READER, &config, &args);
+        assert_eq!(out.code, Some(1), "`dimlog {what}`: {out:?}");
+        let text = out.all();
+        assert!(
+            text.contains(&closed.display().to_string()) && text.contains("as a user who may write"),
+            "`dimlog {what}` does not say why: {out:?}"
+        );
+        assert_eq!(listing(&shared), before, "`dimlog {what}` left files");
+        assert!(listing(&closed).is_empty(), "`dimlog {what}` created files");
+    }
+}
+
+/// PostgreSQL: a SELECT-only role as the target's user. Every command that writes the
+/// target fails (exit 1) and says which right is missing and how to grant it, never only
+/// the server's "permission denied".
+#[tokio::test]
+async fn a_select_only_role_is_told_which_right_is_missing() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')",
+    )
+    .await;
+    let out = cli::run(&fx.config_path(), &["run", "--upper", "2026-03-02T09:00:00Z"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    fx.target_exec("CREATE TABLE facts (customer_id bigint, at timestamptz)")
+        .await;
+    let reader = super::target_only::read_only_role(&mut fx).await;
+    super::target_only::set_url(&mut fx, true, &reader);
+    for args in writers() {
+        let what = args.join(" ");
+        let out = cli::run(&fx.config_path(), &args);
+        if args[0] == "backfill" && args.contains(&"--dry-run") {
+            // Lists the chunks from what it reads, and writes nothing on PostgreSQL.
+            assert_eq!(out.code, Some(0), "`dimlog {what}`: {out:?}");
+            continue;
+        }
+        assert_eq!(out.code, Some(1), "`dimlog {what}`: {out:?}");
+        let text = if args.contains(&"--json") {
+            let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("one JSON object");
+            format!("{} {}", v["error"]["message"], v["error"]["hint"])
+        } else {
+            out.stderr.clone()
+        };
+        let right = match args[0] {
+            "assign-keys" => "ownership of table facts",
+            "verify" => "TEMPORARY on database",
+            _ => "CREATE on schema public",
+        };
+        for s in ["lacks", right, "GRANT", "target.url"] {
+            assert!(text.contains(s), "`dimlog {what}` does not say {s:?}: {out:?}");
+        }
+    }
+}

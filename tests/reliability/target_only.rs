@@ -193,7 +193,7 @@ async fn user_tables(fx: &mut Fixture) -> Vec<Option<String>> {
 /// A login role of the fixture's database that may only connect and read dimlog's
 /// tables (PUBLIC's default CONNECT and TEMP on the database are revoked, and CREATE on
 /// `public`); returns its URL.
-async fn read_only_role(fx: &mut Fixture) -> String {
+pub async fn read_only_role(fx: &mut Fixture) -> String {
     let url = url::Url::parse(&fx.target_url).expect("url");
     let database = url.path().trim_start_matches('/').to_string();
     let role = format!("{database}_reader");
