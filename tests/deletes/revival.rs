@@ -20,6 +20,7 @@ on_both_backends!(
     revival_after_a_tombstone_later_than_upper_opens_just_after_it,
     a_plain_run_that_reads_a_restored_row_revives_it,
     a_plain_run_does_not_revive_a_row_behind_its_window,
+    reconciliation_closes_a_key_flagged_deleted_behind_every_window,
     a_change_stamped_between_the_tombstone_and_the_revival_is_the_state_now,
     a_delete_stamped_between_the_tombstone_and_the_revival_is_the_state_now,
     a_change_feed_keeps_an_earlier_row_as_a_late_version,
@@ -566,4 +567,47 @@ async fn a_change_stamped_between_the_tombstone_and_the_revival_is_the_state_now
 
 async fn a_delete_stamped_between_the_tombstone_and_the_revival_is_the_state_now(mut fx: Fixture) {
     stamped_between_the_tombstone_and_the_revival(&mut fx, "is_deleted = true", None).await;
+}
+
+/// Reconciliation compares the dimension's live keys with the source's *live* keys: a
+/// row flagged deleted behind every window (its stamp not moved, or moved back) closes
+/// its key at the run's upper bound like a row that is gone, whether the key was ever
+/// deleted before or was revived; a rerun appends nothing.
+async fn reconciliation_closes_a_key_flagged_deleted_behind_every_window(mut fx: Fixture) {
+    two_keys_then_2_deleted(&mut fx).await;
+    fx.exec(&format!(
+        "{INSERT} (2, 'bob@example.com', 'free', 'DE', '2026-03-02T09:00:00Z'),
+                  (3, 'cyd@example.com', 'pro', 'NL', '2026-03-02T10:30:00Z')"
+    ))
+    .await;
+    let r = fx
+        .run_with(opts("2026-03-02T12:00:00Z", RunKind::Incremental, true))
+        .await;
+    assert_eq!(r.counts.revived, 1, "{r:?}");
+    // The watermark is 10:30: no window reads 09:00 any more.
+    fx.exec("UPDATE src_customers SET is_deleted = true WHERE customer_id IN (1, 2)")
+        .await;
+    let r = fx.run("2026-03-02T12:30:00Z").await;
+    assert_eq!(r.counts.tombstones, 0, "not read: {r:?}");
+    let r = fx
+        .run_with(opts("2026-03-02T13:00:00Z", RunKind::Incremental, true))
+        .await;
+    assert_eq!((r.counts.tombstones, r.reconciled_deletes), (2, 2), "{r:?}");
+    for key in ["1", "2"] {
+        let rows = rows_of(&mut fx, key).await;
+        assert!(rows.iter().all(|r| r[3] == "false"), "key {key}: {rows:?}");
+        assert_eq!(
+            rows.last().unwrap()[2],
+            "2026-03-02T13:00:00.000000Z",
+            "key {key}: {rows:?}"
+        );
+    }
+    let log_rows = fx.count("customer_versions").await;
+    fx.run_with(opts("2026-03-02T13:30:00Z", RunKind::Incremental, true))
+        .await;
+    fx.run_with(opts("2026-03-02T14:00:00Z", RunKind::FullRefresh, false))
+        .await;
+    assert_eq!(fx.count("customer_versions").await, log_rows, "{}", fx.dump_log().await);
+    fx.assert_dimension_derives_from_log().await;
+    assert_verify_passes(&fx, true);
 }

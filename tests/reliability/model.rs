@@ -326,7 +326,14 @@ impl Model {
         let mut reconciled = 0;
         let mut reconciled_after_upper = 0;
         if spec.reconcile {
-            let in_source: BTreeSet<i64> = source.rows.iter().map(|r| r.key).collect();
+            // Keys the source holds live: a row flagged deleted is not one (hard and soft
+            // deletes behind every window are alike to reconciliation).
+            let in_source: BTreeSet<i64> = source
+                .rows
+                .iter()
+                .filter(|r| matches!(r.payload, Payload::Live(_)))
+                .map(|r| r.key)
+                .collect();
             let staged_keys: BTreeSet<i64> = staged.keys().map(|(k, _)| *k).collect();
             for (key, tl) in &timelines {
                 let Some((newest, (payload, _))) = tl.iter().next_back() else {
