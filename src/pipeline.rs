@@ -369,14 +369,7 @@ pub async fn run(
         // And a first load whose upper bound is before the source's oldest row.
         if let (true, Some(clock)) = (never_loaded, source_clock) {
             let upper = opts.upper.unwrap_or(clock.plus(-plan.source.safety_lag_micros));
-            let oldest = extract::source_oldest(
-                session.source.as_mut().expect("source connection"),
-                plan,
-                &session.layout,
-            )
-            .await?;
-            extract::check_first_window(plan, upper, clock, opts.upper.is_some(), oldest)
-                .map_err(extract::ExtractError::from)?;
+            check_first_window(session, plan, upper, clock, opts.upper.is_some()).await?;
         }
         // A dry run writes nothing, not even the tables or a SQLite file: it creates the
         // tables inside the load's transaction, which it rolls back, in an in-memory
@@ -491,14 +484,7 @@ async fn load(
             extract::check_window(plan, &window, clock, opts.upper.is_some(), watermark_before)
                 .map_err(extract::ExtractError::from)?;
             if watermark_before.is_none() {
-                let oldest = extract::source_oldest(
-                    session.source.as_mut().expect("source connection"),
-                    plan,
-                    &session.layout,
-                )
-                .await?;
-                extract::check_first_window(plan, upper, clock, opts.upper.is_some(), oldest)
-                    .map_err(extract::ExtractError::from)?;
+                check_first_window(session, plan, upper, clock, opts.upper.is_some()).await?;
             }
             (window, Some(clock))
         }
@@ -846,6 +832,21 @@ pub struct Staged {
     pub max_read: Option<Micros>,
     /// Rows a loose read (SQLite) returned past the upper bound and dropped.
     pub beyond_upper: extract::FutureRows,
+}
+
+/// Refuses a first load whose upper bound is before the source's oldest row (see
+/// [`extract::check_first_window`]).
+async fn check_first_window(
+    session: &mut Session,
+    plan: &Plan,
+    upper: Micros,
+    clock: Micros,
+    explicit_upper: bool,
+) -> Result<(), Error> {
+    let source = session.source.as_mut().expect("source connection");
+    let oldest = extract::source_oldest(source, plan, &session.layout).await?;
+    extract::check_first_window(plan, upper, clock, explicit_upper, oldest).map_err(extract::ExtractError::from)?;
+    Ok(())
 }
 
 /// Streams the window from the source into the staging table (created by
