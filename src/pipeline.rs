@@ -367,7 +367,8 @@ pub async fn run(
             session.check_zone(plan).await?;
         }
         // And a first load whose upper bound is before the source's oldest row.
-        if let (true, Some(clock)) = (never_loaded, source_clock) {
+        let first_window_checked = never_loaded && source_clock.is_some();
+        if let (true, Some(clock)) = (first_window_checked, source_clock) {
             let upper = opts.upper.unwrap_or(clock.plus(-plan.source.safety_lag_micros));
             check_first_window(session, plan, upper, clock, opts.upper.is_some()).await?;
         }
@@ -418,7 +419,7 @@ pub async fn run(
             plan,
             opts,
             observer,
-            (started, source_clock),
+            (started, source_clock, first_window_checked),
             &mut bounds,
             migration.as_ref(),
         )
@@ -457,8 +458,9 @@ async fn load(
     plan: &Plan,
     opts: &RunOptions,
     observer: &dyn Observer,
-    // The pipeline's clock at the start, and the source's (read for the window check).
-    (started, source_clock): (Micros, Option<Micros>),
+    // The pipeline's clock at the start, the source's (read for the window check), and
+    // whether the first-load check against the source's oldest row was already made.
+    (started, source_clock, first_window_checked): (Micros, Option<Micros>, bool),
     bounds: &mut RunBounds,
     migration: Option<&(tables::DimensionRecord, tables::ConfigChange)>,
 ) -> Result<RunReport, Error> {
@@ -483,7 +485,9 @@ async fn load(
             };
             extract::check_window(plan, &window, clock, opts.upper.is_some(), watermark_before)
                 .map_err(extract::ExtractError::from)?;
-            if watermark_before.is_none() {
+            // A target without a watermark that `run` did not already check before
+            // creating anything (its tables exist, but no load ever committed).
+            if watermark_before.is_none() && !first_window_checked {
                 check_first_window(session, plan, upper, clock, opts.upper.is_some()).await?;
             }
             (window, Some(clock))
