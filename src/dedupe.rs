@@ -117,6 +117,9 @@ pub struct CopyStager<'p> {
     pub max_read: Option<Micros>,
     /// Rows skipped for a NULL in each key column.
     pub null_keys: Vec<i64>,
+    /// Rows read past the upper bound (a read in local time is wider than the window)
+    /// and dropped here: counted with the source's other rows from the future.
+    pub beyond_upper: crate::extract::FutureRows,
 }
 
 impl<'p> CopyStager<'p> {
@@ -139,6 +142,7 @@ impl<'p> CopyStager<'p> {
             deleted: 0,
             max_read: None,
             null_keys: vec![0; key_count],
+            beyond_upper: crate::extract::FutureRows::default(),
         }
     }
 
@@ -230,6 +234,12 @@ impl<'p> CopyStager<'p> {
             }
         };
         if !self.window.contains(ts) {
+            if self.window.low.is_none_or(|l| ts >= l) {
+                self.beyond_upper.add(crate::extract::FutureRows {
+                    count: 1,
+                    newest: Some(ts),
+                });
+            }
             return Ok(());
         }
         if let Some(i) = (0..self.key_count).find(|&i| field(i) == NULL) {

@@ -683,7 +683,26 @@ impl Window {
 }
 
 fn extract_context(plan: &Plan, layout: &Layout, window: Option<&Window>) -> serde_json::Value {
+    // A change column without a zone (PostgreSQL `timestamp` or `date`) is read as its
+    // own text and converted by dimlog's one rule (`Micros::parse`), never by the
+    // server's; the read is bounded in local time, widened by the zone's offsets, and
+    // the exact window applies to the converted instants.
+    let local_zone = plan
+        .source
+        .timezone
+        .filter(|_| matches!(layout.updated_at_kind, ColumnKind::Timestamp | ColumnKind::Date));
+    let local_text = |t: chrono::NaiveDateTime| t.format("%Y-%m-%d %H:%M:%S%.6f").to_string();
+    let (low_local, high_local) = match (local_zone, window) {
+        (Some(zone), Some(w)) => {
+            let (low, high) = Micros::local_bounds(w.low, w.high, &zone);
+            (low.map(local_text), Some(local_text(high)))
+        }
+        _ => (None, None),
+    };
     serde_json::json!({
+        "local": local_zone.is_some(),
+        "low_local": low_local,
+        "high_local": high_local,
         "columns": layout.read_columns(),
         "key_columns": layout.keys,
         "keys": layout.keys.iter().map(|c| c.name.clone()).collect::<Vec<_>>(),
@@ -749,8 +768,13 @@ pub async fn source_newest(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Res
         &extract_context(plan, layout, None),
     )?;
     let rows = conn.query_text("reading the newest source change", &sql, &[]).await?;
-    let text = rows.first().and_then(|r| r.first().cloned().flatten());
-    Ok(text.and_then(|t| Micros::parse(&t, plan.source.timezone.as_ref()).ok()))
+    // SQLite returns candidates, PostgreSQL the one greatest value; values that name no
+    // instant are the run's to report, not this figure's.
+    Ok(rows
+        .into_iter()
+        .filter_map(|r| r.into_iter().next().flatten())
+        .filter_map(|t| Micros::parse(&t, plan.source.timezone.as_ref()).ok())
+        .max())
 }
 
 /// Fails the run when any source row has a NULL change column (checked every run: such

@@ -2,7 +2,8 @@
 //!
 //! Compiled in only with the `failpoints` cargo feature; a release build ignores any
 //! setting. The CLI reads `DIMLOG_FAILPOINT` (`after_append`, or `after_append:sleep`
-//! to hang there until killed) and passes it in [`crate::pipeline::RunOptions`].
+//! to hang there until killed, or `after_append:delay` to go on after 300 ms, for tests
+//! of what a slow step looks like) and passes it in [`crate::pipeline::RunOptions`].
 
 /// Every failpoint, in the order a run passes them.
 pub const ALL: &[&str] = &[
@@ -22,6 +23,10 @@ pub async fn check(setting: Option<&str>, here: &'static str) -> Result<(), crat
     let Some(setting) = setting else { return Ok(()) };
     let (name, action) = setting.split_once(':').unwrap_or((setting, "error"));
     if name != here {
+        return Ok(());
+    }
+    if action == "delay" {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
         return Ok(());
     }
     if action == "sleep" {

@@ -331,7 +331,7 @@ fn bad_reason(kind: &str, value: Option<&str>, zone: Option<&chrono_tz::Tz>) -> 
                 "a time without a zone (set source.timezone to the zone it is in)".into(),
                 true,
             ),
-            Err(crate::ts::TimestampError::NonexistentLocalTime(_)) => (
+            Err(crate::ts::TimestampError::NonexistentLocalTime { .. }) => (
                 format!(
                     "a local time that does not exist in {} (a daylight-saving gap)",
                     zone.map_or("the zone", |z| z.name())

@@ -554,7 +554,6 @@ async fn load(
         changes,
         reconciled,
         rehashed,
-        finished_at,
     } = loaded;
     future.add(beyond_upper);
 
@@ -574,6 +573,9 @@ async fn load(
         revived: changes.revived,
         future_rows: future.count,
     };
+    // The run is finished when its last statement before the commit is: its log rows
+    // keep the earlier load stamp, its record the time the work really ended.
+    let finished_at = now();
     if !opts.dry_run {
         if let Some(wm) = high_watermark {
             if Some(wm) != watermark_before || watermark_before.is_none() {
@@ -636,7 +638,6 @@ struct Loaded {
     changes: log::Changes,
     reconciled: i64,
     rehashed: i64,
-    finished_at: Micros,
 }
 
 /// The general path: stage and dedupe the window, reconcile deletes, classify against
@@ -707,7 +708,7 @@ async fn stage_and_append(
     } else {
         log::classify(&mut session.target, &session.ctx, step.window.high).await?
     };
-    let finished_at = now();
+    let loaded_at = now();
     if changes.total > 0 {
         let dropped = if first_load {
             Some(tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?)
@@ -728,7 +729,7 @@ async fn stage_and_append(
             name,
             &changes,
             run_id,
-            finished_at,
+            loaded_at,
         )
         .await?;
         failpoint::check(fp, "after_append").await?;
@@ -751,7 +752,6 @@ async fn stage_and_append(
         changes,
         reconciled,
         rehashed,
-        finished_at,
     })
 }
 
@@ -781,12 +781,12 @@ async fn stage_unseen(session: &mut Session, step: &Step<'_>) -> Result<(), Erro
 /// the log and the indexes are built once.
 async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<Loaded, Error> {
     let fp = step.opts.failpoint.as_deref();
-    let finished_at = now();
+    let loaded_at = now();
     let (next_log_id, next_sk) = log::reserve(&mut session.target, &session.ctx, &step.plan.name).await?;
     let dropped = tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?;
     step.observer.phase("reading into the log");
     let numbering = dedupe::LogNumbering::new(next_log_id, next_sk);
-    tables::set_load_defaults(&mut session.target, &session.ctx, Some((step.run_id, finished_at))).await?;
+    tables::set_load_defaults(&mut session.target, &session.ctx, Some((step.run_id, loaded_at))).await?;
     let stager = dedupe::CopyStager::new(step.plan, &session.layout, *step.window).into_log(numbering);
     let table = session.ctx.log.clone();
     let columns = dedupe::log_columns(&session.ctx);
@@ -807,7 +807,7 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
             &step.plan.name,
             &changes,
             step.run_id,
-            finished_at,
+            loaded_at,
         )
         .await?;
     }
@@ -819,11 +819,10 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
         rows_read: stager.rows_read,
         rows_after_dedupe: stager.rows_read,
         max_read: stager.max_read,
-        beyond_upper: extract::FutureRows::default(),
+        beyond_upper: stager.beyond_upper,
         changes,
         reconciled: 0,
         rehashed: 0,
-        finished_at,
     })
 }
 
@@ -989,7 +988,7 @@ async fn stage_window_copy(
     Ok(Staged {
         rows_read: stager.rows_read,
         max_read: stager.max_read,
-        beyond_upper: extract::FutureRows::default(),
+        beyond_upper: stager.beyond_upper,
     })
 }
 

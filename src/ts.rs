@@ -5,7 +5,7 @@
 //! overflow nanosecond types). SQLite stores the fixed-width text form so that text order
 //! is time order.
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, LocalResult, NaiveDate, NaiveDateTime, Offset, TimeZone, Utc};
 use std::fmt;
 
 /// A point in time, in microseconds since 1970-01-01T00:00:00Z.
@@ -80,44 +80,165 @@ impl Micros {
         Some(Micros(t.and_utc().timestamp_micros()))
     }
 
-    /// Parses a timestamp that carries its own offset (RFC 3339, or PostgreSQL's text
-    /// output); a value without one is interpreted in `zone` when given, else refused.
+    /// Parses a change-column or command-line time: RFC 3339 in any letter case, or
+    /// `YYYY-MM-DD[ T]HH:MM[:SS[.f]]` followed by `Z`, `UTC`, `GMT` or an offset written
+    /// `+hh`, `+hhmm` or `+hh:mm` (with or without a space before it). A value without a zone
+    /// (or a bare date) is a local time in `zone` when given ([`Micros::from_local`]), else
+    /// refused. Digits after the sixth fractional one are cut: dimlog keeps microseconds.
     pub fn parse(text: &str, zone: Option<&chrono_tz::Tz>) -> Result<Micros, TimestampError> {
         let s = text.trim();
-        if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-            return Ok(Micros(t.timestamp_micros()));
+        if let Some(t) = Micros::parse_fixed(s.as_bytes()) {
+            return Ok(t);
         }
-        for f in [
-            "%Y-%m-%d %H:%M:%S%.f%#z",
-            "%Y-%m-%dT%H:%M:%S%.f%#z",
-            "%Y-%m-%d %H:%M:%S%.f %#z",
-        ] {
-            if let Ok(t) = DateTime::parse_from_str(s, f) {
-                return Ok(Micros(t.timestamp_micros()));
+        let unparsable = || TimestampError::Unparsable(s.to_string());
+        let (local, offset) = split_zone(s).ok_or_else(unparsable)?;
+        let (naive, date_only) = parse_naive(local).ok_or_else(unparsable)?;
+        match (offset, zone) {
+            (Some(seconds), _) => {
+                let offset = chrono::FixedOffset::east_opt(seconds).ok_or_else(unparsable)?;
+                let t = naive.and_local_timezone(offset).single().ok_or_else(unparsable)?;
+                Ok(Micros(t.timestamp_micros()))
             }
-        }
-        let naive = [
-            "%Y-%m-%d %H:%M:%S%.f",
-            "%Y-%m-%dT%H:%M:%S%.f",
-            "%Y-%m-%d %H:%M",
-            "%Y-%m-%dT%H:%M",
-        ]
-        .iter()
-        .find_map(|f| NaiveDateTime::parse_from_str(s, f).ok())
-        .or_else(|| {
-            NaiveDate::parse_from_str(s, "%Y-%m-%d")
-                .ok()
-                .and_then(|d| d.and_hms_opt(0, 0, 0))
-        });
-        match (naive, zone) {
-            (Some(n), Some(z)) => match z.from_local_datetime(&n).earliest() {
-                Some(t) => Ok(Micros(t.with_timezone(&Utc).timestamp_micros())),
-                None => Err(TimestampError::NonexistentLocalTime(s.to_string())),
-            },
-            (Some(_), None) => Err(TimestampError::NoZone(s.to_string())),
-            (None, _) => Err(TimestampError::Unparsable(s.to_string())),
+            (None, Some(z)) if date_only => Ok(Micros::start_of_day(naive.date(), z)),
+            (None, Some(z)) => Micros::from_local(naive, z),
+            (None, None) => Err(TimestampError::NoZone(s.to_string())),
         }
     }
+
+    /// The one rule for a local time without a zone, on every backend: the instant it
+    /// names in `zone`. A time the clocks show twice (when they are set back) is its
+    /// **later** instant, so a row is never stamped earlier than it was written and no
+    /// window that has passed it can miss it; a time the clocks skip (when they are set
+    /// forward) names no instant and is refused. The zone rules are chrono-tz's copy of
+    /// the IANA database, not the database server's, so both backends agree.
+    pub fn from_local(naive: NaiveDateTime, zone: &chrono_tz::Tz) -> Result<Micros, TimestampError> {
+        match zone.from_local_datetime(&naive) {
+            LocalResult::Single(t) => Ok(Micros(t.timestamp_micros())),
+            LocalResult::Ambiguous(a, b) => Ok(Micros(a.timestamp_micros().max(b.timestamp_micros()))),
+            LocalResult::None => Err(TimestampError::NonexistentLocalTime {
+                value: naive.format("%Y-%m-%d %H:%M:%S%.f").to_string(),
+                zone: zone.name().to_string(),
+            }),
+        }
+    }
+
+    /// A date is the first instant of that day in `zone`: local midnight, or the end of
+    /// the gap when the clocks skip midnight.
+    pub fn start_of_day(date: NaiveDate, zone: &chrono_tz::Tz) -> Micros {
+        let midnight = date.and_hms_opt(0, 0, 0).expect("midnight exists");
+        (0..=24 * 60)
+            .find_map(|minute| {
+                let local = midnight + chrono::Duration::minutes(minute);
+                zone.from_local_datetime(&local).earliest()
+            })
+            .map(|t| Micros(t.timestamp_micros()))
+            .unwrap_or_else(|| Micros(midnight.and_utc().timestamp_micros()))
+    }
+
+    /// The local times (of `zone`, as written in a column without one) between which
+    /// every value the rule of [`Micros::from_local`] places in `[low, high]` lies: each
+    /// bound moved by the zone's most extreme offset around it, so a read bounded by them
+    /// misses no row, and the exact window is applied to the converted instants.
+    pub fn local_bounds(
+        low: Option<Micros>,
+        high: Micros,
+        zone: &chrono_tz::Tz,
+    ) -> (Option<NaiveDateTime>, NaiveDateTime) {
+        // Offsets in force over two days after low / before high, every quarter hour (no
+        // zone keeps an offset for less): a local value's offset differs from the bound's
+        // by less than a day, so these cover every value.
+        let offsets = |from: Micros| {
+            (0..=2 * 24 * 4).map(move |quarter| {
+                let t = from.plus(quarter * 900_000_000).to_utc();
+                i64::from(zone.offset_from_utc_datetime(&t.naive_utc()).fix().local_minus_utc())
+            })
+        };
+        let low = low.map(|l| {
+            let min = offsets(l).min().unwrap_or(0);
+            l.plus(min * 1_000_000).to_utc().naive_utc()
+        });
+        let max = offsets(high.plus(-2 * 24 * 60 * 60_000_000)).max().unwrap_or(0);
+        (low, high.plus(max * 1_000_000).to_utc().naive_utc())
+    }
+}
+
+/// Splits a time's text into its local part and its offset in seconds, if it has one:
+/// `Z`, `UTC`, `GMT`, `+hh`, `+hhmm`, `+hh:mm`, optionally after a space. `None` when what
+/// follows the time is not a zone.
+fn split_zone(s: &str) -> Option<(&str, Option<i32>)> {
+    let b = s.as_bytes();
+    // The zone starts after the time of day, which starts at index 11 (`YYYY-MM-DDT`).
+    if b.len() <= 10 {
+        return Some((s, None));
+    }
+    let from = 11.min(b.len());
+    let Some(at) = b[from..]
+        .iter()
+        .position(|c| c.is_ascii_alphabetic() || matches!(c, b'+' | b'-' | b' '))
+        .map(|i| i + from)
+    else {
+        return Some((s, None));
+    };
+    let local = s[..at].trim_end();
+    let zone = s[at..].trim_start();
+    let upper = zone.to_ascii_uppercase();
+    if matches!(upper.as_str(), "Z" | "UTC" | "GMT") {
+        return Some((local, Some(0)));
+    }
+    let (sign, digits) = match zone.as_bytes().first()? {
+        b'+' => (1, &zone[1..]),
+        b'-' => (-1, &zone[1..]),
+        _ => return None,
+    };
+    let digits: String = match digits.len() {
+        2 | 4 if digits.bytes().all(|d| d.is_ascii_digit()) => digits.to_string(),
+        5 if digits.as_bytes()[2] == b':' => digits.replace(':', ""),
+        _ => return None,
+    };
+    if !digits.bytes().all(|d| d.is_ascii_digit()) {
+        return None;
+    }
+    let hours: i32 = digits[..2].parse().ok()?;
+    let minutes: i32 = digits
+        .get(2..)
+        .filter(|m| !m.is_empty())
+        .map_or(Some(0), |m| m.parse().ok())?;
+    if hours > 23 || minutes > 59 {
+        return None;
+    }
+    Some((local, Some(sign * (hours * 3600 + minutes * 60))))
+}
+
+/// Reads `YYYY-MM-DD`, or that followed by `T`/`t`/space and `HH:MM[:SS[.f]]`; true when it
+/// was a date alone.
+fn parse_naive(s: &str) -> Option<(NaiveDateTime, bool)> {
+    if s.len() == 10 {
+        let d = NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
+        return Some((d.and_hms_opt(0, 0, 0)?, true));
+    }
+    if s.len() < 16 || !matches!(s.as_bytes()[10], b'T' | b't' | b' ') {
+        return None;
+    }
+    let (date, time) = (&s[..10], &s[11..]);
+    if !date.bytes().all(|c| c.is_ascii_digit() || c == b'-') {
+        return None;
+    }
+    let date = NaiveDate::parse_from_str(date, "%Y-%m-%d").ok()?;
+    // Cut fractional digits after the sixth: chrono reads at most nine, dimlog keeps six.
+    let time = match time.find('.') {
+        Some(dot) if time.len() - dot - 1 > 6 => {
+            let digits = &time[dot + 1..];
+            if !digits.bytes().all(|d| d.is_ascii_digit()) {
+                return None;
+            }
+            &time[..dot + 7]
+        }
+        _ => time,
+    };
+    let time = ["%H:%M:%S%.f", "%H:%M"]
+        .iter()
+        .find_map(|f| chrono::NaiveTime::parse_from_str(time, f).ok())?;
+    Some((date.and_time(time), false))
 }
 
 /// Serialised as the fixed-width text, so JSON output reads like the tables.
@@ -140,9 +261,14 @@ pub enum TimestampError {
     /// The text has no offset and no zone was configured.
     #[error("timestamp {0:?} has no time zone")]
     NoZone(String),
-    /// The local time falls in a daylight-saving gap.
-    #[error("local time {0:?} does not exist in the configured time zone")]
-    NonexistentLocalTime(String),
+    /// The local time falls in the gap the clocks skip when they are set forward.
+    #[error("local time {value:?} does not exist in {zone} (the clocks skip it when they are set forward), so it names no instant")]
+    NonexistentLocalTime {
+        /// The local time as read.
+        value: String,
+        /// The configured zone.
+        zone: String,
+    },
     /// Not a timestamp at all.
     #[error("cannot read {0:?} as a timestamp (expected RFC 3339, e.g. 2026-10-05T09:30:00Z)")]
     Unparsable(String),
@@ -200,6 +326,143 @@ mod tests {
             "2026-10-05T24:00:00.000000Z",
         ] {
             assert_eq!(Micros::parse_fixed(text.as_bytes()), None, "{text}");
+        }
+    }
+
+    fn tz(name: &str) -> chrono_tz::Tz {
+        name.parse().unwrap()
+    }
+
+    fn utc(text: &str) -> String {
+        Micros::parse(text, None).unwrap().to_text()
+    }
+
+    #[test]
+    fn every_common_form_with_a_zone_reads_as_its_instant() {
+        let want = "2026-05-01T08:00:01.000000Z";
+        for text in [
+            "2026-05-01T08:00:01Z",
+            "2026-05-01t08:00:01z",
+            "2026-05-01T10:00:01+02:00",
+            "2026-05-01T10:00:01+0200",
+            "2026-05-01T10:00:01+02",
+            "2026-05-01 10:00:01 +02:00",
+            "2026-05-01 08:00:01 UTC",
+            "2026-05-01 08:00:01 utc",
+            "2026-05-01 08:00:01 GMT",
+            "2026-05-01 08:00:01Z",
+            "2026-05-01 03:00:01-05:00",
+            "2026-05-01 03:00:01-0500",
+            " 2026-05-01T08:00:01Z ",
+        ] {
+            assert_eq!(utc(text), want, "{text}");
+        }
+        assert_eq!(utc("2026-05-01T08:00Z"), "2026-05-01T08:00:00.000000Z");
+        assert_eq!(utc("2026-05-01T08:00:01.123456789Z"), "2026-05-01T08:00:01.123456Z");
+        for text in [
+            "garbage",
+            "2026-05-01 08:00:01 CEST",
+            "2026-05-01 08:00:01 +25:00",
+            "2026-05-01 08:00:01 +2",
+            "2026-05-01 08:00:01 PM",
+            "2026-02-30T00:00:00Z",
+            "2026-05-01T08:00:01.12a4567Z",
+            "01/05/2026 08:00",
+            "1746086401",
+        ] {
+            assert!(
+                matches!(
+                    Micros::parse(text, Some(&tz("UTC"))),
+                    Err(TimestampError::Unparsable(_))
+                ),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_local_time_shown_twice_is_its_later_instant_and_a_skipped_one_none() {
+        let ams = tz("Europe/Amsterdam");
+        let at = |s: &str| Micros::parse(s, Some(&ams)).map(|t| t.to_text());
+        // Clocks set back at 03:00 CEST (01:00Z): 02:30 happens at 00:30Z and 01:30Z.
+        assert_eq!(at("2026-10-25 02:30:00").unwrap(), "2026-10-25T01:30:00.000000Z");
+        assert_eq!(at("2026-10-25 01:59:59").unwrap(), "2026-10-24T23:59:59.000000Z");
+        assert_eq!(at("2026-10-25 03:00:00").unwrap(), "2026-10-25T02:00:00.000000Z");
+        // Clocks set forward at 02:00 CET (01:00Z): 02:00–02:59 never happen.
+        assert!(matches!(
+            at("2026-03-29 02:30:00"),
+            Err(TimestampError::NonexistentLocalTime { .. })
+        ));
+        assert_eq!(at("2026-03-29 03:30:00").unwrap(), "2026-03-29T01:30:00.000000Z");
+        // The examples of docs/concepts/time-zones.md.
+        for (zone, local, want) in [
+            (
+                "America/New_York",
+                "2026-11-01 01:30",
+                Some("2026-11-01T06:30:00.000000Z"),
+            ),
+            ("America/New_York", "2026-03-08 02:30", None),
+            (
+                "Australia/Lord_Howe",
+                "2026-04-05 01:45",
+                Some("2026-04-04T15:15:00.000000Z"),
+            ),
+            ("Australia/Lord_Howe", "2026-10-04 02:15", None),
+        ] {
+            let got = Micros::parse(local, Some(&tz(zone))).ok().map(|t| t.to_text());
+            assert_eq!(got.as_deref(), want, "{zone} {local}");
+        }
+        // A date is its day's first instant there.
+        assert_eq!(at("2026-03-29").unwrap(), "2026-03-28T23:00:00.000000Z");
+        let sao = tz("America/Sao_Paulo");
+        // 2018-11-04: clocks jumped from 00:00 to 01:00, so the day began at 01:00 local.
+        assert_eq!(
+            Micros::parse("2018-11-04", Some(&sao)).unwrap().to_text(),
+            "2018-11-04T03:00:00.000000Z"
+        );
+    }
+
+    #[test]
+    fn the_rule_orders_local_times_like_their_instants() {
+        // What lets a read bounded in local time find every row of an instant window.
+        for name in ["Europe/Amsterdam", "America/New_York", "Australia/Lord_Howe"] {
+            let zone = tz(name);
+            let mut last: Option<Micros> = None;
+            let start = NaiveDate::from_ymd_opt(2026, 1, 1)
+                .unwrap()
+                .and_hms_opt(0, 0, 0)
+                .unwrap();
+            for step in 0..(365 * 24 * 6) {
+                let local = start + chrono::Duration::minutes(10 * step);
+                if let Ok(t) = Micros::from_local(local, &zone) {
+                    assert!(last.is_none_or(|l| l < t), "{name} {local}");
+                    last = Some(t);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn local_bounds_hold_every_value_the_rule_places_in_the_window() {
+        for name in ["Europe/Amsterdam", "America/New_York", "Australia/Lord_Howe", "UTC"] {
+            let zone = tz(name);
+            let start = Micros::parse("2026-01-01T00:00:00Z", None).unwrap();
+            // Windows an hour long every 10 minutes through the year; values every 5.
+            for step in (0..(365 * 24 * 6)).step_by(29) {
+                let low = start.plus(step * 600_000_000);
+                let high = low.plus(3_600_000_000);
+                let (llow, lhigh) = Micros::local_bounds(Some(low), high, &zone);
+                let llow = llow.unwrap();
+                let base = low.to_utc().naive_utc() - chrono::Duration::hours(30);
+                for m in 0..(62 * 12) {
+                    let local = base + chrono::Duration::minutes(5 * m);
+                    if let Ok(t) = Micros::from_local(local, &zone) {
+                        if t >= low && t <= high {
+                            assert!(local >= llow && local <= lhigh, "{name} {local} [{low}, {high}]");
+                        }
+                    }
+                }
+            }
         }
     }
 

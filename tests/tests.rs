@@ -10,3 +10,4 @@ mod lookup;
 mod reliability;
 mod scenarios;
 mod support;
+mod timezones;

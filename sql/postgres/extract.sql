@@ -6,17 +6,28 @@
    `ordered` (a first load straight into the log) sorts by the table's own key columns,
    text keys by their text bytewise, as append.sql's `key_order` does on the target. #}
 {% macro text(c) %}{% if c.kind == "timestamptz" %}to_char({{ c.name }} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'){% else %}{{ c.name }}::text{% endif %}{% endmacro %}
-{% macro ts(e) %}{% if tz %}(({{ e }}) AT TIME ZONE '{{ tz }}'){% else %}({{ e }}){% endif %}{% endmacro %}
-{% macro bound(lit) %}{% if tz %}('{{ lit }}'::timestamptz AT TIME ZONE '{{ tz }}'){% else %}'{{ lit }}'::timestamptz{% endif %}{% endmacro %}
+{# A change column without a zone (`local`: `timestamp` or `date` with source.timezone)
+   comes as its own text, which dimlog converts by its one rule (see ts.rs), never the
+   server's `AT TIME ZONE`; its window is bounded by local times dimlog computed, wider
+   than the window by the zone's offsets, and applied exactly to the converted instants. #}
+{% macro change(e) %}{% if local %}({{ e }})::text{% else %}({{ e }}){% endif %}{% endmacro %}
+{# A single change value for Rust to convert: its own text (a timestamptz's carries
+   `+00`, the session being pinned to UTC), so it does not depend on the column's type. #}
+{% macro utc(e) %}({{ e }})::text{% endmacro %}
 -- statement: rows
 COPY (
   SELECT {% for c in columns %}{{ text(c) }}, {% endfor %}
-         {{ ts(updated_at) }}
+         {{ change(updated_at) }}
          {% if deleted_flag %}, {{ deleted_flag }}::text{% endif %}
   FROM {{ relation }}{% if ordered %} AS dimlog_src{% endif %}
   WHERE TRUE
-  {% if low %}  AND {{ updated_at }} >= {{ bound(low) }}{% endif %}
-  {% if high %}  AND {{ updated_at }} {{ "<=" if high_inclusive else "<" }} {{ bound(high) }}{% endif %}
+{% if local %}
+  {% if low_local %}  AND {{ updated_at }} >= '{{ low_local }}'::timestamp{% endif %}
+  {% if high_local %}  AND {{ updated_at }} <= '{{ high_local }}'::timestamp{% endif %}
+{% else %}
+  {% if low %}  AND {{ updated_at }} >= '{{ low }}'::timestamptz{% endif %}
+  {% if high %}  AND {{ updated_at }} {{ "<=" if high_inclusive else "<" }} '{{ high }}'::timestamptz{% endif %}
+{% endif %}
   {% if ordered %} ORDER BY {% for c in key_columns %}{% if c.kind == "text" %}(dimlog_src.{{ c.name }})::text COLLATE "C"{% else %}dimlog_src.{{ c.name }}{% endif %}{{ ", " if not loop.last }}{% endfor %}{% endif %}
 ) TO STDOUT
 -- statement: null_check
@@ -27,12 +38,13 @@ SELECT count(*)::text FROM {{ relation }} WHERE {{ updated_at }} IS NULL
 SELECT (count(*) OVER ())::text, {{ updated_at }}::text{% for c in key_columns %}, {{ text(c) }}{% endfor %}
   FROM {{ relation }} WHERE {{ updated_at }} IN ('infinity', '-infinity') LIMIT 1
 -- statement: oldest
-SELECT to_char(min({{ ts(updated_at) }}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') FROM {{ relation }} WHERE isfinite({{ updated_at }})
-{# Rows stamped after the upper bound (future_rows): not read, counted. #}
+SELECT {{ utc("min(" ~ updated_at ~ ")") }} FROM {{ relation }} WHERE isfinite({{ updated_at }})
+{# Rows stamped after the upper bound (future_rows) that the read does not return; a
+   read in local time returns some past the bound, counted where they are dropped. #}
 -- statement: future
-SELECT count(*)::text, to_char(max({{ ts(updated_at) }}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
+SELECT count(*)::text, {{ utc("max(" ~ updated_at ~ ")") }}
 FROM {{ relation }}
-WHERE {{ updated_at }} > {% if tz %}($1::timestamptz AT TIME ZONE '{{ tz }}'){% else %}$1::timestamptz{% endif %}
+WHERE {% if local %}{{ updated_at }} > '{{ high_local }}'::timestamp AND $1::timestamptz IS NOT NULL{% else %}{{ updated_at }} > $1::timestamptz{% endif %}
 {# Which database of which server this is: two URLs spelled differently (a host name and
    its address) may name one, and then a log named like the source table would be it. #}
 -- statement: identity
@@ -41,7 +53,7 @@ SELECT current_database()::text || '/' || (SELECT oid FROM pg_database WHERE dat
 -- statement: now
 SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 -- statement: newest
-SELECT to_char(max({{ ts(updated_at) }}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') FROM {{ relation }}
+SELECT {{ utc("max(" ~ updated_at ~ ")") }} FROM {{ relation }} WHERE isfinite({{ updated_at }})
 -- statement: keys
 COPY (SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endfor %}
              {% if deleted_flag %}, NOT COALESCE(lower(btrim({{ deleted_flag }}::text)) IN ('true', 't', '1', 'yes', 'y'), false){% endif %}

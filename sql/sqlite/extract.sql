@@ -58,8 +58,15 @@ FROM {{ relation }}
 WHERE julianday(trim({{ updated_at }})) > julianday(?1) + {{ slack_days }} AND NOT {{ unreadable() }}
 -- statement: now
 SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+{# The newest change by instant, not by text (`…T12:00:00-05:00` is later than
+   `… 23:00:00Z`): the values julianday places within the slack of its greatest, and those
+   it cannot place, each parsed in Rust, which takes the latest. #}
 -- statement: newest
-SELECT max({{ updated_at }}) FROM {{ relation }}
+SELECT DISTINCT CAST({{ updated_at }} AS TEXT) FROM {{ relation }}
+WHERE {{ updated_at }} IS NOT NULL
+  AND ({{ unreadable() }}
+       OR julianday(trim({{ updated_at }})) >= (SELECT max(julianday(trim({{ updated_at }}))) FROM {{ relation }}
+                                                WHERE NOT {{ unreadable() }}) - {{ slack_days }})
 -- statement: keys
 SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endfor %}
        {% if deleted_flag %}, CASE WHEN lower(trim(CAST({{ deleted_flag }} AS TEXT))) IN ('true', 't', '1', 'yes', 'y') THEN 'false' ELSE 'true' END{% endif %} FROM {{ relation }}
