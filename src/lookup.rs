@@ -288,6 +288,8 @@ struct AssignContext<'a> {
     fact_sk: String,
     /// PostgreSQL: the timestamp column holds local times of `tz`.
     at_local: bool,
+    /// PostgreSQL: that column is a `date` (a day's first instant; never in a gap).
+    at_date: bool,
     tz: Option<String>,
 }
 
@@ -407,6 +409,7 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         fact_at: spec.at_column.quoted(),
         fact_sk: spec.sk_column.quoted(),
         at_local: false,
+        at_date: false,
         tz: spec.timezone.map(|z| z.name().to_string()),
     };
     let columns_sql = sql::statement(backend, "lookup", "fact_columns", &actx)?;
@@ -492,7 +495,10 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
                     type_name,
                 })
             }
-            Some(local) => actx.at_local = local,
+            Some(local) => {
+                actx.at_local = local;
+                actx.at_date = type_name == "date";
+            }
         }
     }
     let assigned_before = filled_before(conn, spec).await?;

@@ -1,10 +1,13 @@
 {# Surrogate-key lookup for fact loaders: the version with valid_from <= ts < valid_to.
    Served by the dimension's index on (key, valid_from). #}
 {# `at(x)`: a fact's timestamp as timestamptz. A `timestamp` or `date` column holds
-   local times of source.timezone (`at_local`), converted as the extract converts the
-   change column; NULL and ±infinity are no usable timestamp (`bad`). #}
-{% macro at(x) %}{% if at_local %}(({{ x }})::timestamp AT TIME ZONE '{{ tz }}'){% else %}{{ x }}{% endif %}{% endmacro %}
-{% macro bad(x) %}({{ x }} IS NULL OR NOT isfinite({{ x }})){% endmacro %}
+   local times of source.timezone (`at_local`), converted by dimlog's rule for the change
+   column (docs/concepts/time-zones.md), which PostgreSQL's `AT TIME ZONE` follows but for
+   a time the clocks skip: the server moves it forward, dimlog gives it no instant (it
+   does not survive the way back to local time). A date is its day's first instant.
+   NULL, ±infinity and skipped times are no usable timestamp (`bad`). #}
+{% macro at(x) %}{% if at_local and not at_date %}(CASE WHEN (({{ x }}) AT TIME ZONE '{{ tz }}') AT TIME ZONE '{{ tz }}' = ({{ x }}) THEN ({{ x }}) AT TIME ZONE '{{ tz }}' END){% elif at_local %}(({{ x }})::timestamp AT TIME ZONE '{{ tz }}'){% else %}{{ x }}{% endif %}{% endmacro %}
+{% macro bad(x) %}({{ x }} IS NULL OR NOT isfinite({{ x }}){% if at_local and not at_date %} OR {{ at(x) }} IS NULL{% endif %}){% endmacro %}
 {% macro key_filter(p) %}{% for c in key_defs %}{{ p }}{{ c.name }} = CAST(${{ loop.index }} AS {{ c.target_type }}) AND {% endfor %}{% endmacro %}
 -- statement: one
 SELECT dimlog_d.{{ sk }}::text FROM {{ dim }} dimlog_d
