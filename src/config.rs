@@ -190,7 +190,20 @@ pub struct DbUrl {
     shown: String,
     /// Which backend the scheme names.
     pub backend: Backend,
+    /// How long a PostgreSQL connection may take to open (`?connect_timeout=N` seconds, as
+    /// libpq reads it; [`DEFAULT_CONNECT_TIMEOUT`] without it; `None` for `0`, waiting
+    /// as long as the network does).
+    pub connect_timeout: Option<std::time::Duration>,
+    /// `?application_name=…` when the URL gives one, else the name dimlog shows in
+    /// `pg_stat_activity` (see [`DbUrl::with_application_name`]).
+    pub application_name: Option<String>,
+    /// Whether the URL names the application itself (then it is never replaced).
+    application_name_given: bool,
 }
+
+/// How long a PostgreSQL connection may take to open when the URL does not say: a
+/// listener that never answers fails the command instead of hanging it.
+pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The two backends, chosen from the URL scheme.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -214,10 +227,36 @@ impl DbUrl {
                     "{setting}: the parameter `{name}` is not used by dimlog's PostgreSQL driver and is ignored"
                 );
             }
+            // dimlog applies connect_timeout itself (the driver does not read it).
+            let (url, timeout) = take_query_param(&url, "connect_timeout");
+            let connect_timeout = match timeout.as_deref().map(str::trim) {
+                None => Some(DEFAULT_CONNECT_TIMEOUT),
+                Some(t) => match t.parse::<u64>() {
+                    Ok(0) => None,
+                    // libpq waits at least 2 seconds.
+                    Ok(n) => Some(std::time::Duration::from_secs(n.max(2))),
+                    Err(_) => {
+                        return Err(ConfigError::invalid(
+                            setting,
+                            format!(
+                                "connect_timeout={t:?} is not a whole number of seconds; write e.g. connect_timeout=10"
+                            ),
+                        ))
+                    }
+                },
+            };
+            let application_name = url::Url::parse(&url).ok().and_then(|u| {
+                u.query_pairs()
+                    .find(|(k, _)| k == "application_name")
+                    .map(|(_, v)| v.into_owned())
+            });
             return Ok(DbUrl {
                 url,
                 shown: redact(raw),
                 backend: Backend::Postgres,
+                connect_timeout,
+                application_name_given: application_name.is_some(),
+                application_name,
             });
         }
         if let Some(rest) = raw.strip_prefix("sqlite://").or_else(|| raw.strip_prefix("sqlite:")) {
@@ -251,6 +290,9 @@ impl DbUrl {
                 shown: redact(&url),
                 url,
                 backend: Backend::Sqlite,
+                connect_timeout: None,
+                application_name: None,
+                application_name_given: false,
             });
         }
         Err(ConfigError::invalid(
@@ -260,6 +302,15 @@ impl DbUrl {
                 redact(raw)
             ),
         ))
+    }
+
+    /// The same URL showing `name` in `pg_stat_activity`, unless the URL names its
+    /// application itself: `dimlog:<dimension>`, so a DBA sees which job holds a lock.
+    pub fn with_application_name(mut self, name: &str) -> DbUrl {
+        if !self.application_name_given && self.backend == Backend::Postgres {
+            self.application_name = Some(name.to_string());
+        }
+        self
     }
 
     /// The URL with its password, only for the driver.
@@ -295,6 +346,42 @@ impl DbUrl {
         let rest = self.url.strip_prefix("sqlite://")?;
         Some(PathBuf::from(rest.split('?').next().unwrap_or(rest)))
     }
+}
+
+/// `url` without its query parameter `name`, and that parameter's decoded value.
+fn take_query_param(url: &str, name: &str) -> (String, Option<String>) {
+    let Some(q) = url.find('?') else {
+        return (url.to_string(), None);
+    };
+    let (head, query) = url.split_at(q);
+    let (query, fragment) = match query[1..].split_once('#') {
+        Some((q, f)) => (q, format!("#{f}")),
+        None => (&query[1..], String::new()),
+    };
+    let mut value = None;
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            if k == name {
+                value = Some(
+                    url::form_urlencoded::parse(format!("v={v}").as_bytes())
+                        .next()
+                        .map(|(_, v)| v.into_owned())
+                        .unwrap_or_default(),
+                );
+                false
+            } else {
+                true
+            }
+        })
+        .collect();
+    let out = if kept.is_empty() {
+        format!("{head}{fragment}")
+    } else {
+        format!("{head}?{}{fragment}", kept.join("&"))
+    };
+    (out, value)
 }
 
 /// Replaces every secret of a URL (or of any text holding URLs) with `***`: see
@@ -588,10 +675,12 @@ impl Plan {
             ));
         }
         let s = raw.source;
+        let application_name = format!("dimlog:{name}");
         let source_url = match &overrides.source_url {
             Some(u) => DbUrl::parse("source.url", u, None)?,
             None => DbUrl::parse("source.url", &s.url, Some(base))?,
-        };
+        }
+        .with_application_name(&application_name);
         let relation = match (&s.table, &s.query) {
             (Some(t), None) => Relation::Table(sqlite_table(
                 source_url.backend,
@@ -663,7 +752,8 @@ impl Plan {
             url: match &overrides.target_url {
                 Some(u) => DbUrl::parse("target.url", u, None)?,
                 None => DbUrl::parse("target.url", &t.url, Some(base))?,
-            },
+            }
+            .with_application_name(&application_name),
             log: table_ident("target.log", &t.log)?,
             dimension: table_ident("target.dimension", &t.dimension)?,
             surrogate_key: column_ident("target.surrogate_key", &t.surrogate_key)?,

@@ -169,7 +169,10 @@ impl Error {
             Error::NotLoaded(_) => "not-loaded",
             Error::Db(db::DbError::Locked(_)) => "locked",
             Error::Db(
-                db::DbError::Connect { .. } | db::DbError::WouldCreateFiles { .. } | db::DbError::NotWritable { .. },
+                db::DbError::Connect { .. }
+                | db::DbError::ConnectTimeout { .. }
+                | db::DbError::WouldCreateFiles { .. }
+                | db::DbError::NotWritable { .. },
             ) => "connect",
             Error::Db(_) => "database",
             Error::Extract(_) => "source",

@@ -4,6 +4,7 @@
 mod backfill;
 mod cli;
 mod columns;
+mod connections;
 mod deletes;
 mod harness;
 mod lookup;

@@ -62,6 +62,14 @@ pub enum DbError {
         /// Driver error.
         source: sqlx::Error,
     },
+    /// The server did not answer within the connect timeout.
+    #[error("cannot connect to {url}: no answer within {seconds} s (connect_timeout); check the host, port and firewall, or give the URL ?connect_timeout=N (seconds, 0 = wait as long as the network does)")]
+    ConnectTimeout {
+        /// Redacted URL.
+        url: String,
+        /// The limit that passed.
+        seconds: u64,
+    },
     /// A SQLite file that does not exist, for a connection not allowed to create it.
     #[error("no SQLite database at {}", path.display())]
     NoDatabase {

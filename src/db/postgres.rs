@@ -29,9 +29,18 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<PgConnection, DbErro
     let opts = PgConnectOptions::from_str(url.expose())
         .map_err(err)?
         .options(options)
-        .application_name("dimlog")
+        .application_name(url.application_name.as_deref().unwrap_or("dimlog"))
         .disable_statement_logging();
-    let mut c = opts.connect().await.map_err(err)?;
+    let mut c = match url.connect_timeout {
+        Some(limit) => tokio::time::timeout(limit, opts.connect())
+            .await
+            .map_err(|_| DbError::ConnectTimeout {
+                url: url.redacted(),
+                seconds: limit.as_secs(),
+            })?
+            .map_err(err)?,
+        None => opts.connect().await.map_err(err)?,
+    };
     c.execute("SET client_min_messages = warning").await.map_err(err)?;
     Ok(c)
 }

@@ -248,6 +248,101 @@ async fn wait_until_connectable(url: &str, limit: Duration) -> Result<(), String
 
 /// Starts a throwaway cluster from local binaries, listening on 127.0.0.1 only.
 fn start_local_cluster() -> Result<String, String> {
+    start_cluster(None)
+}
+
+/// A server of its own that accepts only TLS connections (`hostssl`; plain ones are
+/// rejected), with a certificate for `127.0.0.1` and `localhost` signed by a CA generated
+/// here: its admin URL (without `sslmode`) and the CA certificate's path. Needs the local
+/// server binaries and `openssl`, whatever serves the other tests.
+pub fn start_tls_cluster() -> Result<(String, PathBuf), String> {
+    let ca = std::sync::Mutex::new(None);
+    let url = start_cluster(Some(&|dir: &Path, data: &Path| {
+        let certs = dir.join("certs");
+        fs::create_dir(&certs).map_err(|e| format!("could not create {}: {e}", certs.display()))?;
+        let openssl = |args: &[&str], what: &str| run(Command::new("openssl").args(args).current_dir(&certs), what);
+        openssl(
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=dimlog test CA",
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-addext",
+                "basicConstraints=critical,CA:TRUE",
+                "-addext",
+                "keyUsage=critical,keyCertSign,cRLSign",
+            ],
+            "openssl (CA)",
+        )?;
+        openssl(
+            &[
+                "req",
+                "-newkey",
+                "rsa:2048",
+                "-nodes",
+                "-subj",
+                "/CN=localhost",
+                "-keyout",
+                "server.key",
+                "-out",
+                "server.csr",
+            ],
+            "openssl (server key)",
+        )?;
+        fs::write(
+            certs.join("server.ext"),
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\nbasicConstraints=CA:FALSE\n",
+        )
+        .map_err(|e| format!("could not write server.ext: {e}"))?;
+        openssl(
+            &[
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-out",
+                "server.crt",
+                "-extfile",
+                "server.ext",
+            ],
+            "openssl (server certificate)",
+        )?;
+        for file in ["server.key", "server.crt", "ca.crt"] {
+            fs::copy(certs.join(file), data.join(file)).map_err(|e| format!("could not copy {file}: {e}"))?;
+        }
+        *ca.lock().unwrap() = Some(certs.join("ca.crt"));
+        fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\nhostssl all all 127.0.0.1/32 trust\nhostnossl all all 127.0.0.1/32 reject\n",
+        )
+        .map_err(|e| format!("could not write pg_hba.conf: {e}"))?;
+        Ok("ssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n".to_string())
+    }))?;
+    let ca = ca.into_inner().unwrap().expect("the CA was made");
+    Ok((url, ca))
+}
+
+/// What a cluster needs beyond the defaults: given the cluster's dir and its data dir
+/// (after initdb), writes its files and returns lines for postgresql.conf.
+type ClusterSetup<'a> = &'a dyn Fn(&Path, &Path) -> Result<String, String>;
+
+fn start_cluster(setup: Option<ClusterSetup>) -> Result<String, String> {
     let bin = find_pg_bin()?;
     // initdb and postgres refuse to run as root.
     let as_root = current_uid()? == 0;
@@ -285,6 +380,22 @@ fn start_local_cluster() -> Result<String, String> {
     );
     for (key, value) in SERVER_SETTINGS {
         conf.push_str(&format!("{key} = '{value}'\n"));
+    }
+    if let Some(setup) = setup {
+        conf.push_str(&setup(&dir, &data)?);
+        if let Some((uid, gid)) = owner {
+            // The server reads its key and certificates as the postgres user, and refuses
+            // a key others may read.
+            for entry in fs::read_dir(&data).map_err(|e| format!("could not list {}: {e}", data.display()))? {
+                let path = entry.map_err(|e| e.to_string())?.path();
+                std::os::unix::fs::chown(&path, Some(uid), Some(gid)).map_err(|e| e.to_string())?;
+            }
+        }
+        use std::os::unix::fs::PermissionsExt as _;
+        let key = data.join("server.key");
+        if key.exists() {
+            fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).map_err(|e| e.to_string())?;
+        }
     }
     OpenOptions::new()
         .append(true)
