@@ -209,14 +209,15 @@ impl<'p> CopyStager<'p> {
             return Ok(());
         }
         // A form parse_fixed reads is also valid timestamptz input: it passes through.
-        let (ts, canonical_ts) = match Micros::parse_fixed(ts_field) {
+        let fixed = Micros::parse_fixed(ts_field).filter(|t| t.check_change("").is_ok());
+        let (ts, canonical_ts) = match fixed {
             Some(t) => (t, true),
             None => {
                 self.scratch.clear();
                 copy_unescape(ts_field, &mut self.scratch);
                 let text = std::str::from_utf8(&self.scratch)
                     .map_err(|_| protocol("the source sent text that is not UTF-8"))?;
-                let t = match Micros::parse(text, self.plan.source.timezone.as_ref()) {
+                let t = match Micros::parse_change(text, self.plan.source.timezone.as_ref()) {
                     Ok(t) => t,
                     Err(reason) => {
                         let key = (0..self.key_count)

@@ -331,13 +331,11 @@ pub async fn future_rows(
             &[Param::Ts(window.high)],
         )
         .await?;
+    // No row: none in the future. Else the count, and the newest value with its key.
     let row = rows.into_iter().next().unwrap_or_default();
     let count = row.first().cloned().flatten().and_then(|c| c.parse().ok()).unwrap_or(0);
     let newest = match row.get(1).cloned().flatten() {
-        Some(text) => Some(
-            Micros::parse(&text, plan.source.timezone.as_ref())
-                .map_err(|r| ExtractError::bad_change_column(plan, r, None))?,
-        ),
+        Some(text) => Some(parse_with_key(plan, &text, &row[2..])?),
         None => None,
     };
     Ok(FutureRows { count, newest })
@@ -717,6 +715,9 @@ fn extract_context(plan: &Plan, layout: &Layout, window: Option<&Window>) -> ser
         // Slack of the loose SQLite window, in days: a second for values with offsets,
         // a day for naive local times (dimlog formats this number itself).
         "slack_days": if plan.source.timezone.is_some() { "1.0" } else { "0.0000116" },
+        // Slack for the oldest and newest values of a column whose rows mix spellings:
+        // julianday reads naive local text as UTC, up to 14 hours off an instant with `Z`.
+        "wide_slack_days": if plan.source.timezone.is_some() { "1.2" } else { "0.0000116" },
     })
 }
 
@@ -746,17 +747,34 @@ pub async fn source_oldest(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Res
         &extract_context(plan, layout, None),
     )?;
     let rows = conn.query_text("reading the oldest source change", &sql, &[]).await?;
-    // SQLite also returns the row's key, to name it if the value is no instant.
-    let Some(row) = rows.into_iter().next() else {
-        return Ok(None);
-    };
-    let Some(text) = row.first().cloned().flatten() else {
-        return Ok(None);
-    };
-    let key = (row.len() > 1).then(|| key_text(&row[1..], row.len() - 1));
-    Micros::parse(&text, plan.source.timezone.as_ref())
-        .map(Some)
-        .map_err(|r| ExtractError::bad_change_column(plan, r, key))
+    earliest_or_latest(plan, rows, std::cmp::Ordering::Less)
+}
+
+/// A change value read with its row's key: its instant, or the error naming both.
+fn parse_with_key(plan: &Plan, text: &str, key: &[Option<String>]) -> Result<Micros, ExtractError> {
+    Micros::parse_change(text, plan.source.timezone.as_ref())
+        .map_err(|r| ExtractError::bad_change_column(plan, r, Some(key_text(key, key.len()))))
+}
+
+/// The earliest (`Less`) or latest (`Greater`) instant among candidate rows (value, then
+/// key columns): PostgreSQL sends the one row, SQLite every value that may be it. A value
+/// that names no instant is an error naming its row, as it is for a run.
+fn earliest_or_latest(
+    plan: &Plan,
+    rows: Vec<TextRow>,
+    want: std::cmp::Ordering,
+) -> Result<Option<Micros>, ExtractError> {
+    let mut best: Option<Micros> = None;
+    for row in rows {
+        let Some(text) = row.first().cloned().flatten() else {
+            continue;
+        };
+        let t = parse_with_key(plan, &text, &row[1..])?;
+        if best.is_none_or(|b| t.cmp(&b) == want) {
+            best = Some(t);
+        }
+    }
+    Ok(best)
 }
 
 /// The newest change in the source, for `status` (lag) and messages.
@@ -768,13 +786,7 @@ pub async fn source_newest(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Res
         &extract_context(plan, layout, None),
     )?;
     let rows = conn.query_text("reading the newest source change", &sql, &[]).await?;
-    // SQLite returns candidates, PostgreSQL the one greatest value; values that name no
-    // instant are the run's to report, not this figure's.
-    Ok(rows
-        .into_iter()
-        .filter_map(|r| r.into_iter().next().flatten())
-        .filter_map(|t| Micros::parse(&t, plan.source.timezone.as_ref()).ok())
-        .max())
+    earliest_or_latest(plan, rows, std::cmp::Ordering::Greater)
 }
 
 /// Fails the run when any source row has a NULL change column (checked every run: such

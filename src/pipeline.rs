@@ -895,7 +895,7 @@ pub async fn stage_window(
             };
             let ts_text = row.pop().flatten();
             let Some(ts_text) = ts_text else { continue };
-            let ts = match Micros::parse(&ts_text, plan.source.timezone.as_ref()) {
+            let ts = match Micros::parse_change(&ts_text, plan.source.timezone.as_ref()) {
                 Ok(t) => t,
                 Err(reason) => {
                     let key = extract::key_text(&row, key_count);

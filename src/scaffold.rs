@@ -40,6 +40,8 @@ pub struct Request {
     pub key: Vec<String>,
     /// The change column, when the user chose it (`--updated-at`).
     pub updated_at: Option<String>,
+    /// The zone of a change column without one, when the user said it (`--timezone`).
+    pub timezone: Option<String>,
     /// Extra comment lines for the top of the file (e.g. where the password went).
     pub header_notes: Vec<String>,
 }
@@ -539,16 +541,32 @@ pub fn generate(request: &Request, profile: &Profile) -> Result<Scaffold, Error>
     let mut timezone = None;
     if let Some(c) = updated_at {
         match zone_of(profile, c) {
-            Zone::Missing => {
-                source_lines.push(format!(
-                    "# `{}` ({}) has no time zone: dimlog must be told which zone its values are in.",
-                    c.name, c.type_name
-                ));
-                source_lines
-                    .push("# UTC is a guess: set the zone the application writes in, e.g. \"Europe/Paris\".".into());
-                source_lines.push(format!("timezone = {}", q("UTC")));
-                timezone = Some("UTC".to_string());
-            }
+            Zone::Missing => match &request.timezone {
+                Some(zone) => {
+                    source_lines.push(format!(
+                        "# `{}` ({}) has no time zone: its values are local times of this zone (--timezone).",
+                        c.name, c.type_name
+                    ));
+                    source_lines.push(format!("timezone = {}", q(zone)));
+                    timezone = Some(zone.clone());
+                }
+                // No guess: a wrong zone moves every stamp by hours, and changing it
+                // after loads cannot move the stamps already in the log.
+                None => {
+                    let message = format!(
+                        "`{}` ({}) has no time zone: say which zone the application writes it in, e.g. Europe/Paris or UTC",
+                        c.name, c.type_name
+                    );
+                    source_lines.push(format!("# TODO: {message}."));
+                    source_lines.push(format!("timezone = {}", q(&format!("{PLACEHOLDER_PREFIX}zone"))));
+                    todo.push(Todo {
+                        setting: "source.timezone",
+                        message,
+                        candidates: Vec::new(),
+                        flag: "--timezone",
+                    });
+                }
+            },
             Zone::Unknown => {
                 source_lines.push(format!(
                     "# The table is empty, so the zone of `{}` is unknown. If its values carry no offset",
@@ -746,6 +764,7 @@ mod tests {
             target_url: "sqlite://warehouse.db".into(),
             key: Vec::new(),
             updated_at: None,
+            timezone: None,
             header_notes: Vec::new(),
         }
     }
@@ -787,7 +806,7 @@ mod tests {
     }
 
     #[test]
-    fn timestamp_without_zone_gets_utc() {
+    fn timestamp_without_zone_is_a_todo_unless_given() {
         let b = Backend::Postgres;
         let profile = Profile {
             backend: b,
@@ -801,8 +820,17 @@ mod tests {
             time_stats: vec![],
         };
         let s = generate(&request("t"), &profile).unwrap();
-        assert_eq!(s.timezone.as_deref(), Some("UTC"));
-        assert!(s.toml.contains("timezone = \"UTC\""));
+        assert_eq!(s.timezone, None);
+        assert_eq!(
+            s.todo.iter().map(|t| t.setting).collect::<Vec<_>>(),
+            ["source.timezone"]
+        );
+        assert!(parses(&s).is_err(), "the placeholder zone must not validate");
+        let mut given = request("t");
+        given.timezone = Some("Europe/Paris".into());
+        let s = generate(&given, &profile).unwrap();
+        assert!(s.todo.is_empty(), "{:?}", s.todo);
+        assert!(s.toml.contains("timezone = \"Europe/Paris\""));
         parses(&s).unwrap();
     }
 
@@ -863,7 +891,7 @@ mod tests {
         profile.time_stats[0].1.newest = Some("2026-10-01 00:00:00".into());
         let s = generate(&request("src_orders"), &profile).unwrap();
         assert!(s.key.is_empty());
-        assert_eq!(s.timezone.as_deref(), Some("UTC"));
+        assert!(s.todo.iter().any(|t| t.setting == "source.timezone"), "{:?}", s.todo);
     }
 
     #[test]

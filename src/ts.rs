@@ -15,6 +15,10 @@ pub struct Micros(pub i64);
 /// The `valid_to` of an open version: never NULL, so range predicates stay simple.
 pub const FAR_FUTURE: Micros = Micros(253_402_214_400_000_000);
 
+/// The earliest change time dimlog accepts, `0001-01-01T00:00:00Z`: the fixed-width text
+/// has four year digits and no sign, and PostgreSQL's `BC` years have no spelling in it.
+pub const FIRST_INSTANT: Micros = Micros(-62_135_596_800_000_000);
+
 /// The fixed-width text form: `2026-10-05T09:30:00.000000Z`.
 pub const TEXT_FORMAT: &str = "%Y-%m-%dT%H:%M:%S%.6fZ";
 
@@ -103,6 +107,21 @@ impl Micros {
             (None, Some(z)) => Micros::from_local(naive, z),
             (None, None) => Err(TimestampError::NoZone(s.to_string())),
         }
+    }
+
+    /// A change-column value's instant, checked to be one a version can start at: from
+    /// year 1 and before the far-future sentinel that closes open versions (a row stamped
+    /// at or after it could never be current). The same bounds on both backends.
+    pub fn parse_change(text: &str, zone: Option<&chrono_tz::Tz>) -> Result<Micros, TimestampError> {
+        Micros::parse(text, zone)?.check_change(text)
+    }
+
+    /// [`Micros::parse_change`]'s bounds, for a value read another way (`text` names it).
+    pub fn check_change(self, text: &str) -> Result<Micros, TimestampError> {
+        if self >= FAR_FUTURE || self < FIRST_INSTANT {
+            return Err(TimestampError::OutOfRange(text.trim().to_string()));
+        }
+        Ok(self)
     }
 
     /// The one rule for a local time without a zone, on every backend: the instant it
@@ -269,6 +288,9 @@ pub enum TimestampError {
         /// The configured zone.
         zone: String,
     },
+    /// A time outside the years dimlog stores (1 to 9999, before the far-future sentinel).
+    #[error("{0:?} is outside the times a version can start at (from 0001-01-01 to before 9999-12-31T00:00:00Z, the end of open versions)")]
+    OutOfRange(String),
     /// Not a timestamp at all.
     #[error("cannot read {0:?} as a timestamp (expected RFC 3339, e.g. 2026-10-05T09:30:00Z)")]
     Unparsable(String),
@@ -464,6 +486,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn change_times_lie_between_year_one_and_the_sentinel() {
+        assert_eq!(FIRST_INSTANT.to_text(), "0001-01-01T00:00:00.000000Z");
+        for ok in ["0001-01-01T00:00:00Z", "9999-12-30T23:59:59.999999Z"] {
+            assert!(Micros::parse_change(ok, None).is_ok(), "{ok}");
+        }
+        for bad in ["9999-12-31T00:00:00Z", "9999-12-31T05:00:00Z", "0000-12-31T23:59:59Z"] {
+            assert!(
+                matches!(Micros::parse_change(bad, None), Err(TimestampError::OutOfRange(_))),
+                "{bad}"
+            );
+        }
+        let ny = tz("America/New_York");
+        assert!(matches!(
+            Micros::parse_change("9999-12-31", Some(&ny)),
+            Err(TimestampError::OutOfRange(_))
+        ));
     }
 
     #[test]

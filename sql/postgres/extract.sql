@@ -37,14 +37,19 @@ SELECT count(*)::text FROM {{ relation }} WHERE {{ updated_at }} IS NULL
 -- statement: no_instant
 SELECT (count(*) OVER ())::text, {{ updated_at }}::text{% for c in key_columns %}, {{ text(c) }}{% endfor %}
   FROM {{ relation }} WHERE {{ updated_at }} IN ('infinity', '-infinity') LIMIT 1
+{# The oldest, the newest and the newest future change: the value with its row's key, so
+   a value that names no instant is reported with the row holding it. A local column's
+   order is its instants' order (the rule is monotone), so ORDER BY the column serves. #}
 -- statement: oldest
-SELECT {{ utc("min(" ~ updated_at ~ ")") }} FROM {{ relation }} WHERE isfinite({{ updated_at }})
+SELECT {{ utc(updated_at) }}{% for c in key_columns %}, {{ text(c) }}{% endfor %}
+  FROM {{ relation }} WHERE isfinite({{ updated_at }}) ORDER BY {{ updated_at }} LIMIT 1
 {# Rows stamped after the upper bound (future_rows) that the read does not return; a
    read in local time returns some past the bound, counted where they are dropped. #}
 -- statement: future
-SELECT count(*)::text, {{ utc("max(" ~ updated_at ~ ")") }}
-FROM {{ relation }}
+SELECT (count(*) OVER ())::text, {{ utc(updated_at) }}{% for c in key_columns %}, {{ text(c) }}{% endfor %}
+  FROM {{ relation }}
 WHERE {% if local %}{{ updated_at }} > '{{ high_local }}'::timestamp AND $1::timestamptz IS NOT NULL{% else %}{{ updated_at }} > $1::timestamptz{% endif %}
+  ORDER BY {{ updated_at }} DESC LIMIT 1
 {# Which database of which server this is: two URLs spelled differently (a host name and
    its address) may name one, and then a log named like the source table would be it. #}
 -- statement: identity
@@ -53,7 +58,8 @@ SELECT current_database()::text || '/' || (SELECT oid FROM pg_database WHERE dat
 -- statement: now
 SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 -- statement: newest
-SELECT {{ utc("max(" ~ updated_at ~ ")") }} FROM {{ relation }} WHERE isfinite({{ updated_at }})
+SELECT {{ utc(updated_at) }}{% for c in key_columns %}, {{ text(c) }}{% endfor %}
+  FROM {{ relation }} WHERE isfinite({{ updated_at }}) ORDER BY {{ updated_at }} DESC LIMIT 1
 -- statement: keys
 COPY (SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endfor %}
              {% if deleted_flag %}, NOT COALESCE(lower(btrim({{ deleted_flag }}::text)) IN ('true', 't', '1', 'yes', 'y'), false){% endif %}

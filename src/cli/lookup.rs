@@ -36,7 +36,17 @@ pub struct LookupArgs {
 /// Runs `lookup`.
 pub async fn run_lookup(global: &GlobalArgs, args: LookupArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
-    let at = parse_ts("--at", &args.at)?;
+    // A time without a zone is a local time of source.timezone, as a fact's is.
+    let at = match plan.source.timezone {
+        Some(zone) => crate::ts::Micros::parse(&args.at, Some(&zone)).map_err(|e| {
+            Error::Usage(format!(
+                "--at {:?}: {e}; give an RFC 3339 time, e.g. 2026-10-05T09:30:00Z, or a local time of {} (source.timezone)",
+                args.at,
+                zone.name()
+            ))
+        })?,
+        None => parse_ts("--at", &args.at)?,
+    };
     let mut session = Session::open_target(&plan, Access::QueryOnly).await?;
     let found = async {
         let key = crate::inspect::key_values(&session.layout, &args.key)?;

@@ -34,6 +34,10 @@ pub struct NewArgs {
     /// key or it is not the natural key.
     #[arg(long = "key", value_name = "C")]
     pub key: Vec<String>,
+    /// The zone of a change column whose values carry none (PostgreSQL `timestamp`,
+    /// SQLite text without an offset), e.g. Europe/Paris: written as source.timezone.
+    #[arg(long, value_name = "ZONE")]
+    pub timezone: Option<String>,
     /// The target database [default: sqlite://warehouse.db beside the config].
     #[arg(long, value_name = "URL")]
     pub target_url: Option<String>,
@@ -116,6 +120,20 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
         target_url,
         key: args.key.clone(),
         updated_at: args.updated_at.clone(),
+        timezone: match &args.timezone {
+            Some(z) => Some(
+                z.trim()
+                    .parse::<chrono_tz::Tz>()
+                    .map_err(|_| {
+                        Error::Usage(format!(
+                            "--timezone {z:?} is no IANA time zone; write e.g. Europe/Paris or UTC"
+                        ))
+                    })?
+                    .name()
+                    .to_string(),
+            ),
+            None => None,
+        },
         header_notes,
     };
     let mut conn = Conn::open(&source, Access::ReadOnly).await.map_err(|e| match e {

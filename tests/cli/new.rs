@@ -10,7 +10,7 @@ on_both_backends!(
     new_without_a_primary_key_uses_a_unique_id,
     new_without_a_key_leaves_a_todo,
     new_with_several_timestamps_asks_to_pick,
-    new_on_a_timestamp_without_time_zone_sets_utc,
+    new_on_a_timestamp_without_time_zone_asks_for_the_zone,
     new_picks_only_a_key_that_is_unique_in_the_data,
 );
 
@@ -242,7 +242,7 @@ async fn new_with_several_timestamps_asks_to_pick(mut fx: Fixture) {
     runs_twice(&fx, "orders.toml", 2);
 }
 
-async fn new_on_a_timestamp_without_time_zone_sets_utc(mut fx: Fixture) {
+async fn new_on_a_timestamp_without_time_zone_asks_for_the_zone(mut fx: Fixture) {
     let t = match fx.backend {
         Backend::Sqlite => "TEXT",
         Backend::Postgres => "timestamp",
@@ -251,8 +251,14 @@ async fn new_on_a_timestamp_without_time_zone_sets_utc(mut fx: Fixture) {
     fx.exec(&ddl).await;
     fx.exec("INSERT INTO accounts VALUES (1, 'free', '2026-10-01 09:00:00'), (2, 'team', '2026-10-01 10:00:00')")
         .await;
+    // No guess: the zone is a decision (exit 2, a TODO naming --timezone).
     let out = new(&fx, "accounts", "accounts.toml", &[]);
-    assert_code(&out, 0, "new");
+    assert_code(&out, 2, "new without --timezone");
+    let toml = generated(&fx, "accounts.toml");
+    assert!(toml.contains("timezone = \"TODO_zone\""), "{toml}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--timezone"), "{out:?}");
+    let out = new(&fx, "accounts", "accounts.toml", &["--timezone", "UTC", "--force"]);
+    assert_code(&out, 0, "new --timezone UTC");
     let toml = generated(&fx, "accounts.toml");
     assert!(toml.contains("updated_at = \"last_modified\""), "{toml}");
     assert!(toml.contains("timezone = \"UTC\""), "{toml}");

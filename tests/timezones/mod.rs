@@ -178,6 +178,13 @@ async fn the_same_local_text_is_the_same_instant(mut fx: Fixture) {
     .into_iter()
     .collect();
     assert_eq!(got, want);
+    // `lookup --at` reads a time without a zone by the same rule.
+    for (at, found) in [("2026-10-25 02:30:00", true), ("2026-10-25 02:29:59", false)] {
+        let out = fx.cli(&["lookup", "--key", "1", "--at", at]);
+        let stdout = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        assert_eq!(stdout != "-1", found, "lookup --at {at}: {stdout}");
+    }
 }
 
 /// A local time the clocks skip names no instant: the run fails (exit 1) naming the key,
@@ -317,4 +324,73 @@ async fn sqlite_status_takes_the_newest_change_by_instant() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["source_newest"], "2026-05-01T23:00:00.000000Z", "{json}");
     assert_eq!(json["lag_seconds"].as_f64(), Some(0.0), "{json}");
+}
+
+/// A value with no instant is named with its row's key wherever it lies: found by a
+/// first load's check of the oldest row, among rows after the upper bound, or as the
+/// newest change `status --against-source` reports; so is a time at or after the
+/// sentinel that ends open versions. (They failed without a key, and `status` dropped
+/// the lag without a word.)
+async fn a_value_with_no_instant_is_named_with_its_key_wherever_it_lies(mut fx: Fixture) {
+    use_local_source(&mut fx, "Europe/Amsterdam", false).await;
+    insert_local(&mut fx, 5, "2026-03-29 02:30:00").await;
+    insert_local(&mut fx, 3, "2026-03-29 03:00:00").await;
+    let expect_named = |out: std::process::Output, key: &str, value: &str| {
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(
+            stderr.contains(&format!("({key})")) && stderr.contains(value),
+            "{key} {value}: {stderr}"
+        );
+    };
+    // The oldest row, checked before a first load.
+    expect_named(fx.cli(&["run"]), "5", "2026-03-29 02:30:00");
+    fx.exec("DELETE FROM src_local").await;
+
+    insert_local(&mut fx, 1, "2026-03-28 12:00:00").await;
+    fx.run("2026-03-28T12:00:00Z").await;
+    // Rows after the upper bound.
+    insert_local(&mut fx, 9, "2026-03-29 02:30:00").await;
+    expect_named(
+        fx.cli(&["run", "--upper", "2026-03-29T00:30:00Z"]),
+        "9",
+        "2026-03-29 02:30:00",
+    );
+    // The newest change, for status.
+    expect_named(fx.cli(&["status", "--against-source"]), "9", "2026-03-29 02:30:00");
+    fx.exec("DELETE FROM src_local WHERE customer_id = 9").await;
+    // A time at or after 9999-12-31T00:00:00Z can start no version.
+    insert_local(&mut fx, 8, "9999-12-31 12:00:00").await;
+    expect_named(
+        fx.cli(&["run", "--upper", "2026-03-29T00:30:00Z"]),
+        "8",
+        "9999-12-31 12:00:00",
+    );
+    expect_named(fx.cli(&["status", "--against-source"]), "8", "9999-12-31 12:00:00");
+}
+
+on_both_backends!(a_value_with_no_instant_is_named_with_its_key_wherever_it_lies);
+
+/// The first load's check against the oldest row takes the oldest instant, not the value
+/// julianday sorts first, when one SQLite column mixes spellings: `… UTC` text, and local
+/// text of a zone east of UTC next to values with `Z`.
+#[tokio::test]
+async fn sqlite_oldest_row_is_the_oldest_instant_whatever_the_spelling() {
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES \
+         (1, 'a@example.com', 'pro', 'NL', '2026-05-01 10:00:00 UTC'), \
+         (2, 'b@example.com', 'pro', 'NL', '2026-05-01T12:00:00Z')",
+    )
+    .await;
+    let report = fx.run("2026-05-01T11:00:00Z").await;
+    assert_eq!(report.counts.rows_read, 1);
+
+    let mut fx = Fixture::sqlite().await;
+    use_local_source(&mut fx, "Pacific/Kiritimati", false).await;
+    insert_local(&mut fx, 1, "2026-05-02 00:00:00").await;
+    insert_local(&mut fx, 2, "2026-05-01T12:00:00Z").await;
+    let report = fx.run("2026-05-01T11:00:00Z").await;
+    assert_eq!(report.counts.rows_read, 1);
+    assert_eq!(valid_from_by_key(&mut fx).await[&1], "2026-05-01T10:00:00.000000Z");
 }
