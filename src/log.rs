@@ -39,6 +39,8 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Resul
         // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`).
         run_named(conn, "classify", &["history"], ctx).await?;
     }
+    // A delete at the same instant as a live version moves 1 µs after it (issue 21).
+    run_named(conn, "classify", &["shift_deletes", "drop_hidden_deletes"], ctx).await?;
     let revived = if ctx.history_all {
         0
     } else {

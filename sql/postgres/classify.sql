@@ -14,6 +14,25 @@ FROM {{ log }} dimlog_l
 JOIN (SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage) dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
 WHERE dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL
 ORDER BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from, dimlog_l.log_id DESC
+{# A delete stamped at the same instant as a live version of its key, read in a later
+   load (issue 21): logged at that instant it would replace the version, and a surrogate
+   key facts may hold would vanish. It moves to the version's valid_from + 1 µs, so the
+   version keeps a 1 µs interval. Runs before everything else compares the staged rows. #}
+-- statement: shift_deletes
+UPDATE dimlog_stage dimlog_s
+SET valid_from = dimlog_s.valid_from + interval '1 microsecond'
+FROM dimlog_history dimlog_h
+WHERE {{ keys|eqs("dimlog_s", "dimlog_h") }} AND dimlog_h.valid_from = dimlog_s.valid_from
+  AND dimlog_s.is_deleted AND NOT dimlog_h.is_deleted
+{# A moved delete that lands on another live version (one logged, or one staged by this
+   load, 1 µs later) would replace that one: there is no room for it, and it is dropped. #}
+-- statement: drop_hidden_deletes
+DELETE FROM dimlog_stage dimlog_s
+WHERE dimlog_s.is_deleted
+  AND (EXISTS (SELECT 1 FROM dimlog_history dimlog_h
+               WHERE {{ keys|eqs("dimlog_h", "dimlog_s") }} AND dimlog_h.valid_from = dimlog_s.valid_from AND NOT dimlog_h.is_deleted)
+       OR EXISTS (SELECT 1 FROM dimlog_stage dimlog_o
+                  WHERE {{ keys|eqs("dimlog_o", "dimlog_s") }} AND dimlog_o.valid_from = dimlog_s.valid_from AND NOT dimlog_o.is_deleted))
 {# Restored keys (spec 1.4, "Revival"; history = "latest", where a staged row is the key's
    state now). For each staged key with a tombstone in its history: its newest effective
    row, the newest tombstone, and the first row after that tombstone (the key's return).

@@ -8,6 +8,29 @@
    index order (which it prefers without statistics, to save a sort). #}
 {# Fixed-width UTC text plus one microsecond. #}
 {% macro plus_1us(e) %}(CASE WHEN substr({{ e }}, 21, 6) = '999999' THEN strftime('%Y-%m-%dT%H:%M:%S', substr({{ e }}, 1, 19), '+1 second') || '.000000Z' ELSE substr({{ e }}, 1, 20) || printf('%06d', CAST(substr({{ e }}, 21, 6) AS INTEGER) + 1) || 'Z' END){% endmacro %}
+{# A delete stamped at the same instant as a live version of its key, read in a later
+   load (issue 21): logged at that instant it would replace the version, and a surrogate
+   key facts may hold would vanish. It moves to the version's valid_from + 1 µs, so the
+   version keeps a 1 µs interval. Runs before everything else compares the staged rows. #}
+-- statement: shift_deletes
+UPDATE dimlog_stage AS dimlog_s
+SET valid_from = {{ plus_1us("dimlog_s.valid_from") }}
+WHERE dimlog_s.is_deleted AND (
+    SELECT NOT dimlog_l.is_deleted FROM {{ log }} dimlog_l
+    WHERE {{ keys|eqs("dimlog_l", "dimlog_s") }} AND dimlog_l.valid_from = dimlog_s.valid_from
+      AND (dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL)
+    ORDER BY dimlog_l.log_id DESC LIMIT 1)
+{# A moved delete that lands on another live version (one logged, or one staged by this
+   load, 1 µs later) would replace that one: there is no room for it, and it is dropped. #}
+-- statement: drop_hidden_deletes
+DELETE FROM dimlog_stage AS dimlog_s
+WHERE dimlog_s.is_deleted AND ((
+    SELECT NOT dimlog_l.is_deleted FROM {{ log }} dimlog_l
+    WHERE {{ keys|eqs("dimlog_l", "dimlog_s") }} AND dimlog_l.valid_from = dimlog_s.valid_from
+      AND (dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL)
+    ORDER BY dimlog_l.log_id DESC LIMIT 1)
+    OR EXISTS (SELECT 1 FROM dimlog_stage dimlog_o
+               WHERE {{ keys|eqs("dimlog_o", "dimlog_s") }} AND dimlog_o.valid_from = dimlog_s.valid_from AND NOT dimlog_o.is_deleted))
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes AS
 WITH dimlog_staged_keys AS (
