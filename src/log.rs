@@ -197,6 +197,30 @@ pub async fn advance<C: Serialize>(
     .map(drop)
 }
 
+/// A config change on a change feed (issue 21): the staged events stamped up to
+/// `read_through` (the watermark) were read under the old column set, so only each key's
+/// newest one stays, as the key's state when the change was made; they open or correct
+/// no version of their own. Later events are read as usual.
+pub async fn keep_newest_read(conn: &mut Conn, ctx: &SqlContext, read_through: Micros) -> Result<(), DbError> {
+    let sql = sql::statement(conn.backend(), "classify", "feed_read_before", ctx)?;
+    conn.execute("classify/feed_read_before", &sql, &[Param::Ts(read_through)])
+        .await
+        .map(drop)
+}
+
+/// The `dimlog_state` role that holds, for a change feed, the watermark of the last
+/// accepted column change: events stamped up to it were read under an earlier column set.
+pub const COLUMNS_CHANGED: &str = "columns-changed";
+
+/// A change feed after a column change: drops the staged events stamped up to `through`
+/// (see [`COLUMNS_CHANGED`]); they are history under the column sets of their time.
+pub async fn drop_feed_history(conn: &mut Conn, ctx: &SqlContext, through: Micros) -> Result<(), DbError> {
+    let sql = sql::statement(conn.backend(), "classify", "feed_drop_history", ctx)?;
+    conn.execute("classify/feed_drop_history", &sql, &[Param::Ts(through)])
+        .await
+        .map(drop)
+}
+
 /// True when the log has no rows at all (before a dimension's first load).
 pub async fn is_empty(conn: &mut Conn, ctx: &SqlContext) -> Result<bool, DbError> {
     let sql = sql::statement(conn.backend(), "append", "is_empty", ctx)?;
@@ -214,9 +238,20 @@ pub async fn rehash_current_versions(
     dimension: &str,
     load_id: i64,
     loaded_at: Micros,
+    read_through: Option<Micros>,
 ) -> Result<i64, DbError> {
     let backend = conn.backend();
-    run_named(conn, "classify", &["rehash"], ctx).await?;
+    let rehash = sql::statement(backend, "classify", "rehash", ctx)?;
+    if ctx.history_all {
+        // On a change feed the source's state is its newest event read before the change.
+        let Some(read_through) = read_through else {
+            return Ok(0);
+        };
+        conn.execute("classify/rehash", &rehash, &[Param::Ts(read_through)])
+            .await?;
+    } else {
+        conn.execute("classify/rehash", &rehash, &[]).await?;
+    }
     let count_sql = sql::statement(backend, "classify", "rehash_count", ctx)?;
     let n = conn
         .query_i64s("counting carried-over versions", &count_sql, &[])

@@ -536,6 +536,7 @@ async fn load(
         window: &window,
         run_id,
         observer,
+        read_through: watermark_before,
     };
     let both_postgres = session.target.backend() == Backend::Postgres
         && session.source.as_ref().map(Conn::backend) == Some(Backend::Postgres);
@@ -624,6 +625,8 @@ struct Step<'a> {
     window: &'a Window,
     run_id: i64,
     observer: &'a dyn Observer,
+    /// The watermark before the run: rows stamped up to it were read by earlier runs.
+    read_through: Option<Micros>,
 }
 
 /// What the middle of a load did, for its run record.
@@ -664,17 +667,62 @@ async fn stage_and_append(
     let rows_after_dedupe = dedupe::dedupe(&mut session.target, &session.ctx, rows_read, !one_row_per_key).await?;
     failpoint::check(fp, "after_dedupe").await?;
 
+    // On a change feed, events read before the last accepted column change are history
+    // under the column sets of their time (issue 21): no later read compares them again.
+    // (An accepted change itself keeps each key's newest event read, below.)
+    if session.ctx.history_all && !first_load && migration.is_none() {
+        if let Some(through) = state::watermark(&mut session.target, step.plan, log::COLUMNS_CHANGED).await? {
+            log::drop_feed_history(&mut session.target, &session.ctx, through).await?;
+        }
+    }
+    // A config change on a change feed: the events read before it are history under the
+    // old column set; only each key's newest one stays, as the key's state, and the
+    // watermark is remembered as the change's.
+    if let (Some(_), true, Some(read_through)) = (migration, session.ctx.history_all, step.read_through) {
+        log::keep_newest_read(&mut session.target, &session.ctx, read_through).await?;
+        if !step.opts.dry_run {
+            state::set_watermark(
+                &mut session.target,
+                step.plan,
+                log::COLUMNS_CHANGED,
+                read_through,
+                step.run_id,
+            )
+            .await?;
+        }
+    }
     let mut rehashed = 0;
-    if let Some((_, change)) = migration.filter(|(_, c)| c.rehash_needed()) {
+    if let Some((stored, change)) = migration.filter(|(_, c)| c.rehash_needed()) {
         step.observer
             .phase("carrying current versions over to the new column set");
+        let quoted = |c: &String| crate::ident::Ident::column(c).map(|i| i.quoted()).unwrap_or_default();
         let mut ctx = session.ctx.clone();
-        ctx.retained = change
-            .retained()
+        ctx.retained = change.retained().iter().map(quoted).collect();
+        let keys: Vec<&str> = ctx.key_defs.iter().map(|c| c.bare.as_str()).collect();
+        let attrs: Vec<&str> = ctx.attr_defs.iter().map(|c| c.bare.as_str()).collect();
+        ctx.carried = stored
+            .column_types
             .iter()
-            .map(|c| crate::ident::Ident::column(c).map(|i| i.quoted()).unwrap_or_default())
+            .map(|(n, _)| n)
+            .filter(|n| !keys.contains(&n.as_str()) && !attrs.contains(&n.as_str()))
+            .map(quoted)
             .collect();
-        rehashed = log::rehash_current_versions(&mut session.target, &ctx, &step.plan.name, step.run_id, now()).await?;
+        ctx.readded = change
+            .tracked_after
+            .iter()
+            .filter(|c| !change.tracked_before.contains(c))
+            .filter(|c| !change.new_log_columns.iter().any(|(n, _)| n == *c))
+            .map(quoted)
+            .collect();
+        rehashed = log::rehash_current_versions(
+            &mut session.target,
+            &ctx,
+            &step.plan.name,
+            step.run_id,
+            now(),
+            step.read_through,
+        )
+        .await?;
     }
     let reconcile_now = step.opts.reconcile_deletes || step.plan.hard_deletes == HardDeletes::Reconcile;
     let reconciled = if reconcile_now {
