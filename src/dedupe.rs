@@ -117,6 +117,8 @@ pub struct CopyStager<'p> {
     pub max_read: Option<Micros>,
     /// Rows skipped for a NULL in each key column.
     pub null_keys: Vec<i64>,
+    /// Rows skipped for a NULL in any key column.
+    pub null_key_rows: i64,
 }
 
 impl<'p> CopyStager<'p> {
@@ -139,6 +141,7 @@ impl<'p> CopyStager<'p> {
             deleted: 0,
             max_read: None,
             null_keys: vec![0; key_count],
+            null_key_rows: 0,
         }
     }
 
@@ -232,8 +235,11 @@ impl<'p> CopyStager<'p> {
         if !self.window.contains(ts) {
             return Ok(());
         }
-        if let Some(i) = (0..self.key_count).find(|&i| field(i) == NULL) {
-            self.null_keys[i] += 1;
+        if (0..self.key_count).any(|i| field(i) == NULL) {
+            for i in (0..self.key_count).filter(|&i| field(i) == NULL) {
+                self.null_keys[i] += 1;
+            }
+            self.null_key_rows += 1;
             return Ok(());
         }
         let is_deleted = with_flag && {

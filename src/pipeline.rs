@@ -926,6 +926,7 @@ pub async fn stage_window(
     let mut max_read: Option<Micros> = None;
     let mut beyond_upper = extract::FutureRows::default();
     let mut null_keys: Vec<i64> = vec![0; key_count];
+    let mut null_key_rows: i64 = 0;
     let mut failure: Option<Error> = None;
     while let Some(batch) = batches.recv().await {
         let batch = match batch {
@@ -962,8 +963,11 @@ pub async fn stage_window(
                 continue;
             }
             debug_assert_eq!(row.len(), n);
-            if let Some(i) = row[..key_count].iter().position(Option::is_none) {
-                null_keys[i] += 1;
+            if row[..key_count].iter().any(Option::is_none) {
+                for (i, _) in row[..key_count].iter().enumerate().filter(|(_, v)| v.is_none()) {
+                    null_keys[i] += 1;
+                }
+                null_key_rows += 1;
                 continue;
             }
             rows_read += 1;
@@ -988,12 +992,8 @@ pub async fn stage_window(
     if let Some(e) = failure {
         return Err(e);
     }
-    if let Some(i) = null_keys.iter().position(|&c| c > 0) {
-        return Err(extract::ExtractError::NullKey {
-            column: layout.keys[i].bare.clone(),
-            count: null_keys[i],
-        }
-        .into());
+    if null_key_rows > 0 {
+        return Err(extract::ExtractError::null_key(layout, &null_keys, null_key_rows).into());
     }
     Ok(Staged {
         rows_read,
@@ -1074,12 +1074,8 @@ async fn copy_through<'p>(
     session.source = Some(source);
     copied?;
     stager.finish()?;
-    if let Some(i) = stager.null_keys.iter().position(|&c| c > 0) {
-        return Err(extract::ExtractError::NullKey {
-            column: session.layout.keys[i].bare.clone(),
-            count: stager.null_keys[i],
-        }
-        .into());
+    if stager.null_key_rows > 0 {
+        return Err(extract::ExtractError::null_key(&session.layout, &stager.null_keys, stager.null_key_rows).into());
     }
     Ok(stager)
 }
