@@ -21,8 +21,12 @@ pub struct Changes {
     pub late_versions: i64,
     /// Corrections: same key, same valid_from, new values, same surrogate key.
     pub corrections: i64,
-    /// Tombstones.
+    /// Tombstones that close a version (a delete of a key with a version before it).
     pub tombstones: i64,
+    /// Deletes of a key with no version before them (never seen): they close nothing, so
+    /// they are counted apart, not in `tombstones`; their tombstones are still logged, so
+    /// a late version before one is closed by it.
+    pub unseen_deletes: i64,
     /// Deleted keys revived (their new versions are counted in `versions` too).
     pub revived: i64,
     /// Type 1 observations (only Type 1 columns changed; no version).
@@ -55,6 +59,7 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Resul
         tombstones: at(3),
         type1_updates: at(4),
         total: at(5),
+        unseen_deletes: at(6),
         revived,
     })
 }
@@ -93,6 +98,7 @@ pub async fn classify_first_load(conn: &mut Conn, ctx: &SqlContext) -> Result<Ch
         versions: at(0),
         tombstones: at(1),
         total: at(2),
+        unseen_deletes: at(3),
         ..Changes::default()
     })
 }
@@ -136,7 +142,7 @@ pub async fn append(
     }
     let with = WithTombstones {
         ctx,
-        tombstones: changes.tombstones > 0,
+        tombstones: changes.tombstones + changes.unseen_deletes > 0,
     };
     let statement = match rows {
         Append::Classified => "append",

@@ -101,6 +101,9 @@ pub struct RunReport {
     pub reconciled_deletes: i64,
     /// Type 1 observations appended (only Type 1 columns changed; no version).
     pub type1_updates: i64,
+    /// Deletes of keys with no version before them (never seen): they close nothing and
+    /// are not counted in `tombstones`; their tombstones are logged all the same.
+    pub unseen_deletes: i64,
     /// Current versions carried over to a changed Type 2 column set (no version).
     pub rehashed: i64,
     /// The accepted change of column sets, in words.
@@ -604,6 +607,7 @@ async fn load(
         source_clock,
         reconciled_deletes: reconciled,
         type1_updates: changes.type1_updates,
+        unseen_deletes: changes.unseen_deletes,
         rehashed,
         config_change: migration.map(|(_, c)| c.describe()),
         status: if opts.dry_run {
@@ -844,7 +848,8 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     tables::set_load_defaults(&mut session.target, &session.ctx, None).await?;
     let changes = log::Changes {
         versions: stager.rows_read - stager.deleted,
-        tombstones: stager.deleted,
+        // A first load: every delete is of a key never seen (counted apart).
+        unseen_deletes: stager.deleted,
         total: stager.rows_read,
         ..log::Changes::default()
     };

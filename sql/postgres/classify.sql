@@ -164,7 +164,9 @@ dimlog_typed AS (
 {% endif %}
 )
 SELECT {{ keys|cols }}, valid_from, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, dimlog_p_sk, dimlog_final_kind AS dimlog_change_kind,
-       (dimlog_newest_logged IS NOT NULL AND valid_from < dimlog_newest_logged) AS dimlog_is_late
+       (dimlog_newest_logged IS NOT NULL AND valid_from < dimlog_newest_logged) AS dimlog_is_late,
+       {# A delete with no version of its key before it closes nothing: counted apart. #}
+       (dimlog_final_kind = 'tombstone' AND dimlog_p_valid_from IS NULL) AS dimlog_unseen
 FROM dimlog_typed
 WHERE dimlog_final_kind IS NOT NULL
 {% if unique_key %}
@@ -172,7 +174,7 @@ UNION ALL
 {# One staged row per key: a key the log has never seen has no predecessor, so its row
    opens a version (a tombstone if it is deleted) without the window above. #}
 SELECT {{ keys|cols("dimlog_s") }}, dimlog_s.valid_from, dimlog_s.row_hash{% for a in attrs %}, dimlog_s.{{ a }}{% endfor %}, NULL::bigint,
-       CASE WHEN dimlog_s.is_deleted THEN 'tombstone' ELSE 'version' END, false
+       CASE WHEN dimlog_s.is_deleted THEN 'tombstone' ELSE 'version' END, false, dimlog_s.is_deleted
 FROM dimlog_stage dimlog_s
 WHERE NOT EXISTS (SELECT 1 FROM dimlog_effective dimlog_e WHERE {{ keys|eqs("dimlog_e", "dimlog_s") }})
 {% endif %}
@@ -180,14 +182,15 @@ WHERE NOT EXISTS (SELECT 1 FROM dimlog_effective dimlog_e WHERE {{ keys|eqs("dim
 SELECT count(*) FILTER (WHERE dimlog_change_kind = 'version')::text,
        count(*) FILTER (WHERE dimlog_change_kind = 'version' AND dimlog_is_late)::text,
        count(*) FILTER (WHERE dimlog_change_kind = 'correction')::text,
-       count(*) FILTER (WHERE dimlog_change_kind = 'tombstone')::text,
+       count(*) FILTER (WHERE dimlog_change_kind = 'tombstone' AND NOT dimlog_unseen)::text,
        count(*) FILTER (WHERE dimlog_change_kind = 'type1')::text,
-       count(*)::text
+       count(*)::text,
+       count(*) FILTER (WHERE dimlog_unseen)::text
 FROM dimlog_changes
 {# A first load into an empty log, one staged row per key: every row opens a version (a
    tombstone if it is deleted), so nothing needs comparing. #}
 -- statement: first_counts
-SELECT count(*) FILTER (WHERE NOT is_deleted)::text, count(*) FILTER (WHERE is_deleted)::text, count(*)::text
+SELECT count(*) FILTER (WHERE NOT is_deleted)::text, '0', count(*)::text, count(*) FILTER (WHERE is_deleted)::text
 FROM dimlog_stage
 {# A config change carries a key's current version over to the new column set when the
    source agrees with it on every Type 2 column tracked before and after. On a change

@@ -15,6 +15,8 @@ on_both_backends!(
     a_feed_delete_at_a_closed_versions_time_keeps_its_surrogate_key,
     a_reread_of_the_moved_delete_appends_nothing,
     verify_reports_a_surrogate_key_missing_from_the_dimension,
+    a_delete_of_a_key_never_seen_is_counted_apart,
+    a_feed_delete_of_a_key_never_seen_closes_a_late_version,
 );
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
@@ -184,4 +186,63 @@ async fn verify_reports_a_surrogate_key_missing_from_the_dimension(mut fx: Fixtu
     let out = fx.cli(&["verify"]);
     let stderr = text(&out.stderr) + &text(&out.stdout);
     assert!(stderr.contains("assign-keys"), "the hint names what to do: {stderr}");
+}
+
+/// Issue 21, item 5: a delete of a key that has no version before it closes nothing, so
+/// it is not counted as a tombstone but apart (`unseen_deletes`); its tombstone is still
+/// logged (see the feed case below).
+async fn a_delete_of_a_key_never_seen_is_counted_apart(mut fx: Fixture) {
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z');
+         INSERT INTO src_customers (customer_id, email, tier, country, is_deleted, updated_at)
+             VALUES (2, 'bob@example.com', 'pro', 'DE', true, '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    let r = fx.run("2026-03-02T09:30:00Z").await;
+    assert_eq!(
+        (r.counts.versions, r.counts.tombstones, r.unseen_deletes),
+        (1, 0, 1),
+        "first load: {r:?}"
+    );
+    fx.exec(
+        "UPDATE src_customers SET is_deleted = true, updated_at = '2026-03-02T09:40:00Z' WHERE customer_id = 1;
+         INSERT INTO src_customers (customer_id, email, tier, country, is_deleted, updated_at)
+             VALUES (3, 'cyd@example.com', 'pro', 'NL', true, '2026-03-02T09:40:00Z')",
+    )
+    .await;
+    let out = fx.cli(&["run", "--upper", "2026-03-02T10:00:00Z"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let said = text(&out.stdout) + &text(&out.stderr);
+    assert!(
+        said.contains("1 tombstones") && said.contains("1 delete of a key never seen"),
+        "{said}"
+    );
+    let runs = fx.runs().await.records();
+    let last = runs.last().expect("a run");
+    assert_eq!(last["tombstones"].as_deref(), Some("1"), "{last:?}");
+    assert_verify_passes(&fx, true);
+}
+
+async fn a_feed_delete_of_a_key_never_seen_closes_a_late_version(mut fx: Fixture) {
+    fx.use_feed().await;
+    fx.set_setting("lookback", "\"1h\"");
+    fx.exec(
+        "INSERT INTO src_feed (customer_id, email, tier, country, is_deleted, updated_at)
+             VALUES (5, NULL, NULL, NULL, true, '2026-03-02T10:00:00Z')",
+    )
+    .await;
+    let r = fx.run("2026-03-02T10:05:00Z").await;
+    assert_eq!((r.counts.tombstones, r.unseen_deletes), (0, 1), "{r:?}");
+    fx.exec(&format!(
+        "{FEED_INSERT} (5, 'eve@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    let r = fx.run("2026-03-02T10:10:00Z").await;
+    assert_eq!((r.counts.versions, r.counts.late_versions), (1, 1), "{r:?}");
+    assert_eq!(
+        rows_of(&mut fx, "5").await,
+        ["1 2026-03-02T09:00:00.000000Z 2026-03-02T10:00:00.000000Z false pro"],
+        "the late version is closed by the delete logged before it"
+    );
+    assert_verify_passes(&fx, false);
 }

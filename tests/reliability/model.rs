@@ -474,8 +474,12 @@ impl Model {
             let p = tl.range(..=at).next_back().map(|(vf, e)| (*vf, *e));
             let change: Option<(Payload, Option<u64>)> = match (payload, p) {
                 (Payload::Deleted, Some((_, (Payload::Deleted, _)))) => None,
-                (Payload::Deleted, _) => {
-                    counts.tombstones += 1;
+                (Payload::Deleted, p) => {
+                    // A delete with no version of its key before it closes nothing: it is
+                    // logged, but counted apart (issue 21), not as a tombstone.
+                    if p.is_some() {
+                        counts.tombstones += 1;
+                    }
                     Some((Payload::Deleted, None))
                 }
                 (Payload::Live(v), Some((_, (Payload::Live(pv), _)))) if pv == v => None,
