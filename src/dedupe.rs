@@ -120,6 +120,8 @@ pub struct CopyStager<'p> {
     /// Rows read past the upper bound (a read in local time is wider than the window)
     /// and dropped here: counted with the source's other rows from the future.
     pub beyond_upper: crate::extract::FutureRows,
+    /// Rows skipped for a NULL in any key column.
+    pub null_key_rows: i64,
 }
 
 impl<'p> CopyStager<'p> {
@@ -143,6 +145,7 @@ impl<'p> CopyStager<'p> {
             max_read: None,
             null_keys: vec![0; key_count],
             beyond_upper: crate::extract::FutureRows::default(),
+            null_key_rows: 0,
         }
     }
 
@@ -243,8 +246,11 @@ impl<'p> CopyStager<'p> {
             }
             return Ok(());
         }
-        if let Some(i) = (0..self.key_count).find(|&i| field(i) == NULL) {
-            self.null_keys[i] += 1;
+        if (0..self.key_count).any(|i| field(i) == NULL) {
+            for i in (0..self.key_count).filter(|&i| field(i) == NULL) {
+                self.null_keys[i] += 1;
+            }
+            self.null_key_rows += 1;
             return Ok(());
         }
         let is_deleted = with_flag && {

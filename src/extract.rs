@@ -52,10 +52,10 @@ pub enum ExtractError {
         key: String,
     },
     /// Rows without a natural key cannot be versioned.
-    #[error("{count} source rows in the window have a NULL natural key `{column}` (source.key); fix them at the source or exclude them with source.query")]
+    #[error("{count} source rows in the window have a NULL natural key {} (source.key); fix them at the source or exclude them with source.query", null_key_columns(.columns))]
     NullKey {
-        /// The key column.
-        column: String,
+        /// Each key column with a NULL in some of those rows, and in how many.
+        columns: Vec<(String, i64)>,
         /// How many rows.
         count: i64,
     },
@@ -101,6 +101,21 @@ pub fn key_text(row: &[Option<String>], key_count: usize) -> String {
 }
 
 impl ExtractError {
+    /// `rows` rows with a NULL natural key, `per_column[i]` of them NULL in key column i:
+    /// the error names every key column that holds a NULL (issue 21).
+    pub fn null_key(layout: &Layout, per_column: &[i64], rows: i64) -> ExtractError {
+        ExtractError::NullKey {
+            columns: layout
+                .keys
+                .iter()
+                .zip(per_column)
+                .filter(|(_, n)| **n > 0)
+                .map(|(c, n)| (c.bare.clone(), *n))
+                .collect(),
+            count: rows,
+        }
+    }
+
     /// A change-column value that did not read as a timestamp, with the hint that fits.
     ///
     /// A time without a zone (SQLite text without `Z` or an offset) is the config error a
@@ -883,6 +898,18 @@ impl Selected {
                 .collect::<Vec<_>>()
                 .join(", "),
             bytes: String::from_utf8(hex).unwrap_or_default(),
+        }
+    }
+}
+
+/// The key columns a NULL-key error names: "`id`" when one column holds the NULLs, else
+/// every such column with its count ("`region` in 2 of them, `id` in 1").
+fn null_key_columns(columns: &[(String, i64)]) -> String {
+    match columns {
+        [(c, _)] => format!("`{c}`"),
+        _ => {
+            let each: Vec<String> = columns.iter().map(|(c, n)| format!("`{c}` in {n}")).collect();
+            format!("({} of them)", each.join(", "))
         }
     }
 }

@@ -163,7 +163,8 @@ pub struct Status {
 /// One watermark.
 #[derive(Clone, Debug, Serialize)]
 pub struct WatermarkRow {
-    /// `incremental` or `backfill:<from>/<to>`.
+    /// `incremental`, `backfill:<from>/<to>`, or on a change feed `columns-changed` (the
+    /// watermark of the last accepted column change).
     pub role: String,
     /// The watermark.
     pub high_watermark: Option<String>,

@@ -21,8 +21,12 @@ pub struct Changes {
     pub late_versions: i64,
     /// Corrections: same key, same valid_from, new values, same surrogate key.
     pub corrections: i64,
-    /// Tombstones.
+    /// Tombstones that close a version (a delete of a key with a version before it).
     pub tombstones: i64,
+    /// Deletes of a key with no version before them (never seen): they close nothing, so
+    /// they are counted apart, not in `tombstones`; their tombstones are still logged, so
+    /// a late version before one is closed by it.
+    pub unseen_deletes: i64,
     /// Deleted keys revived (their new versions are counted in `versions` too).
     pub revived: i64,
     /// Type 1 observations (only Type 1 columns changed; no version).
@@ -39,6 +43,8 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Resul
         // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`).
         run_named(conn, "classify", &["history"], ctx).await?;
     }
+    // A delete at the same instant as a live version moves 1 µs after it (issue 21).
+    run_named(conn, "classify", &["shift_deletes", "drop_hidden_deletes"], ctx).await?;
     let revived = if ctx.history_all {
         0
     } else {
@@ -53,6 +59,7 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Resul
         tombstones: at(3),
         type1_updates: at(4),
         total: at(5),
+        unseen_deletes: at(6),
         revived,
     })
 }
@@ -91,6 +98,7 @@ pub async fn classify_first_load(conn: &mut Conn, ctx: &SqlContext) -> Result<Ch
         versions: at(0),
         tombstones: at(1),
         total: at(2),
+        unseen_deletes: at(3),
         ..Changes::default()
     })
 }
@@ -134,7 +142,7 @@ pub async fn append(
     }
     let with = WithTombstones {
         ctx,
-        tombstones: changes.tombstones > 0,
+        tombstones: changes.tombstones + changes.unseen_deletes > 0,
     };
     let statement = match rows {
         Append::Classified => "append",
@@ -195,6 +203,30 @@ pub async fn advance<C: Serialize>(
     .map(drop)
 }
 
+/// A config change on a change feed (issue 21): the staged events stamped up to
+/// `read_through` (the watermark) were read under the old column set, so only each key's
+/// newest one stays, as the key's state when the change was made; they open or correct
+/// no version of their own. Later events are read as usual.
+pub async fn keep_newest_read(conn: &mut Conn, ctx: &SqlContext, read_through: Micros) -> Result<(), DbError> {
+    let sql = sql::statement(conn.backend(), "classify", "feed_read_before", ctx)?;
+    conn.execute("classify/feed_read_before", &sql, &[Param::Ts(read_through)])
+        .await
+        .map(drop)
+}
+
+/// The `dimlog_state` role that holds, for a change feed, the watermark of the last
+/// accepted column change: events stamped up to it were read under an earlier column set.
+pub const COLUMNS_CHANGED: &str = "columns-changed";
+
+/// A change feed after a column change: drops the staged events stamped up to `through`
+/// (see [`COLUMNS_CHANGED`]); they are history under the column sets of their time.
+pub async fn drop_feed_history(conn: &mut Conn, ctx: &SqlContext, through: Micros) -> Result<(), DbError> {
+    let sql = sql::statement(conn.backend(), "classify", "feed_drop_history", ctx)?;
+    conn.execute("classify/feed_drop_history", &sql, &[Param::Ts(through)])
+        .await
+        .map(drop)
+}
+
 /// True when the log has no rows at all (before a dimension's first load).
 pub async fn is_empty(conn: &mut Conn, ctx: &SqlContext) -> Result<bool, DbError> {
     let sql = sql::statement(conn.backend(), "append", "is_empty", ctx)?;
@@ -212,9 +244,20 @@ pub async fn rehash_current_versions(
     dimension: &str,
     load_id: i64,
     loaded_at: Micros,
+    read_through: Option<Micros>,
 ) -> Result<i64, DbError> {
     let backend = conn.backend();
-    run_named(conn, "classify", &["rehash"], ctx).await?;
+    let rehash = sql::statement(backend, "classify", "rehash", ctx)?;
+    if ctx.history_all {
+        // On a change feed the source's state is its newest event read before the change.
+        let Some(read_through) = read_through else {
+            return Ok(0);
+        };
+        conn.execute("classify/rehash", &rehash, &[Param::Ts(read_through)])
+            .await?;
+    } else {
+        conn.execute("classify/rehash", &rehash, &[]).await?;
+    }
     let count_sql = sql::statement(backend, "classify", "rehash_count", ctx)?;
     let n = conn
         .query_i64s("counting carried-over versions", &count_sql, &[])

@@ -808,6 +808,9 @@ struct Step {
 /// hashed as that number, so a lookup costs a parse, one probe and one slice.
 #[derive(Debug, Default)]
 pub struct Index {
+    /// How many columns the natural key has (from the dimension, else the first key
+    /// inserted): a lookup with another number of parts is an error.
+    key_parts: Option<usize>,
     /// Versions added since the last [`Index::seal`].
     pending: FxHashMap<Box<str>, Vec<Span>>,
     /// Sealed keys that are canonical integers → (start, length) in `steps`.
@@ -930,6 +933,23 @@ fn canonical_int(s: &str) -> Option<i64> {
     s.parse().ok()
 }
 
+/// A lookup the index cannot answer (as opposed to one with no version in effect, which
+/// is [`UNKNOWN`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LookupError {
+    /// The key has another number of parts than the dimension's natural key has columns.
+    #[error(
+        "the key has {given} part(s), but the dimension's natural key has {expected} column(s) (source.key): \
+         pass one value per key column, in source.key order"
+    )]
+    KeyParts {
+        /// Columns of the natural key.
+        expected: usize,
+        /// Parts given.
+        given: usize,
+    },
+}
+
 /// The separator of composite key parts in [`Index::lookup_joined`].
 pub const KEY_SEPARATOR: char = '\u{1f}';
 
@@ -939,7 +959,10 @@ impl Index {
         let sql = sql::statement(conn.backend(), "lookup", "index_rows", ctx)?;
         let rows = conn.query_text("loading the lookup index", &sql, &[]).await?;
         let n = ctx.keys.len();
-        let mut index = Index::default();
+        let mut index = Index {
+            key_parts: Some(n),
+            ..Index::default()
+        };
         for r in rows {
             let key: Vec<&str> = r[..n].iter().map(|v| v.as_deref().unwrap_or("")).collect();
             let t = |v: &Option<String>| -> i64 {
@@ -958,6 +981,7 @@ impl Index {
 
     /// Adds a version (call [`Index::seal`] after the last).
     pub fn insert(&mut self, key: &[&str], valid_from: Micros, valid_to: Micros, sk: i64) {
+        self.key_parts.get_or_insert(key.len());
         let joined = join_key(key);
         self.pending.entry(joined.into_boxed_str()).or_default().push(Span {
             from: valid_from.0,
@@ -1036,12 +1060,20 @@ impl Index {
         self.versions == 0
     }
 
-    /// The surrogate key in effect for `key` at `at`, or [`UNKNOWN`].
-    pub fn lookup(&self, key: &[&str], at: Micros) -> i64 {
-        if key.len() == 1 {
-            return self.lookup_joined(key[0], at);
+    /// The surrogate key in effect for `key` (one value per key column, in `source.key`
+    /// order) at `at`, or [`UNKNOWN`] when no version is in effect; a key with another
+    /// number of parts than the natural key has columns is an error.
+    pub fn lookup(&self, key: &[&str], at: Micros) -> Result<i64, LookupError> {
+        if let Some(expected) = self.key_parts.filter(|&n| n != key.len()) {
+            return Err(LookupError::KeyParts {
+                expected,
+                given: key.len(),
+            });
         }
-        self.lookup_joined(&join_key(key), at)
+        if key.len() == 1 {
+            return Ok(self.lookup_joined(key[0], at));
+        }
+        Ok(self.lookup_joined(&join_key(key), at))
     }
 
     /// Like [`Index::lookup`], for a key already joined with [`KEY_SEPARATOR`] (saves an
@@ -1084,6 +1116,29 @@ pub fn join_key(key: &[&str]) -> String {
 mod tests {
     use super::*;
 
+    impl Index {
+        /// [`Index::lookup`] of a key with the right number of parts.
+        fn get(&self, key: &[&str], at: Micros) -> i64 {
+            self.lookup(key, at).expect("one value per key column")
+        }
+    }
+
+    #[test]
+    fn a_wrong_number_of_key_parts_is_an_error() {
+        let mut ix = Index::default();
+        ix.insert(&["a", "1"], Micros(0), Micros(10), 5);
+        ix.seal();
+        assert_eq!(ix.lookup(&["a", "1"], Micros(5)), Ok(5));
+        assert_eq!(
+            ix.lookup(&["a"], Micros(5)),
+            Err(LookupError::KeyParts { expected: 2, given: 1 })
+        );
+        assert_eq!(
+            ix.lookup(&["a", "1", "x"], Micros(5)),
+            Err(LookupError::KeyParts { expected: 2, given: 3 })
+        );
+    }
+
     #[test]
     fn half_open_intervals() {
         let mut ix = Index::default();
@@ -1091,14 +1146,14 @@ mod tests {
         ix.insert(&["1"], Micros(200), Micros(300), 11);
         ix.insert(&["1"], Micros(400), crate::ts::FAR_FUTURE, 12);
         ix.seal();
-        assert_eq!(ix.lookup(&["1"], Micros(99)), UNKNOWN);
-        assert_eq!(ix.lookup(&["1"], Micros(100)), 10);
-        assert_eq!(ix.lookup(&["1"], Micros(199)), 10);
-        assert_eq!(ix.lookup(&["1"], Micros(200)), 11);
-        assert_eq!(ix.lookup(&["1"], Micros(350)), UNKNOWN, "gap after a tombstone");
-        assert_eq!(ix.lookup(&["1"], crate::ts::FAR_FUTURE.plus(-1)), 12);
-        assert_eq!(ix.lookup(&["1"], crate::ts::FAR_FUTURE), UNKNOWN);
-        assert_eq!(ix.lookup(&["2"], Micros(150)), UNKNOWN);
+        assert_eq!(ix.get(&["1"], Micros(99)), UNKNOWN);
+        assert_eq!(ix.get(&["1"], Micros(100)), 10);
+        assert_eq!(ix.get(&["1"], Micros(199)), 10);
+        assert_eq!(ix.get(&["1"], Micros(200)), 11);
+        assert_eq!(ix.get(&["1"], Micros(350)), UNKNOWN, "gap after a tombstone");
+        assert_eq!(ix.get(&["1"], crate::ts::FAR_FUTURE.plus(-1)), 12);
+        assert_eq!(ix.get(&["1"], crate::ts::FAR_FUTURE), UNKNOWN);
+        assert_eq!(ix.get(&["2"], Micros(150)), UNKNOWN);
     }
 
     #[test]
@@ -1110,13 +1165,13 @@ mod tests {
         ix.insert(&["0"], Micros(0), Micros(10), 4);
         ix.insert(&["99999999999999999999"], Micros(0), Micros(10), 5);
         ix.seal();
-        assert_eq!(ix.lookup(&["42"], Micros(5)), 1);
-        assert_eq!(ix.lookup(&["042"], Micros(5)), 2);
-        assert_eq!(ix.lookup(&["+42"], Micros(5)), UNKNOWN);
-        assert_eq!(ix.lookup(&["-7"], Micros(5)), 3);
-        assert_eq!(ix.lookup(&["0"], Micros(5)), 4);
-        assert_eq!(ix.lookup(&["-0"], Micros(5)), UNKNOWN);
-        assert_eq!(ix.lookup(&["99999999999999999999"], Micros(5)), 5);
+        assert_eq!(ix.get(&["42"], Micros(5)), 1);
+        assert_eq!(ix.get(&["042"], Micros(5)), 2);
+        assert_eq!(ix.get(&["+42"], Micros(5)), UNKNOWN);
+        assert_eq!(ix.get(&["-7"], Micros(5)), 3);
+        assert_eq!(ix.get(&["0"], Micros(5)), 4);
+        assert_eq!(ix.get(&["-0"], Micros(5)), UNKNOWN);
+        assert_eq!(ix.get(&["99999999999999999999"], Micros(5)), 5);
         assert_eq!(canonical_int("9223372036854775807"), Some(i64::MAX));
         assert_eq!(canonical_int("-9223372036854775808"), Some(i64::MIN));
         assert_eq!(canonical_int("9223372036854775808"), None);
@@ -1131,9 +1186,9 @@ mod tests {
         ix.seal();
         ix.insert(&["1"], Micros(10), Micros(20), 3);
         ix.seal();
-        assert_eq!(ix.lookup(&["1"], Micros(5)), 1);
-        assert_eq!(ix.lookup(&["1"], Micros(15)), 3);
-        assert_eq!(ix.lookup(&["a"], Micros(5)), 2);
+        assert_eq!(ix.get(&["1"], Micros(5)), 1);
+        assert_eq!(ix.get(&["1"], Micros(15)), 3);
+        assert_eq!(ix.get(&["a"], Micros(5)), 2);
         assert_eq!(ix.len(), 3);
     }
 
@@ -1142,8 +1197,9 @@ mod tests {
         let mut ix = Index::default();
         ix.insert(&["a", "1"], Micros(0), Micros(10), 5);
         ix.seal();
-        assert_eq!(ix.lookup(&["a", "1"], Micros(5)), 5);
-        assert_eq!(ix.lookup(&["a1"], Micros(5)), UNKNOWN);
+        assert_eq!(ix.get(&["a", "1"], Micros(5)), 5);
+        assert!(ix.lookup(&["a1"], Micros(5)).is_err(), "one part for a two-column key");
+        assert_eq!(ix.lookup_joined("a1", Micros(5)), UNKNOWN);
         assert_eq!(ix.lookup_joined(&join_key(&["a", "1"]), Micros(5)), 5);
     }
 }

@@ -101,6 +101,9 @@ pub struct RunReport {
     pub reconciled_deletes: i64,
     /// Type 1 observations appended (only Type 1 columns changed; no version).
     pub type1_updates: i64,
+    /// Deletes of keys with no version before them (never seen): they close nothing and
+    /// are not counted in `tombstones`; their tombstones are logged all the same.
+    pub unseen_deletes: i64,
     /// Current versions carried over to a changed Type 2 column set (no version).
     pub rehashed: i64,
     /// The accepted change of column sets, in words.
@@ -536,6 +539,7 @@ async fn load(
         window: &window,
         run_id,
         observer,
+        read_through: watermark_before,
     };
     let both_postgres = session.target.backend() == Backend::Postgres
         && session.source.as_ref().map(Conn::backend) == Some(Backend::Postgres);
@@ -605,6 +609,7 @@ async fn load(
         source_clock,
         reconciled_deletes: reconciled,
         type1_updates: changes.type1_updates,
+        unseen_deletes: changes.unseen_deletes,
         rehashed,
         config_change: migration.map(|(_, c)| c.describe()),
         status: if opts.dry_run {
@@ -626,6 +631,8 @@ struct Step<'a> {
     window: &'a Window,
     run_id: i64,
     observer: &'a dyn Observer,
+    /// The watermark before the run: rows stamped up to it were read by earlier runs.
+    read_through: Option<Micros>,
 }
 
 /// What the middle of a load did, for its run record.
@@ -665,17 +672,62 @@ async fn stage_and_append(
     let rows_after_dedupe = dedupe::dedupe(&mut session.target, &session.ctx, rows_read, !one_row_per_key).await?;
     failpoint::check(fp, "after_dedupe").await?;
 
+    // On a change feed, events read before the last accepted column change are history
+    // under the column sets of their time (issue 21): no later read compares them again.
+    // (An accepted change itself keeps each key's newest event read, below.)
+    if session.ctx.history_all && !first_load && migration.is_none() {
+        if let Some(through) = state::watermark(&mut session.target, step.plan, log::COLUMNS_CHANGED).await? {
+            log::drop_feed_history(&mut session.target, &session.ctx, through).await?;
+        }
+    }
+    // A config change on a change feed: the events read before it are history under the
+    // old column set; only each key's newest one stays, as the key's state, and the
+    // watermark is remembered as the change's.
+    if let (Some(_), true, Some(read_through)) = (migration, session.ctx.history_all, step.read_through) {
+        log::keep_newest_read(&mut session.target, &session.ctx, read_through).await?;
+        if !step.opts.dry_run {
+            state::set_watermark(
+                &mut session.target,
+                step.plan,
+                log::COLUMNS_CHANGED,
+                read_through,
+                step.run_id,
+            )
+            .await?;
+        }
+    }
     let mut rehashed = 0;
-    if let Some((_, change)) = migration.filter(|(_, c)| c.rehash_needed()) {
+    if let Some((stored, change)) = migration.filter(|(_, c)| c.rehash_needed()) {
         step.observer
             .phase("carrying current versions over to the new column set");
+        let quoted = |c: &String| crate::ident::Ident::column(c).map(|i| i.quoted()).unwrap_or_default();
         let mut ctx = session.ctx.clone();
-        ctx.retained = change
-            .retained()
+        ctx.retained = change.retained().iter().map(quoted).collect();
+        let keys: Vec<&str> = ctx.key_defs.iter().map(|c| c.bare.as_str()).collect();
+        let attrs: Vec<&str> = ctx.attr_defs.iter().map(|c| c.bare.as_str()).collect();
+        ctx.carried = stored
+            .column_types
             .iter()
-            .map(|c| crate::ident::Ident::column(c).map(|i| i.quoted()).unwrap_or_default())
+            .map(|(n, _)| n)
+            .filter(|n| !keys.contains(&n.as_str()) && !attrs.contains(&n.as_str()))
+            .map(quoted)
             .collect();
-        rehashed = log::rehash_current_versions(&mut session.target, &ctx, &step.plan.name, step.run_id, now()).await?;
+        ctx.readded = change
+            .tracked_after
+            .iter()
+            .filter(|c| !change.tracked_before.contains(c))
+            .filter(|c| !change.new_log_columns.iter().any(|(n, _)| n == *c))
+            .map(quoted)
+            .collect();
+        rehashed = log::rehash_current_versions(
+            &mut session.target,
+            &ctx,
+            &step.plan.name,
+            step.run_id,
+            now(),
+            step.read_through,
+        )
+        .await?;
     }
     let reconcile_now = step.opts.reconcile_deletes || step.plan.hard_deletes == HardDeletes::Reconcile;
     let reconciled = if reconcile_now {
@@ -796,7 +848,8 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     tables::set_load_defaults(&mut session.target, &session.ctx, None).await?;
     let changes = log::Changes {
         versions: stager.rows_read - stager.deleted,
-        tombstones: stager.deleted,
+        // A first load: every delete is of a key never seen (counted apart).
+        unseen_deletes: stager.deleted,
         total: stager.rows_read,
         ..log::Changes::default()
     };
@@ -877,6 +930,7 @@ pub async fn stage_window(
     let mut max_read: Option<Micros> = None;
     let mut beyond_upper = extract::FutureRows::default();
     let mut null_keys: Vec<i64> = vec![0; key_count];
+    let mut null_key_rows: i64 = 0;
     let mut failure: Option<Error> = None;
     while let Some(batch) = batches.recv().await {
         let batch = match batch {
@@ -913,8 +967,11 @@ pub async fn stage_window(
                 continue;
             }
             debug_assert_eq!(row.len(), n);
-            if let Some(i) = row[..key_count].iter().position(Option::is_none) {
-                null_keys[i] += 1;
+            if row[..key_count].iter().any(Option::is_none) {
+                for (i, _) in row[..key_count].iter().enumerate().filter(|(_, v)| v.is_none()) {
+                    null_keys[i] += 1;
+                }
+                null_key_rows += 1;
                 continue;
             }
             rows_read += 1;
@@ -939,12 +996,8 @@ pub async fn stage_window(
     if let Some(e) = failure {
         return Err(e);
     }
-    if let Some(i) = null_keys.iter().position(|&c| c > 0) {
-        return Err(extract::ExtractError::NullKey {
-            column: layout.keys[i].bare.clone(),
-            count: null_keys[i],
-        }
-        .into());
+    if null_key_rows > 0 {
+        return Err(extract::ExtractError::null_key(layout, &null_keys, null_key_rows).into());
     }
     Ok(Staged {
         rows_read,
@@ -1025,12 +1078,8 @@ async fn copy_through<'p>(
     session.source = Some(source);
     copied?;
     stager.finish()?;
-    if let Some(i) = stager.null_keys.iter().position(|&c| c > 0) {
-        return Err(extract::ExtractError::NullKey {
-            column: session.layout.keys[i].bare.clone(),
-            count: stager.null_keys[i],
-        }
-        .into());
+    if stager.null_key_rows > 0 {
+        return Err(extract::ExtractError::null_key(&session.layout, &stager.null_keys, stager.null_key_rows).into());
     }
     Ok(stager)
 }

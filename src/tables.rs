@@ -65,6 +65,11 @@ pub struct SqlContext {
     pub current_defs: Vec<crate::extract::CurrentCol>,
     /// Type 2 columns tracked both before and after a config change (rehash match).
     pub retained: Vec<String>,
+    /// Log columns no longer tracked (removed from the config), quoted: a config
+    /// change's carried-over row keeps the version's logged values in them.
+    pub carried: Vec<String>,
+    /// Type 2 columns added back after a removal (the log holds their history), quoted.
+    pub readded: Vec<String>,
     /// The column an `add_log_column` statement adds.
     pub column: Option<Col>,
     /// `source.history = "all"`.
@@ -150,6 +155,8 @@ impl SqlContext {
                 .map(|(name, _)| name.clone())
                 .collect(),
             retained: Vec::new(),
+            carried: Vec::new(),
+            readded: Vec::new(),
             column: None,
             history_all: plan.source.history == History::All,
             deleted_flag: plan.source.deleted_flag.is_some(),

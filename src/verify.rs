@@ -73,6 +73,12 @@ const REBUILD: &str = "run `dimlog rebuild`";
 const REBUILD_AFTER_LOG: &str =
     "the log is broken too (see above): restore it from a backup first, then run `dimlog rebuild`";
 
+/// A version's surrogate key with no dimension row: facts may hold it.
+const SK_MISSING: &str = "facts that hold these surrogate keys join to nothing. If `rebuild_diff` names them too, \
+run `dimlog rebuild`. If a tombstone replaced the version (a log written before dimlog moved a delete at a \
+version's own time 1 µs after it), rerun `dimlog assign-keys` on every fact table that may hold them, so their \
+facts get the surrogate key in effect (or -1)";
+
 const INVARIANTS: &[Spec] = &[
     ("bad_interval", "valid_from < valid_to on every row", REBUILD),
     (
@@ -94,6 +100,11 @@ const INVARIANTS: &[Spec] = &[
         "sk_reused",
         "a surrogate key belongs to one version only",
         HAND_EDITED_LOG,
+    ),
+    (
+        "sk_missing",
+        "every surrogate key of the log's versions has a row in the dimension (facts may hold it)",
+        SK_MISSING,
     ),
     (
         "rebuild_diff",
@@ -463,6 +474,10 @@ async fn checks(
                 examples.truncate(EXAMPLES);
                 check.examples = examples;
                 check
+            }
+            "sk_missing" => {
+                let missing = tables.missing(&[sk], &with(&keys, &[sk, "valid_from", "is_deleted", "log_id"]));
+                run_check(conn, &context, *spec, missing, &[]).await?
             }
             "sk_reused" => {
                 let missing = tables.missing(&[], &with(&keys, &[sk, "valid_from"]));

@@ -57,6 +57,6 @@ WHERE dimension = $1
 -- statement: is_empty
 SELECT CASE WHEN EXISTS (SELECT 1 FROM {{ log }}) THEN '0' ELSE '1' END
 -- statement: rehash_append
-INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
-SELECT $1 + ROW_NUMBER() OVER (ORDER BY {{ key_order|join(", ") }}) - 1, dimlog_sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, false, row_hash, $2, $3
+INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}{% for c in carried %}, {{ c }}{% endfor %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
+SELECT $1 + ROW_NUMBER() OVER (ORDER BY {{ key_order|join(", ") }}) - 1, dimlog_sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}{% for c in carried %}, {{ c }}{% endfor %}, valid_from, false, row_hash, $2, $3
 FROM dimlog_rehashed

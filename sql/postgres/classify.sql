@@ -6,6 +6,8 @@
 {# The staged keys' effective versions, read from the log once: classify compares with
    them, and the rebuild derives the touched keys' rows from them and the rows this load
    appends (`dimlog_appended`) instead of reading the log again. #}
+{# The values a version logged in a column: its latest log row's. #}
+{% macro logged(c) %}(SELECT dimlog_v.{{ c }} FROM {{ log }} dimlog_v WHERE {{ keys|eqs("dimlog_v", "dimlog_d") }} AND dimlog_v.valid_from = dimlog_d.valid_from AND dimlog_v.{{ sk }} = dimlog_d.{{ sk }} ORDER BY dimlog_v.log_id DESC LIMIT 1){% endmacro %}
 -- statement: history
 CREATE TEMP TABLE dimlog_history ON COMMIT DROP AS
 SELECT DISTINCT ON ({{ keys|cols("dimlog_l") }}, dimlog_l.valid_from)
@@ -14,6 +16,25 @@ FROM {{ log }} dimlog_l
 JOIN (SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage) dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
 WHERE dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL
 ORDER BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from, dimlog_l.log_id DESC
+{# A delete stamped at the same instant as a live version of its key, read in a later
+   load (issue 21): logged at that instant it would replace the version, and a surrogate
+   key facts may hold would vanish. It moves to the version's valid_from + 1 µs, so the
+   version keeps a 1 µs interval. Runs before everything else compares the staged rows. #}
+-- statement: shift_deletes
+UPDATE dimlog_stage dimlog_s
+SET valid_from = dimlog_s.valid_from + interval '1 microsecond'
+FROM dimlog_history dimlog_h
+WHERE {{ keys|eqs("dimlog_s", "dimlog_h") }} AND dimlog_h.valid_from = dimlog_s.valid_from
+  AND dimlog_s.is_deleted AND NOT dimlog_h.is_deleted
+{# A moved delete that lands on another live version (one logged, or one staged by this
+   load, 1 µs later) would replace that one: there is no room for it, and it is dropped. #}
+-- statement: drop_hidden_deletes
+DELETE FROM dimlog_stage dimlog_s
+WHERE dimlog_s.is_deleted
+  AND (EXISTS (SELECT 1 FROM dimlog_history dimlog_h
+               WHERE {{ keys|eqs("dimlog_h", "dimlog_s") }} AND dimlog_h.valid_from = dimlog_s.valid_from AND NOT dimlog_h.is_deleted)
+       OR EXISTS (SELECT 1 FROM dimlog_stage dimlog_o
+                  WHERE {{ keys|eqs("dimlog_o", "dimlog_s") }} AND dimlog_o.valid_from = dimlog_s.valid_from AND NOT dimlog_o.is_deleted))
 {# Restored keys (spec 1.4, "Revival"; history = "latest", where a staged row is the key's
    state now). For each staged key with a tombstone in its history: its newest effective
    row, the newest tombstone, and the first row after that tombstone (the key's return).
@@ -143,7 +164,9 @@ dimlog_typed AS (
 {% endif %}
 )
 SELECT {{ keys|cols }}, valid_from, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, dimlog_p_sk, dimlog_final_kind AS dimlog_change_kind,
-       (dimlog_newest_logged IS NOT NULL AND valid_from < dimlog_newest_logged) AS dimlog_is_late
+       (dimlog_newest_logged IS NOT NULL AND valid_from < dimlog_newest_logged) AS dimlog_is_late,
+       {# A delete with no version of its key before it closes nothing: counted apart. #}
+       (dimlog_final_kind = 'tombstone' AND dimlog_p_valid_from IS NULL) AS dimlog_unseen
 FROM dimlog_typed
 WHERE dimlog_final_kind IS NOT NULL
 {% if unique_key %}
@@ -151,7 +174,7 @@ UNION ALL
 {# One staged row per key: a key the log has never seen has no predecessor, so its row
    opens a version (a tombstone if it is deleted) without the window above. #}
 SELECT {{ keys|cols("dimlog_s") }}, dimlog_s.valid_from, dimlog_s.row_hash{% for a in attrs %}, dimlog_s.{{ a }}{% endfor %}, NULL::bigint,
-       CASE WHEN dimlog_s.is_deleted THEN 'tombstone' ELSE 'version' END, false
+       CASE WHEN dimlog_s.is_deleted THEN 'tombstone' ELSE 'version' END, false, dimlog_s.is_deleted
 FROM dimlog_stage dimlog_s
 WHERE NOT EXISTS (SELECT 1 FROM dimlog_effective dimlog_e WHERE {{ keys|eqs("dimlog_e", "dimlog_s") }})
 {% endif %}
@@ -159,23 +182,58 @@ WHERE NOT EXISTS (SELECT 1 FROM dimlog_effective dimlog_e WHERE {{ keys|eqs("dim
 SELECT count(*) FILTER (WHERE dimlog_change_kind = 'version')::text,
        count(*) FILTER (WHERE dimlog_change_kind = 'version' AND dimlog_is_late)::text,
        count(*) FILTER (WHERE dimlog_change_kind = 'correction')::text,
-       count(*) FILTER (WHERE dimlog_change_kind = 'tombstone')::text,
+       count(*) FILTER (WHERE dimlog_change_kind = 'tombstone' AND NOT dimlog_unseen)::text,
        count(*) FILTER (WHERE dimlog_change_kind = 'type1')::text,
-       count(*)::text
+       count(*)::text,
+       count(*) FILTER (WHERE dimlog_unseen)::text
 FROM dimlog_changes
 {# A first load into an empty log, one staged row per key: every row opens a version (a
    tombstone if it is deleted), so nothing needs comparing. #}
 -- statement: first_counts
-SELECT count(*) FILTER (WHERE NOT is_deleted)::text, count(*) FILTER (WHERE is_deleted)::text, count(*)::text
+SELECT count(*) FILTER (WHERE NOT is_deleted)::text, '0', count(*)::text, count(*) FILTER (WHERE is_deleted)::text
 FROM dimlog_stage
+{# A config change carries a key's current version over to the new column set when the
+   source agrees with it on every Type 2 column tracked before and after. On a change
+   feed the source's state is its newest event read before the change ($1, the
+   watermark); later events are versions as usual. Columns no longer tracked keep the
+   version's logged values. A column added back carries the source's value over only
+   when it equals the version's logged value or the key's last logged one, or the row is
+   not later than the version: otherwise it changed while it was not tracked, and the
+   row opens a version at its own time. #}
 -- statement: rehash
 CREATE TEMP TABLE dimlog_rehashed ON COMMIT DROP AS
-SELECT {{ keys|cols("dimlog_s") }}, dimlog_d.{{ sk }} AS dimlog_sk, dimlog_d.valid_from{% for a in attrs %}, dimlog_s.{{ a }}{% endfor %}, dimlog_s.row_hash
+SELECT {{ keys|cols("dimlog_s") }}, dimlog_d.{{ sk }} AS dimlog_sk, dimlog_d.valid_from{% for a in attrs %}, dimlog_s.{{ a }}{% endfor %}{% for c in carried %}, {{ logged(c) }} AS {{ c }}{% endfor %}, dimlog_s.row_hash
 FROM dimlog_stage dimlog_s
 JOIN {{ dim }} dimlog_d ON dimlog_d.is_current AND {{ keys|eqs("dimlog_d", "dimlog_s") }}
 WHERE NOT dimlog_s.is_deleted
+{% if history_all %}
+  AND dimlog_s.valid_from <= $1::timestamptz
+{% endif %}
 {% for c in retained %}
   AND dimlog_s.{{ c }}{{ "::text" if c in text_compared }} IS NOT DISTINCT FROM dimlog_d.{{ c }}{{ "::text" if c in text_compared }}
 {% endfor %}
+{% for c in readded %}
+{% set t = "::text" if c in text_compared else "" %}
+  AND (dimlog_s.valid_from <= dimlog_d.valid_from OR dimlog_s.{{ c }}{{ t }} IS NOT DISTINCT FROM {{ logged(c) }}{{ t }}
+       OR dimlog_s.{{ c }}{{ t }} IS NOT DISTINCT FROM (SELECT dimlog_k.{{ c }}{{ t }} FROM {{ log }} dimlog_k
+                               WHERE {{ keys|eqs("dimlog_k", "dimlog_d") }} AND dimlog_k.{{ sk }} IS NOT NULL AND dimlog_k.{{ c }} IS NOT NULL
+                               ORDER BY dimlog_k.valid_from DESC, dimlog_k.log_id DESC LIMIT 1))
+{% endfor %}
+{# A config change on a change feed: events read before it (stamped up to the watermark,
+   $1) are history under the old column set. Only each key's newest such event stays, the
+   key's state when the change was made; later events are read as usual. #}
+-- statement: feed_read_before
+DELETE FROM dimlog_stage WHERE ctid IN (
+    SELECT ctid FROM (
+        SELECT ctid, ROW_NUMBER() OVER (PARTITION BY {{ keys|cols }} ORDER BY valid_from DESC) AS dimlog_rn
+        FROM dimlog_stage WHERE valid_from <= $1::timestamptz
+    ) dimlog_x WHERE dimlog_rn > 1
+)
 -- statement: rehash_count
 SELECT count(*)::text FROM dimlog_rehashed
+{# On a change feed, events stamped up to the watermark of the last accepted column change
+   ($1) are history under the column sets of their time: a later read (a lookback, a full
+   refresh, a backfill) leaves them alone instead of comparing them with versions built
+   under other columns. #}
+-- statement: feed_drop_history
+DELETE FROM dimlog_stage WHERE valid_from <= $1::timestamptz

@@ -46,8 +46,8 @@ UPDATE dimlog_dimensions
 SET next_surrogate_key = next_surrogate_key + ?2, next_log_id = next_log_id + ?3, built_through_load = ?4, updated_at = ?5
 WHERE dimension = ?1
 -- statement: rehash_append
-INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
-SELECT ?1 + ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}) - 1, dimlog_sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, 0, row_hash, ?2, ?3
+INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}{% for c in carried %}, {{ c }}{% endfor %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
+SELECT ?1 + ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}) - 1, dimlog_sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}{% for c in carried %}, {{ c }}{% endfor %}, valid_from, 0, row_hash, ?2, ?3
 FROM dimlog_rehashed
 ORDER BY {{ keys|cols }}
 -- statement: is_empty

@@ -8,6 +8,31 @@
    index order (which it prefers without statistics, to save a sort). #}
 {# Fixed-width UTC text plus one microsecond. #}
 {% macro plus_1us(e) %}(CASE WHEN substr({{ e }}, 21, 6) = '999999' THEN strftime('%Y-%m-%dT%H:%M:%S', substr({{ e }}, 1, 19), '+1 second') || '.000000Z' ELSE substr({{ e }}, 1, 20) || printf('%06d', CAST(substr({{ e }}, 21, 6) AS INTEGER) + 1) || 'Z' END){% endmacro %}
+{# A delete stamped at the same instant as a live version of its key, read in a later
+   load (issue 21): logged at that instant it would replace the version, and a surrogate
+   key facts may hold would vanish. It moves to the version's valid_from + 1 µs, so the
+   version keeps a 1 µs interval. Runs before everything else compares the staged rows. #}
+{# The values a version logged in a column: its latest log row's. #}
+{% macro logged(c) %}(SELECT dimlog_v.{{ c }} FROM {{ log }} dimlog_v WHERE {{ keys|eqs("dimlog_v", "dimlog_d") }} AND dimlog_v.valid_from = dimlog_d.valid_from AND dimlog_v.{{ sk }} = dimlog_d.{{ sk }} ORDER BY dimlog_v.log_id DESC LIMIT 1){% endmacro %}
+-- statement: shift_deletes
+UPDATE dimlog_stage AS dimlog_s
+SET valid_from = {{ plus_1us("dimlog_s.valid_from") }}
+WHERE dimlog_s.is_deleted AND (
+    SELECT NOT dimlog_l.is_deleted FROM {{ log }} dimlog_l
+    WHERE {{ keys|eqs("dimlog_l", "dimlog_s") }} AND dimlog_l.valid_from = dimlog_s.valid_from
+      AND (dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL)
+    ORDER BY dimlog_l.log_id DESC LIMIT 1)
+{# A moved delete that lands on another live version (one logged, or one staged by this
+   load, 1 µs later) would replace that one: there is no room for it, and it is dropped. #}
+-- statement: drop_hidden_deletes
+DELETE FROM dimlog_stage AS dimlog_s
+WHERE dimlog_s.is_deleted AND ((
+    SELECT NOT dimlog_l.is_deleted FROM {{ log }} dimlog_l
+    WHERE {{ keys|eqs("dimlog_l", "dimlog_s") }} AND dimlog_l.valid_from = dimlog_s.valid_from
+      AND (dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL)
+    ORDER BY dimlog_l.log_id DESC LIMIT 1)
+    OR EXISTS (SELECT 1 FROM dimlog_stage dimlog_o
+               WHERE {{ keys|eqs("dimlog_o", "dimlog_s") }} AND dimlog_o.valid_from = dimlog_s.valid_from AND NOT dimlog_o.is_deleted))
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes AS
 WITH dimlog_staged_keys AS (
@@ -87,7 +112,9 @@ dimlog_typed AS (
 {% endif %}
 )
 SELECT {{ keys|cols }}, valid_from, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, dimlog_p_sk, dimlog_final_kind AS dimlog_change_kind,
-       (dimlog_newest_logged IS NOT NULL AND valid_from < dimlog_newest_logged) AS dimlog_is_late
+       (dimlog_newest_logged IS NOT NULL AND valid_from < dimlog_newest_logged) AS dimlog_is_late,
+       {# A delete with no version of its key before it closes nothing: counted apart. #}
+       (dimlog_final_kind = 'tombstone' AND dimlog_p_valid_from IS NULL) AS dimlog_unseen
 FROM dimlog_typed
 WHERE dimlog_final_kind IS NOT NULL
 {% if unique_key %}
@@ -95,28 +122,56 @@ UNION ALL
 {# One staged row per key: a key the log has never seen has no predecessor, so its row
    opens a version (a tombstone if it is deleted) without the window above. #}
 SELECT {{ keys|cols("dimlog_s") }}, dimlog_s.valid_from, dimlog_s.row_hash{% for a in attrs %}, dimlog_s.{{ a }}{% endfor %}, NULL,
-       CASE WHEN dimlog_s.is_deleted THEN 'tombstone' ELSE 'version' END, 0
+       CASE WHEN dimlog_s.is_deleted THEN 'tombstone' ELSE 'version' END, 0, dimlog_s.is_deleted
 FROM dimlog_stage dimlog_s
 WHERE NOT EXISTS (SELECT 1 FROM dimlog_effective dimlog_e WHERE {{ keys|eqs("dimlog_e", "dimlog_s") }})
 {% endif %}
 -- statement: counts
 SELECT sum(dimlog_change_kind = 'version'), sum(dimlog_change_kind = 'version' AND dimlog_is_late),
-       sum(dimlog_change_kind = 'correction'), sum(dimlog_change_kind = 'tombstone'), sum(dimlog_change_kind = 'type1'), count(*)
+       sum(dimlog_change_kind = 'correction'), sum(dimlog_change_kind = 'tombstone' AND NOT dimlog_unseen), sum(dimlog_change_kind = 'type1'), count(*),
+       sum(dimlog_unseen)
 FROM dimlog_changes
 {# A first load into an empty log, one staged row per key: every row opens a version (a
    tombstone if it is deleted), so nothing needs comparing. #}
 -- statement: first_counts
-SELECT count(*) - count(CASE WHEN is_deleted THEN 1 END), count(CASE WHEN is_deleted THEN 1 END), count(*)
+SELECT count(*) - count(CASE WHEN is_deleted THEN 1 END), 0, count(*), count(CASE WHEN is_deleted THEN 1 END)
 FROM dimlog_stage
+{# A config change carries a key's current version over to the new column set when the
+   source agrees with it on every Type 2 column tracked before and after. On a change
+   feed the source's state is its newest event read before the change (?1, the
+   watermark); later events are versions as usual. Columns no longer tracked keep the
+   version's logged values. A column added back carries the source's value over only
+   when it equals the version's logged value or the key's last logged one, or the row is
+   not later than the version: otherwise it changed while it was not tracked, and the
+   row opens a version at its own time. #}
 -- statement: rehash
 CREATE TEMP TABLE dimlog_rehashed AS
-SELECT {{ keys|cols("dimlog_s") }}, dimlog_d.{{ sk }} AS dimlog_sk, dimlog_d.valid_from{% for a in attrs %}, dimlog_s.{{ a }}{% endfor %}, dimlog_s.row_hash
+SELECT {{ keys|cols("dimlog_s") }}, dimlog_d.{{ sk }} AS dimlog_sk, dimlog_d.valid_from{% for a in attrs %}, dimlog_s.{{ a }}{% endfor %}{% for c in carried %}, {{ logged(c) }} AS {{ c }}{% endfor %}, dimlog_s.row_hash
 FROM dimlog_stage dimlog_s
 JOIN {{ dim }} dimlog_d ON dimlog_d.is_current AND {{ keys|eqs("dimlog_d", "dimlog_s") }}
 WHERE NOT dimlog_s.is_deleted
+{% if history_all %}
+  AND dimlog_s.valid_from <= ?1
+{% endif %}
 {% for c in retained %}
   AND dimlog_s.{{ c }} IS dimlog_d.{{ c }}
 {% endfor %}
+{% for c in readded %}
+  AND (dimlog_s.valid_from <= dimlog_d.valid_from OR dimlog_s.{{ c }} IS {{ logged(c) }}
+       OR dimlog_s.{{ c }} IS (SELECT dimlog_k.{{ c }} FROM {{ log }} dimlog_k
+                               WHERE {{ keys|eqs("dimlog_k", "dimlog_d") }} AND dimlog_k.{{ sk }} IS NOT NULL AND dimlog_k.{{ c }} IS NOT NULL
+                               ORDER BY dimlog_k.valid_from DESC, dimlog_k.log_id DESC LIMIT 1))
+{% endfor %}
+{# A config change on a change feed: events read before it (stamped up to the watermark,
+   ?1) are history under the old column set. Only each key's newest such event stays, the
+   key's state when the change was made; later events are read as usual. #}
+-- statement: feed_read_before
+DELETE FROM dimlog_stage WHERE rowid IN (
+    SELECT rowid FROM (
+        SELECT rowid, ROW_NUMBER() OVER (PARTITION BY {{ keys|cols }} ORDER BY valid_from DESC) AS dimlog_rn
+        FROM dimlog_stage WHERE valid_from <= ?1
+    ) WHERE dimlog_rn > 1
+)
 -- statement: rehash_count
 SELECT count(*) FROM dimlog_rehashed
 {# Restored keys (spec 1.4, "Revival"; history = "latest", where a staged row is the key's
@@ -196,3 +251,9 @@ SET valid_from = CASE WHEN dimlog_r.dimlog_newest_at < ?1 THEN ?1 ELSE {{ plus_1
 FROM dimlog_restored AS dimlog_r
 WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND NOT dimlog_r.dimlog_newest_deleted
   AND dimlog_s.valid_from < dimlog_r.dimlog_return_at
+{# On a change feed, events stamped up to the watermark of the last accepted column change
+   (?1) are history under the column sets of their time: a later read (a lookback, a full
+   refresh, a backfill) leaves them alone instead of comparing them with versions built
+   under other columns. #}
+-- statement: feed_drop_history
+DELETE FROM dimlog_stage WHERE valid_from <= ?1

@@ -37,6 +37,24 @@ FROM (SELECT DISTINCT dimlog_l.{{ sk }} AS dimlog_sk, {{ keytext("dimlog_l.") }}
       FROM {{ log }} dimlog_l WHERE dimlog_l.{{ sk }} IS NOT NULL ORDER BY 2, 3) dimlog_x
 GROUP BY dimlog_x.dimlog_sk
 HAVING count(*) > 1
+{# Surrogate keys of the log's versions with no row in the dimension (issue 21): facts may
+   hold them. A tombstone logged later at the same valid_from replaced the version (a log
+   written before same-instant deletes moved 1 µs after the version), or the dimension
+   lost the row. #}
+-- statement: sk_missing
+SELECT {{ keytext("dimlog_x.") }}, 'surrogate key ' || CAST(dimlog_x.dimlog_sk AS TEXT) || ' (valid_from ' || COALESCE(dimlog_x.valid_from, 'NULL')
+       || ') is a version in the log with no row in the dimension'
+       || CASE WHEN EXISTS (SELECT 1 FROM {{ log }} dimlog_t
+                            WHERE {{ keys|eqs("dimlog_t", "dimlog_x") }} AND dimlog_t.valid_from = dimlog_x.valid_from
+                              AND dimlog_t.is_deleted AND dimlog_t.log_id > dimlog_x.dimlog_last)
+               THEN ': a tombstone logged later at the same valid_from replaced it' ELSE '' END
+FROM (
+    SELECT {{ keys|cols("dimlog_l") }}, dimlog_l.{{ sk }} AS dimlog_sk, min(dimlog_l.valid_from) AS valid_from, max(dimlog_l.log_id) AS dimlog_last
+    FROM {{ log }} dimlog_l
+    WHERE dimlog_l.{{ sk }} IS NOT NULL AND NOT dimlog_l.is_deleted
+      AND NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE dimlog_d.{{ sk }} = dimlog_l.{{ sk }})
+    GROUP BY {{ keys|cols("dimlog_l") }}, dimlog_l.{{ sk }}
+) dimlog_x
 {# Rows of the log that break its rules (what its constraints guard, and what a rebuild
    needs): a value where one is required, a fixed-width UTC valid_from, an integer
    surrogate key, a 32-byte row_hash on every version, a log_id of its own. #}

@@ -145,6 +145,13 @@ pub fn summary(r: &RunReport) -> String {
     if r.type1_updates > 0 {
         text.push_str(&format!(", {} type 1 updates", r.type1_updates));
     }
+    if r.unseen_deletes > 0 {
+        let s = if r.unseen_deletes == 1 { "" } else { "s" };
+        text.push_str(&format!(
+            ", {} delete{s} of a key never seen (closing nothing; not counted as tombstones)",
+            r.unseen_deletes
+        ));
+    }
     if let Some(change) = &r.config_change {
         text.push_str(&format!(
             ", config change accepted ({change}): {} current versions carried over",

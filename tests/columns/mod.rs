@@ -2,6 +2,7 @@
 //! (`[track] current_columns`), and changes of the tracked column sets, which a run only
 //! makes with `--accept-config-change` and without re-versioning history.
 
+mod edges;
 mod tracked;
 mod type1;
 

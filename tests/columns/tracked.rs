@@ -240,7 +240,11 @@ async fn removing_a_tracked_column_keeps_its_history(mut fx: Fixture) {
         "SELECT country FROM customer_versions WHERE customer_id = 1 AND country IS NOT NULL ORDER BY log_id",
     )
     .await;
-    assert_eq!(history, [Some("FR".to_string()), Some("BE".to_string())]);
+    assert_eq!(
+        history,
+        [Some("FR".to_string()), Some("BE".to_string()), Some("BE".to_string())],
+        "the carried-over row keeps the version's logged value of the removed column (issue 21)"
+    );
 
     let log_rows = fx.count("customer_versions").await;
     fx.exec("UPDATE src_customers SET country = 'AT', updated_at = '2026-03-02T14:00:00Z' WHERE customer_id = 2")

@@ -5,6 +5,7 @@
 
 mod reconcile;
 mod revival;
+mod same_instant;
 mod verify;
 mod verify_edits;
 

@@ -1,6 +1,6 @@
 //! `dimlog lookup` at the edges of the half-open intervals `[valid_from, valid_to)`.
 
-use dimlog::lookup::{lookup_one, Index, UNKNOWN};
+use dimlog::lookup::{lookup_one, Index, LookupError, UNKNOWN};
 use dimlog::pipeline::Session;
 
 use crate::cli::{assert_code, json, text};
@@ -90,7 +90,23 @@ async fn lookup_at_the_boundaries(mut fx: Fixture) {
             .await
             .expect("lookup_one");
         assert_eq!(one.unwrap_or(UNKNOWN), expected, "lookup_one {key} {at}");
-        assert_eq!(index.lookup(&[key], ts(at)), expected, "Index::lookup {key} {at}");
+        assert_eq!(index.lookup(&[key], ts(at)), Ok(expected), "Index::lookup {key} {at}");
+    }
+    // Issue 21: a wrong number of key parts is an error, not the unknown member.
+    let at = ts("2026-03-01T09:00:00Z");
+    for parts in [&[][..], &["1", "FR"][..]] {
+        let err = index
+            .lookup(parts, at)
+            .expect_err("a key of the wrong number of parts is an error");
+        assert_eq!(
+            err,
+            LookupError::KeyParts {
+                expected: 1,
+                given: parts.len()
+            }
+        );
+        let message = err.to_string();
+        assert!(message.contains("source.key"), "{message}");
     }
     // COLUMN=VALUE works for a one-column key too.
     let out = fx.cli(&["lookup", "--key", "customer_id=1", "--at", "2026-03-01T09:00:00Z"]);

@@ -269,7 +269,9 @@ async fn run_case(backend: Backend, database: Option<&str>, case: &Case) -> Resu
     let dimension = fx.dimension().await;
     let mut matched = 0;
     for (i, (key, at)) in resolved.iter().enumerate() {
-        let from_index = index.lookup(&[key.to_string().as_str()], *at);
+        let from_index = index
+            .lookup(&[key.to_string().as_str()], *at)
+            .expect("one value per key column");
         let one = lookup_one(&mut session.target, &session.ctx, &[key.to_string()], *at)
             .await
             .map_err(|e| TestCaseError::fail(e.to_string()))?

@@ -13,6 +13,7 @@ use crate::support::fixture::{on_both_backends, Dump, Fixture};
 
 on_both_backends!(
     null_natural_key_fails_the_run,
+    null_composite_key_names_every_null_column,
     null_updated_at_fails_the_run,
     duplicate_key_and_timestamp_is_deterministic_and_counted,
     unknown_table_is_a_config_error,
@@ -120,6 +121,35 @@ async fn null_natural_key_fails_the_run(mut fx: Fixture) {
         &[
             "2 source rows",
             "NULL natural key `customer_id`",
+            "source.key",
+            "source.query",
+        ],
+    )
+    .await;
+}
+
+/// Issue 21: a composite key whose rows hold NULLs in both columns: the error names both,
+/// with how many rows each, and counts the rows once.
+async fn null_composite_key_names_every_null_column(mut fx: Fixture) {
+    fx.use_feed().await;
+    fx.set_setting("key", r#"["customer_id", "email"]"#);
+    fx.set_setting("columns", r#"["tier", "country"]"#);
+    let before = loaded(&mut fx, "src_feed").await;
+    change_key_1(&mut fx, "src_feed").await;
+    fx.exec(
+        "INSERT INTO src_feed (customer_id, email, tier, country, updated_at) VALUES
+             (NULL, NULL, 'pro', 'FR', '2026-03-02T09:41:00Z'),
+             (NULL, 'y@example.com', 'pro', 'FR', '2026-03-02T09:42:00Z'),
+             (2, NULL, 'pro', 'FR', '2026-03-02T09:43:00Z')",
+    )
+    .await;
+    assert_run_refused(
+        &mut fx,
+        &before,
+        1,
+        &[
+            "3 source rows",
+            "NULL natural key (`customer_id` in 2, `email` in 2 of them)",
             "source.key",
             "source.query",
         ],

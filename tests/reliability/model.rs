@@ -386,6 +386,30 @@ impl Model {
             }
         }
 
+        // A delete stamped at the same instant as a live version of its key (the latest log
+        // row of that valid_from) moves 1 µs after it, so the version keeps its surrogate
+        // key (issue 21). One that lands on another live version there (logged, or staged)
+        // is dropped: there is no room for it.
+        let live_at = |key: i64, at: Micros| {
+            timelines
+                .get(&key)
+                .and_then(|tl| tl.get(&at))
+                .is_some_and(|(p, _)| matches!(p, Payload::Live(_)))
+        };
+        let colliding: Vec<(i64, Micros)> = staged
+            .iter()
+            .filter(|(&(key, at), p)| matches!(p, Payload::Deleted) && live_at(key, at))
+            .map(|(&k, _)| k)
+            .collect();
+        for (key, at) in colliding {
+            staged.remove(&(key, at));
+            let to = at.plus(1);
+            let blocked = live_at(key, to) || matches!(staged.get(&(key, to)), Some(Payload::Live(_)));
+            if !blocked {
+                staged.insert((key, to), Payload::Deleted);
+            }
+        }
+
         // Keys with a tombstone in their history (history = "latest"; a staged row is its
         // key's state now). If the key's newest row is that tombstone, a live row stamped at
         // or before it revives the key (a version at `upper`, or just after the tombstone),
@@ -450,8 +474,12 @@ impl Model {
             let p = tl.range(..=at).next_back().map(|(vf, e)| (*vf, *e));
             let change: Option<(Payload, Option<u64>)> = match (payload, p) {
                 (Payload::Deleted, Some((_, (Payload::Deleted, _)))) => None,
-                (Payload::Deleted, _) => {
-                    counts.tombstones += 1;
+                (Payload::Deleted, p) => {
+                    // A delete with no version of its key before it closes nothing: it is
+                    // logged, but counted apart (issue 21), not as a tombstone.
+                    if p.is_some() {
+                        counts.tombstones += 1;
+                    }
                     Some((Payload::Deleted, None))
                 }
                 (Payload::Live(v), Some((_, (Payload::Live(pv), _)))) if pv == v => None,

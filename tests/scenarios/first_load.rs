@@ -551,6 +551,8 @@ struct Counts {
     versions: i64,
     corrections: i64,
     tombstones: i64,
+    /// Deletes of keys never seen (issue 21): logged, counted apart from tombstones.
+    unseen_deletes: i64,
     type1_updates: i64,
 }
 
@@ -565,6 +567,7 @@ fn counts(r: &RunReport) -> Counts {
         versions: r.counts.versions,
         corrections: r.counts.corrections,
         tombstones: r.counts.tombstones,
+        unseen_deletes: r.unseen_deletes,
         type1_updates: r.type1_updates,
     }
 }
@@ -858,7 +861,8 @@ async fn direct_first_load_writes_what_the_general_path_writes() {
         rows_read: 39,
         versions: 34,
         corrections: 0,
-        tombstones: 5,
+        tombstones: 0,
+        unseen_deletes: 5,
         type1_updates: 0,
     };
     run_all(&mut fxs, FIRST_UPPER, true, &first).await;
@@ -889,6 +893,7 @@ async fn direct_first_load_writes_what_the_general_path_writes() {
         versions: 5,
         corrections: 1,
         tombstones: 2,
+        unseen_deletes: 0,
         type1_updates: 1,
     };
     run_all(&mut fxs, SECOND_UPPER, false, &second).await;
@@ -956,6 +961,7 @@ async fn direct_first_load_of_a_plain_config_writes_what_the_general_path_writes
         versions: 39,
         corrections: 0,
         tombstones: 0,
+        unseen_deletes: 0,
         type1_updates: 0,
     };
     // The soft delete and the Type 1 change are no changes here.
@@ -964,6 +970,7 @@ async fn direct_first_load_of_a_plain_config_writes_what_the_general_path_writes
         versions: 5,
         corrections: 1,
         tombstones: 1,
+        unseen_deletes: 0,
         type1_updates: 0,
     };
     two_loads_alike(&mut fxs, &rows, &first, &second, false).await;
@@ -1016,7 +1023,8 @@ async fn direct_first_load_on_a_text_key_writes_what_the_general_path_writes() {
         rows_read: 39,
         versions: 34,
         corrections: 0,
-        tombstones: 5,
+        tombstones: 0,
+        unseen_deletes: 5,
         type1_updates: 0,
     };
     let second = Counts {
@@ -1024,6 +1032,7 @@ async fn direct_first_load_on_a_text_key_writes_what_the_general_path_writes() {
         versions: 5,
         corrections: 1,
         tombstones: 2,
+        unseen_deletes: 0,
         type1_updates: 1,
     };
     // Asserts the direct path for TEXT_PK and the general path for NO_PK on the first
@@ -1045,7 +1054,8 @@ async fn direct_first_load_of_tombstones_only() {
         rows_read: 12,
         versions: 0,
         corrections: 0,
-        tombstones: 12,
+        tombstones: 0,
+        unseen_deletes: 12,
         type1_updates: 0,
     };
     run_all(&mut fxs, FIRST_UPPER, true, &first).await;
@@ -1067,6 +1077,7 @@ async fn direct_first_load_of_tombstones_only() {
         versions: 2,
         corrections: 0,
         tombstones: 0,
+        unseen_deletes: 0,
         type1_updates: 0,
     };
     run_all(&mut fxs, SECOND_UPPER, false, &second).await;
@@ -1101,6 +1112,7 @@ async fn direct_first_load_after_an_empty_one() {
         versions: 0,
         corrections: 0,
         tombstones: 0,
+        unseen_deletes: 0,
         type1_updates: 0,
     };
     run_all(&mut fxs, "2026-03-02T09:00:00Z", true, &nothing).await;
@@ -1113,7 +1125,8 @@ async fn direct_first_load_after_an_empty_one() {
         rows_read: 20,
         versions: 17,
         corrections: 0,
-        tombstones: 3,
+        tombstones: 0,
+        unseen_deletes: 3,
         type1_updates: 0,
     };
     run_all(&mut fxs, "2026-03-02T20:00:00Z", true, &first).await;
@@ -1136,6 +1149,7 @@ async fn empty_direct_first_load_leaves_built_through_load_like_the_general_path
         versions: 0,
         corrections: 0,
         tombstones: 0,
+        unseen_deletes: 0,
         type1_updates: 0,
     };
     run_all(&mut fxs, FIRST_UPPER, true, &nothing).await;

@@ -44,8 +44,8 @@ macro_rules! on_both_backends_alike {
 }
 
 on_both_backends_alike!(
-    soft_delete_at_the_versions_own_timestamp_removes_it,
-    late_tombstone_at_a_closed_versions_timestamp_removes_it,
+    soft_delete_at_the_versions_own_timestamp_closes_it_1us_later,
+    late_tombstone_at_a_closed_versions_timestamp_closes_it_1us_later,
     correction_in_a_later_run_updates_the_row_in_place,
     late_version_between_two_versions,
     type1_and_current_columns_across_runs,
@@ -275,13 +275,14 @@ fn changes(r: &RunReport) -> (i64, i64, i64, i64) {
 }
 
 /// Case 1 on a table with one row per key: the source flags the key's newest row as
-/// deleted without moving `updated_at`; the lookback re-reads it and the tombstone lands
-/// at exactly that version's `valid_from`. The merge deletes the version (a dead version
-/// matching a dimension row), writes nothing else, and the version before keeps its
+/// deleted without moving `updated_at`; the lookback re-reads it. A tombstone at exactly
+/// that version's `valid_from` would replace the version, and facts may hold its
+/// surrogate key, so the tombstone lands 1 µs after it (issue 21): the merge closes the
+/// version there (an update of that row only), and the version before keeps its
 /// `valid_to`. Un-flagging it at the same timestamp is the key restored with a stamp not
 /// later than its tombstone: it is revived (spec 1.4), a new version with a new surrogate
 /// key at the run's upper bound, the mirror of the tombstone.
-async fn soft_delete_at_the_versions_own_timestamp_removes_it(fx: Fixture) -> Vec<String> {
+async fn soft_delete_at_the_versions_own_timestamp_closes_it_1us_later(fx: Fixture) -> Vec<String> {
     let mut s = Scenario::new(fx).await;
     s.exec(&format!(
         "{INSERT} (1, 'ann@example.com', 'free', 'FR', '{}'),
@@ -310,14 +311,14 @@ async fn soft_delete_at_the_versions_own_timestamp_removes_it(fx: Fixture) -> Ve
     s.exec("UPDATE src_customers SET is_deleted = true WHERE customer_id = 1")
         .await;
     let r = s.run("10:05").await;
-    assert_eq!(changes(&r), (0, 0, 0, 1), "a tombstone at 09:40");
+    assert_eq!(changes(&r), (0, 0, 0, 1), "a tombstone at 09:40 + 1 µs");
     assert_eq!(
         s.versions("1", &["tier"]).await,
-        ["1 09:00-09:40: free"],
-        "the 09:40 version is gone; the one before still ends at 09:40 and is not current"
+        ["1 09:00-09:40: free", "3 09:40-2026-03-02T09:40:00.000001Z: pro"],
+        "the 09:40 version keeps its surrogate key, closed 1 µs later; the one before still ends at 09:40"
     );
     assert_eq!(s.versions("2", &["tier"]).await, ["2 09:00-inf current: pro"]);
-    s.settle("customer 1 deleted at 09:40 without moving updated_at", &[], true)
+    s.settle("customer 1 deleted at 09:40 without moving updated_at", &[3], true)
         .await;
 
     s.exec("UPDATE src_customers SET is_deleted = false WHERE customer_id = 1")
@@ -327,7 +328,11 @@ async fn soft_delete_at_the_versions_own_timestamp_removes_it(fx: Fixture) -> Ve
     assert_eq!(r.counts.revived, 1);
     assert_eq!(
         s.versions("1", &["tier"]).await,
-        ["1 09:00-09:40: free", "4 10:10-inf current: pro"],
+        [
+            "1 09:00-09:40: free",
+            "3 09:40-2026-03-02T09:40:00.000001Z: pro",
+            "4 10:10-inf current: pro"
+        ],
         "revived at the upper bound with a new surrogate key (3 is never reused)"
     );
     s.settle("customer 1 undeleted at 09:40 without moving updated_at", &[4], true)
@@ -336,12 +341,14 @@ async fn soft_delete_at_the_versions_own_timestamp_removes_it(fx: Fixture) -> Ve
 }
 
 /// Case 1 on a change feed: a closed version's row is re-delivered as a delete at its own
-/// timestamp (a late tombstone in the middle of the key's history). The merge deletes
-/// that version only; the version before keeps `valid_to` = the tombstone's time, the
-/// one after stays current, and a key whose only version is tombstoned has no row left.
-/// A late version then fills the gap, and a tombstone re-delivered as live again opens a
-/// new version at its timestamp.
-async fn late_tombstone_at_a_closed_versions_timestamp_removes_it(fx: Fixture) -> Vec<String> {
+/// timestamp (a late tombstone in the middle of the key's history). The tombstone lands
+/// 1 µs after that version (issue 21), so the version keeps its surrogate key and a 1 µs
+/// interval: the merge updates that row only; the version before keeps `valid_to`, the
+/// one after stays current, and a key whose only version is deleted keeps it, closed.
+/// A late version then fills the gap. An event edited back from deleted to live at its
+/// own time is the version already logged at that time: it appends nothing, and the key
+/// stays deleted until its next event.
+async fn late_tombstone_at_a_closed_versions_timestamp_closes_it_1us_later(fx: Fixture) -> Vec<String> {
     let mut s = Scenario::new(fx).await;
     s.fx.use_feed().await;
     s.fx.set_setting("lookback", "\"1h\"");
@@ -377,14 +384,21 @@ async fn late_tombstone_at_a_closed_versions_timestamp_removes_it(fx: Fixture) -
     assert_eq!(changes(&r), (0, 0, 0, 2));
     assert_eq!(
         s.versions("1", &["tier"]).await,
-        ["1 09:00-09:20: free", "3 09:40-inf current: gold"],
-        "the 09:20 version is gone, a gap where the tombstone stands"
+        [
+            "1 09:00-09:20: free",
+            "2 09:20-2026-03-02T09:20:00.000001Z: pro",
+            "3 09:40-inf current: gold"
+        ],
+        "the 09:20 version stays, closed 1 µs later; a gap where the tombstone stands"
     );
-    assert_eq!(s.versions("3", &["tier"]).await, Vec::<String>::new());
+    assert_eq!(
+        s.versions("3", &["tier"]).await,
+        ["5 09:10-2026-03-02T09:10:00.000001Z: pro"]
+    );
     assert_eq!(s.versions("2", &["tier"]).await, ["4 09:00-inf current: free"]);
     s.settle(
         "tombstones at customer 1's 09:20 version and customer 3's only version",
-        &[],
+        &[2, 5],
         true,
     )
     .await;
@@ -400,6 +414,7 @@ async fn late_tombstone_at_a_closed_versions_timestamp_removes_it(fx: Fixture) -
         s.versions("1", &["tier"]).await,
         [
             "1 09:00-09:20: free",
+            "2 09:20-2026-03-02T09:20:00.000001Z: pro",
             "6 09:30-09:40: basic",
             "3 09:40-inf current: gold"
         ]
@@ -415,14 +430,19 @@ async fn late_tombstone_at_a_closed_versions_timestamp_removes_it(fx: Fixture) -
     let r = s.run("10:10").await;
     assert_eq!(
         changes(&r),
-        (1, 0, 0, 0),
-        "not late: the tombstone is the newest logged row"
+        (0, 0, 0, 0),
+        "the 09:10 event is the version logged at 09:10 already"
     );
-    assert_eq!(s.versions("3", &["tier"]).await, ["7 09:10-inf current: pro"]);
-    s.settle("customer 3's 09:10 row live again", &[7], true).await;
+    assert_eq!(
+        s.versions("3", &["tier"]).await,
+        ["5 09:10-2026-03-02T09:10:00.000001Z: pro"]
+    );
+    // `verify --against-source` names customer 3 (live in the feed, not current): its
+    // key comes back with its next event.
+    s.settle("customer 3's 09:10 event live again", &[], false).await;
 
-    // In one run: a tombstone at the key's only version (a delete in the merge) and a
-    // new version after it (an insert).
+    // In one run: a delete at the key's only version (closed 1 µs later) and a new
+    // version after it.
     s.exec(&format!(
         "UPDATE src_feed SET is_deleted = true WHERE customer_id = 2 AND updated_at = '{}';
          {FEED_INSERT} (2, 'bob@example.com', 'pro', 'DE', '{}')",
@@ -432,11 +452,14 @@ async fn late_tombstone_at_a_closed_versions_timestamp_removes_it(fx: Fixture) -
     .await;
     let r = s.run("10:15").await;
     assert_eq!(changes(&r), (1, 0, 0, 1));
-    assert_eq!(s.versions("2", &["tier"]).await, ["8 10:12-inf current: pro"]);
+    assert_eq!(
+        s.versions("2", &["tier"]).await,
+        ["4 09:00-2026-03-02T09:00:00.000001Z: free", "7 10:12-inf current: pro"]
+    );
     s.settle(
-        "customer 2's only version tombstoned and a new one at 10:12, in one run",
-        &[8],
-        true,
+        "customer 2's only version closed by a delete and a new one at 10:12, in one run",
+        &[4, 7],
+        false,
     )
     .await;
     s.transcript

@@ -1,0 +1,182 @@
+//! Issue 21, items 1 and 2: column changes at the edges of history.
+//!
+//! - `--accept-config-change` on a change feed (`history = "all"`) adds a Type 2 column
+//!   without opening or correcting any version: rows read before the change are history
+//!   under the old column set; only rows read after the change may open versions.
+//! - A Type 2 column removed, then added back: the dimension shows the log's values where
+//!   the log recorded them, NULL only where it never recorded one, and a value that changed
+//!   while the column was not tracked is a version at the source row's own time, never
+//!   shown from an earlier time.
+
+use dimlog::pipeline::{RunOptions, RunReport};
+
+use super::assert_verified;
+use crate::support::fixture::{on_both_backends, ts, Fixture};
+
+on_both_backends!(
+    adding_a_column_to_a_feed_opens_and_corrects_nothing,
+    a_readded_column_shows_the_logs_values,
+    a_readded_column_unchanged_while_removed_is_carried_over,
+);
+
+const FEED_INSERT: &str = "INSERT INTO src_feed (customer_id, email, tier, country, updated_at) VALUES";
+const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
+
+fn accepting(upper: &str) -> RunOptions {
+    RunOptions {
+        upper: Some(ts(upper)),
+        accept_config_change: true,
+        ..RunOptions::incremental()
+    }
+}
+
+/// `(versions, late, corrections, tombstones)`.
+fn appended(r: &RunReport) -> (i64, i64, i64, i64) {
+    (
+        r.counts.versions,
+        r.counts.late_versions,
+        r.counts.corrections,
+        r.counts.tombstones,
+    )
+}
+
+/// Key 1's dimension rows: `sk valid_from-valid_to[ current]: tier|country`.
+async fn rows_of(fx: &mut Fixture, key: &str) -> Vec<String> {
+    fx.dimension()
+        .await
+        .records()
+        .into_iter()
+        .filter(|r| r["customer_id"].as_deref() == Some(key))
+        .map(|r| {
+            let v = |c: &str| r.get(c).cloned().flatten().unwrap_or_else(|| "NULL".into());
+            let day = |t: String| t.get(5..13).map(str::to_string).unwrap_or(t);
+            format!(
+                "{} {}-{}{}: {}|{}",
+                v("customer_sk"),
+                day(v("valid_from")),
+                day(v("valid_to")),
+                if v("is_current") == "true" { " current" } else { "" },
+                v("tier"),
+                v("country")
+            )
+        })
+        .collect()
+}
+
+async fn adding_a_column_to_a_feed_opens_and_corrects_nothing(mut fx: Fixture) {
+    fx.use_feed().await;
+    fx.set_setting("columns", r#"["tier"]"#);
+    fx.exec(&format!(
+        "{FEED_INSERT} (1, 'ann@example.com', 'a', 'x', '2026-03-01T09:00:00Z'),
+                       (1, 'ann@example.com', 'a', 'y', '2026-03-02T09:00:00Z'),
+                       (1, 'ann@example.com', 'b', 'y', '2026-03-03T09:00:00Z'),
+                       (2, 'bob@example.com', 'a', 'x', '2026-03-01T09:00:00Z')"
+    ))
+    .await;
+    let r = fx.run("2026-03-03T10:00:00Z").await;
+    assert_eq!(appended(&r), (3, 0, 0, 0), "{r:?}");
+    assert_eq!(
+        rows_of(&mut fx, "1").await,
+        ["1 03-01T09-03-03T09: a|NULL", "2 03-03T09-12-31T00 current: b|NULL"]
+    );
+
+    // An event not read yet: read after the change, it may open a version.
+    fx.exec(&format!(
+        "{FEED_INSERT} (2, 'bob@example.com', 'a', 'z', '2026-03-04T09:00:00Z')"
+    ))
+    .await;
+    fx.set_setting("columns", r#"["tier", "country"]"#);
+    let r = fx.run_with(accepting("2026-03-04T10:00:00Z")).await;
+    assert_eq!(
+        appended(&r),
+        (1, 0, 0, 0),
+        "only key 2's new event opens a version: {r:?}"
+    );
+    assert_eq!(r.rehashed, 2, "both current versions carried over: {r:?}");
+    assert_eq!(
+        rows_of(&mut fx, "1").await,
+        ["1 03-01T09-03-03T09: a|NULL", "2 03-03T09-12-31T00 current: b|y"],
+        "no version at 03-02, the earlier version holds NULL"
+    );
+    assert_eq!(
+        rows_of(&mut fx, "2").await,
+        ["3 03-01T09-03-04T09: a|x", "4 03-04T09-12-31T00 current: a|z"]
+    );
+    assert_verified(&fx, true).await;
+
+    // Later runs re-read the old events (lookback, full refresh): still nothing.
+    let r = fx
+        .run_with(RunOptions {
+            upper: Some(ts("2026-03-04T11:00:00Z")),
+            kind: dimlog::state::RunKind::FullRefresh,
+            ..RunOptions::incremental()
+        })
+        .await;
+    assert_eq!(appended(&r), (0, 0, 0, 0), "{r:?}");
+}
+
+/// (1, pro, DE) tracked [tier, country]; tier removed; country → BE on 03-02; tier →
+/// platinum on 03-03; tier added back.
+async fn a_readded_column_shows_the_logs_values(mut fx: Fixture) {
+    fx.set_setting("columns", r#"["tier", "country"]"#);
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'pro', 'DE', '2026-03-01T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    fx.set_setting("columns", r#"["country"]"#);
+    let r = fx.run_with(accepting("2026-03-01T11:00:00Z")).await;
+    assert_eq!(appended(&r), (0, 0, 0, 0), "{r:?}");
+    fx.exec("UPDATE src_customers SET country = 'BE', updated_at = '2026-03-02T09:00:00Z' WHERE customer_id = 1")
+        .await;
+    assert_eq!(appended(&fx.run("2026-03-02T10:00:00Z").await), (1, 0, 0, 0));
+    fx.exec("UPDATE src_customers SET tier = 'platinum', updated_at = '2026-03-03T09:00:00Z' WHERE customer_id = 1")
+        .await;
+    assert_eq!(appended(&fx.run("2026-03-03T10:00:00Z").await), (0, 0, 0, 0));
+
+    fx.set_setting("columns", r#"["tier", "country"]"#);
+    let r = fx.run_with(accepting("2026-03-03T11:00:00Z")).await;
+    assert_eq!(
+        appended(&r),
+        (1, 0, 0, 0),
+        "tier changed while it was not tracked: a version at the row's own time: {r:?}"
+    );
+    assert_eq!(
+        rows_of(&mut fx, "1").await,
+        [
+            "1 03-01T09-03-02T09: pro|DE",
+            "2 03-02T09-03-03T09: NULL|BE",
+            "3 03-03T09-12-31T00 current: platinum|BE",
+        ],
+        "sk 1 shows the logged `pro`; sk 2 never recorded a tier"
+    );
+    assert_verified(&fx, true).await;
+    let r = fx.run("2026-03-03T12:00:00Z").await;
+    assert_eq!(appended(&r), (0, 0, 0, 0), "{r:?}");
+}
+
+/// The same, but tier did not change while it was removed: the current version is
+/// carried over with it, no version opens.
+async fn a_readded_column_unchanged_while_removed_is_carried_over(mut fx: Fixture) {
+    fx.set_setting("columns", r#"["tier", "country"]"#);
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'pro', 'DE', '2026-03-01T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    fx.set_setting("columns", r#"["country"]"#);
+    fx.run_with(accepting("2026-03-01T11:00:00Z")).await;
+    fx.exec("UPDATE src_customers SET country = 'BE', updated_at = '2026-03-02T09:00:00Z' WHERE customer_id = 1")
+        .await;
+    fx.run("2026-03-02T10:00:00Z").await;
+
+    fx.set_setting("columns", r#"["tier", "country"]"#);
+    let r = fx.run_with(accepting("2026-03-02T11:00:00Z")).await;
+    assert_eq!(appended(&r), (0, 0, 0, 0), "{r:?}");
+    assert_eq!(r.rehashed, 1, "{r:?}");
+    assert_eq!(
+        rows_of(&mut fx, "1").await,
+        ["1 03-01T09-03-02T09: pro|DE", "2 03-02T09-12-31T00 current: pro|BE",]
+    );
+    assert_verified(&fx, true).await;
+}
