@@ -11,6 +11,7 @@
 //! cannot write by mistake, and a database that does not exist is never created except
 //! where a target is meant to be created (a first `run` or `init`).
 
+pub mod pgpass;
 pub mod postgres;
 pub mod sql;
 pub mod sqlite;

@@ -26,11 +26,20 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<PgConnection, DbErro
     if access.is_read_only() {
         options.push(("default_transaction_read_only", "on"));
     }
-    let opts = PgConnectOptions::from_str(url.expose())
+    let mut opts = PgConnectOptions::from_str(url.expose())
         .map_err(err)?
         .options(options)
         .application_name(url.application_name.as_deref().unwrap_or("dimlog"))
         .disable_statement_logging();
+    // The password file as libpq reads it (the driver keeps escapes in the password),
+    // when neither the URL nor PGPASSWORD gives one: libpq's order.
+    if !url_has_password(url.expose()) && std::env::var_os("PGPASSWORD").is_none() {
+        let database = opts.get_database().unwrap_or(opts.get_username()).to_string();
+        if let Some(password) = super::pgpass::lookup(opts.get_host(), opts.get_port(), &database, opts.get_username())
+        {
+            opts = opts.password(&password);
+        }
+    }
     let mut c = match url.connect_timeout {
         Some(limit) => tokio::time::timeout(limit, opts.connect())
             .await
@@ -43,6 +52,11 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<PgConnection, DbErro
     };
     c.execute("SET client_min_messages = warning").await.map_err(err)?;
     Ok(c)
+}
+
+/// Whether a PostgreSQL URL carries a password (`user:pw@` or `?password=`).
+fn url_has_password(raw: &str) -> bool {
+    url::Url::parse(raw).is_ok_and(|u| u.password().is_some() || u.query_pairs().any(|(k, _)| k == "password"))
 }
 
 fn bind_all(params: &[Param]) -> Result<PgArguments, sqlx::Error> {

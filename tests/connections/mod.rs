@@ -160,3 +160,43 @@ async fn sessions_are_named_for_the_dimension_unless_the_url_says() {
         assert_eq!(names.iter().filter(|n| *n == want).count(), 2, "{want}: {names:?}");
     }
 }
+
+/// A password holding `:` and `\\` is read from the password file with libpq's escapes
+/// (`\\:`, `\\\\`), in every field; a line without them is another password. (The driver
+/// left the escapes in, so such passwords never matched.)
+#[tokio::test]
+async fn the_password_file_is_read_with_its_escapes() {
+    let admin = pg::start_password_cluster().unwrap_or_else(|e| panic!("cannot start a server with passwords: {e}"));
+    let port = url::Url::parse(&admin).unwrap().port().unwrap();
+    let mut fx = Fixture::sqlite().await;
+    let mut conn = crate::support::fixture::connect("target.url", &admin).await;
+    conn.execute_script("setup", "CREATE ROLE etl LOGIN SUPERUSER PASSWORD 'p:w\\d'")
+        .await
+        .unwrap();
+    let target = fx.target_url.clone();
+    let url = format!("postgres://etl@127.0.0.1:{port}/postgres");
+    retarget(&mut fx, &target, &url);
+    for (line, code) in [
+        (format!("127.0.0.1:{port}:*:etl:p\\:w\\\\d"), 0),
+        (format!("127.0.0.1:{port}:*:etl:p:wd"), 1),
+    ] {
+        let file = fx.dir().join("pgpass");
+        std::fs::write(&file, format!("# dimlog test\n{line}\n")).unwrap();
+        use std::os::unix::fs::PermissionsExt as _;
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_dimlog"))
+            .arg("--config")
+            .arg(fx.config_path())
+            .arg("init")
+            .env("PGPASSFILE", &file)
+            .env_remove("PGPASSWORD")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(code), "{line}: {err}");
+        if code == 1 {
+            assert!(err.contains("password authentication failed"), "{err}");
+        }
+    }
+}

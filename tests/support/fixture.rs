@@ -226,7 +226,7 @@ pub fn assert_snapshot(name: &str, description: &str, text: &str) {
     });
 }
 
-async fn connect(setting: &str, url: &str) -> Conn {
+pub async fn connect(setting: &str, url: &str) -> Conn {
     let parsed = DbUrl::parse(setting, url, None).unwrap_or_else(|e| panic!("{url}: {e}"));
     Conn::connect(&parsed)
         .await

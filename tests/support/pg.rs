@@ -338,6 +338,19 @@ pub fn start_tls_cluster() -> Result<(String, PathBuf), String> {
     Ok((url, ca))
 }
 
+/// A server of its own where every role but `postgres` logs in over TCP with a password
+/// (SCRAM), for tests of how dimlog finds passwords: its admin URL (`postgres`, trusted).
+pub fn start_password_cluster() -> Result<String, String> {
+    start_cluster(Some(&|_dir: &Path, data: &Path| {
+        fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\nhost all postgres 127.0.0.1/32 trust\nhost all all 127.0.0.1/32 scram-sha-256\n",
+        )
+        .map_err(|e| format!("could not write pg_hba.conf: {e}"))?;
+        Ok("password_encryption = 'scram-sha-256'\n".to_string())
+    }))
+}
+
 /// What a cluster needs beyond the defaults: given the cluster's dir and its data dir
 /// (after initdb), writes its files and returns lines for postgresql.conf.
 type ClusterSetup<'a> = &'a dyn Fn(&Path, &Path) -> Result<String, String>;
