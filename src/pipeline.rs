@@ -739,9 +739,9 @@ async fn stage_and_append(
             rebuild::rebuild_touched(&mut session.target, &session.ctx).await?;
         }
     }
-    if migration.is_some() {
+    if let Some((_, change)) = migration {
         step.observer.phase("rebuilding the dimension for the new column sets");
-        rebuild::rebuild_all(&mut session.target, &session.ctx).await?;
+        rebuild::rebuild_all(&mut session.target, &session.ctx, &change.no_longer_written()).await?;
     }
     Ok(Loaded {
         rows_read,
@@ -1037,13 +1037,14 @@ async fn copy_through<'p>(
 }
 
 /// Rebuilds the whole dimension from the log (`dimlog rebuild`), under the lock, in one
-/// transaction: readers see the old table until the new one is swapped in.
+/// transaction, in place ([`rebuild::rebuild_all`]): readers see the old rows until it
+/// commits, and what users added to the dimension stays.
 pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Result<(), Error> {
     state::lock(&mut session.target, plan, wait).await?;
     let result = async {
         match tables::init(&mut session.target, plan, &session.layout).await {
             // A dimension edited by hand (a key or valid_from column dropped, duplicate
-            // rows) refuses its index; the rebuild replaces the table, index included.
+            // rows) refuses its index; the rebuild repairs the table, index included.
             Err(tables::InitError::Db(crate::db::DbError::Query { what, .. })) if what == "tables/dimension_index" => {}
             other => {
                 other.map_err(|e| match e {
@@ -1053,11 +1054,11 @@ pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Resu
             }
         }
         session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
-        match rebuild::rebuild_all(&mut session.target, &session.ctx).await {
+        match rebuild::rebuild_all(&mut session.target, &session.ctx, &[]).await {
             Ok(()) => session.target.commit().await.map_err(Error::from),
             Err(e) => {
                 session.target.rollback().await;
-                Err(e.into())
+                Err(e)
             }
         }
     }

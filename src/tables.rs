@@ -25,6 +25,8 @@ pub struct SqlContext {
     pub dim: String,
     /// The dimension's bare name (for `RENAME TO`).
     pub dim_bare: String,
+    /// The dimension's bare name, unquoted (SQLite's `pragma_table_info`).
+    pub dim_plain: String,
     /// The swap table of a full rebuild.
     pub dim_new: String,
     /// The dimension's primary-key constraint.
@@ -117,6 +119,7 @@ impl SqlContext {
             log: t.log.quoted(),
             dim: t.dimension.quoted(),
             dim_bare: quoted_name(bare.clone()),
+            dim_plain: bare.clone(),
             dim_new: dim_new.quoted(),
             dim_pk: quoted_name(format!("{bare}_pkey")),
             dim_new_pk: quoted_name(new_pk.clone()),
@@ -191,7 +194,22 @@ pub async fn drop_indexes_for_first_load(conn: &mut Conn, ctx: &SqlContext) -> R
     }
     let mut dropped = DroppedIndexes::default();
     if backend == Backend::Postgres {
-        for (table, column) in [(&ctx.log, "log_id".to_string()), (&ctx.dim, ctx.sk.clone())] {
+        // A foreign key of another table (facts) to the dimension needs its primary key.
+        let referencing = sql::statement(backend, "tables", "referencing_keys", &serde_json::json!({}))?;
+        let referenced = conn
+            .query_i64s(
+                "finding foreign keys to the dimension",
+                &referencing,
+                &[Param::Text(ctx.dim.clone())],
+            )
+            .await?
+            .first()
+            .is_some_and(|n| *n > 0);
+        let mut keyed = vec![(&ctx.log, "log_id".to_string())];
+        if !referenced {
+            keyed.push((&ctx.dim, ctx.sk.clone()));
+        }
+        for (table, column) in keyed {
             let find = sql::statement(backend, "tables", "primary_key_name", &serde_json::json!({}))?;
             let rows = conn
                 .query_text("finding a primary key", &find, &[Param::Text(table.clone())])
@@ -820,6 +838,25 @@ impl ConfigChange {
             .filter(|c| self.tracked_before.contains(c))
             .cloned()
             .collect()
+    }
+
+    /// The dimension's columns of the old column sets that the new ones no longer have
+    /// (bare names): a rebuild takes them off the dimension.
+    pub fn no_longer_written(&self) -> Vec<String> {
+        let before = self
+            .tracked_before
+            .iter()
+            .chain(&self.type1_before)
+            .cloned()
+            .chain(self.current_before.iter().map(|c| format!("current_{c}")));
+        let after: Vec<String> = self
+            .tracked_after
+            .iter()
+            .chain(&self.type1_after)
+            .cloned()
+            .chain(self.current_after.iter().map(|c| format!("current_{c}")))
+            .collect();
+        before.filter(|c| !after.contains(c)).collect()
     }
 
     /// What changed, in words.

@@ -7,6 +7,7 @@ mod columns;
 mod deletes;
 mod harness;
 mod lookup;
+mod production;
 mod reliability;
 mod scenarios;
 mod support;
