@@ -251,6 +251,13 @@ impl Session {
                 return Err(e);
             }
         };
+        // A registered log that is missing, or a dimension renamed away, is named; a
+        // missing dimension too, except for `rebuild` (ReadWrite), which builds it again.
+        let dimension_may_be_missing = access == Access::ReadWrite;
+        if let Err(e) = tables::check_tables_present(&mut target, plan, true, dimension_may_be_missing).await {
+            let _ = target.close().await;
+            return Err(e.into());
+        }
         let ctx = SqlContext::new(plan, &layout, target.backend());
         Ok(Session {
             source: None,
@@ -1042,7 +1049,7 @@ async fn copy_through<'p>(
 pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Result<(), Error> {
     state::lock(&mut session.target, plan, wait).await?;
     let result = async {
-        match tables::init(&mut session.target, plan, &session.layout).await {
+        match tables::init_for_rebuild(&mut session.target, plan, &session.layout).await {
             // A dimension edited by hand (a key or valid_from column dropped, duplicate
             // rows) refuses its index; the rebuild repairs the table, index included.
             Err(tables::InitError::Db(crate::db::DbError::Query { what, .. })) if what == "tables/dimension_index" => {}

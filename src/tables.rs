@@ -551,6 +551,27 @@ pub async fn init_allowing_change_in(
     layout: &Layout,
     own_transaction: bool,
 ) -> Result<(DimensionRecord, Option<ConfigChange>), InitError> {
+    init_with(conn, plan, layout, own_transaction, false).await
+}
+
+/// [`init`] before `dimlog rebuild`: a registered dimension that is missing is created
+/// again, empty, for the rebuild to fill whole from the log (a registered log that is
+/// missing is still an error).
+pub async fn init_for_rebuild(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<DimensionRecord, InitError> {
+    let (stored, change) = init_with(conn, plan, layout, true, true).await?;
+    match change {
+        None => Ok(stored),
+        Some(c) => Err(ConfigError::invalid("track.columns", c.refusal()).into()),
+    }
+}
+
+async fn init_with(
+    conn: &mut Conn,
+    plan: &Plan,
+    layout: &Layout,
+    own_transaction: bool,
+    dimension_may_be_missing: bool,
+) -> Result<(DimensionRecord, Option<ConfigChange>), InitError> {
     let ctx = SqlContext::new(plan, layout, conn.backend());
     let backend = conn.backend();
     if own_transaction {
@@ -566,6 +587,8 @@ pub async fn init_allowing_change_in(
         .await?;
         add_missing_run_counters(conn).await?;
         check_tables_unowned(conn, plan).await?;
+        let registered = read_record(conn, plan).await?.is_some();
+        check_tables_present(conn, plan, registered, dimension_may_be_missing).await?;
         run_named(
             conn,
             "tables",
@@ -629,6 +652,81 @@ async fn add_missing_run_counters(conn: &mut Conn) -> Result<(), DbError> {
             )?;
             conn.execute("adding a counter to dimlog_runs", &add, &[]).await?;
         }
+    }
+    Ok(())
+}
+
+/// Refuses to create the log or the dimension where dimlog would lose data or fail
+/// obscurely: a table that was renamed away (an index dimlog names after it belongs to
+/// another table now) is named as the cause, whether or not the dimension is registered;
+/// a registered log that is missing is an error naming it, never created again empty (a
+/// new log would give every key a second current version); so is a registered dimension
+/// that is missing, unless `dimension_may_be_missing` (`dimlog rebuild`, which builds it
+/// again whole from the log — a run would write only the keys it touches). All exit 2.
+pub async fn check_tables_present(
+    conn: &mut Conn,
+    plan: &Plan,
+    registered: bool,
+    dimension_may_be_missing: bool,
+) -> Result<(), InitError> {
+    let backend = conn.backend();
+    for (setting, role, table) in [
+        ("target.log", "log", &plan.target.log),
+        ("target.dimension", "dimension", &plan.target.dimension),
+    ] {
+        let bare = table.name();
+        let names = serde_json::json!({
+            "table": table.quoted(),
+            "plain": bare,
+            "schema": table.schema(),
+            "indexes": [format!("{bare}_pkey"), format!("{bare}_key_idx"), format!("{bare}_load_idx")],
+        });
+        let exists = sql::statement(backend, "tables", "table_exists", &names)?;
+        let found = conn.query_i64s("looking for dimlog's tables", &exists, &[]).await?;
+        if found.first().copied().unwrap_or(0) > 0 {
+            continue;
+        }
+        let owner = sql::statement(backend, "tables", "index_owner", &names)?;
+        let owner = conn
+            .query_text("looking for a table renamed away", &owner, &[])
+            .await?
+            .into_iter()
+            .next();
+        if let Some([Some(index), Some(other)]) = owner.as_deref() {
+            return Err(ConfigError::invalid(
+                setting,
+                format!(
+                    "the {role} table {table} of dimension `{name}` does not exist, and its index {index} belongs to table {other}: \
+                     it looks renamed to {other}. Rename it back (ALTER TABLE {other} RENAME TO {bare}), or set {setting} to {other}; \
+                     dimlog creates no new {role} beside it",
+                    name = plan.name,
+                ),
+            )
+            .into());
+        }
+        if !registered || (role == "dimension" && dimension_may_be_missing) {
+            continue;
+        }
+        let advice = if role == "log" {
+            format!(
+                "dimlog does not create an empty log in its place, which would give every key a second current version and lose its history. \
+                 Restore it (from a backup, or rename it back), or set target.log to where it is now; to start dimension `{name}` over instead, \
+                 delete its rows from dimlog_dimensions, dimlog_state and dimlog_runs",
+                name = plan.name
+            )
+        } else {
+            "a run would write only the keys it touches: run `dimlog rebuild` to build it again, whole, from the log \
+             (or set target.dimension to where it is now)"
+                .to_string()
+        };
+        return Err(ConfigError::invalid(
+            setting,
+            format!(
+                "table {table} is registered in dimlog_dimensions as the {role} of dimension `{}` but does not exist; {advice}",
+                plan.name
+            ),
+        )
+        .into());
     }
     Ok(())
 }

@@ -109,3 +109,16 @@ WHERE dimlog_x.indrelid = to_regclass('{{ dim }}') AND '"' || replace(dimlog_i.r
 {# Foreign keys of other tables to the dimension: a first load keeps its primary key. #}
 -- statement: referencing_keys
 SELECT count(*)::text FROM pg_constraint WHERE contype = 'f' AND confrelid = to_regclass($1)
+{# Whether a table exists, and which other table of its schema holds one of the
+   indexes dimlog names after it (a table renamed away keeps them). #}
+-- statement: table_exists
+SELECT (to_regclass('{{ table }}') IS NOT NULL)::int::text
+-- statement: index_owner
+SELECT dimlog_i.relname::text, dimlog_t.oid::regclass::text
+FROM pg_class dimlog_i
+JOIN pg_index dimlog_x ON dimlog_x.indexrelid = dimlog_i.oid
+JOIN pg_class dimlog_t ON dimlog_t.oid = dimlog_x.indrelid
+WHERE dimlog_i.relname IN ({% for n in indexes %}'{{ n }}'{{ ", " if not loop.last }}{% endfor %})
+  AND dimlog_i.relnamespace = {% if schema %}to_regnamespace('{{ schema }}'){% else %}current_schema()::regnamespace{% endif %}
+
+ORDER BY 1 LIMIT 1

@@ -75,3 +75,11 @@ WHERE type = 'index' AND tbl_name = '{{ dim_plain }}' COLLATE NOCASE AND sql IS 
 UNION ALL
 SELECT 'the foreign key of table ' || dimlog_t.name FROM sqlite_master dimlog_t, pragma_foreign_key_list(dimlog_t.name) dimlog_f
 WHERE dimlog_t.type = 'table' AND dimlog_f."table" = '{{ dim_plain }}' COLLATE NOCASE
+{# Whether a table exists, and which other table holds one of the indexes dimlog names
+   after it (a table renamed away keeps them). #}
+-- statement: table_exists
+SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name = '{{ plain }}' COLLATE NOCASE
+-- statement: index_owner
+SELECT name, tbl_name FROM sqlite_master
+WHERE type = 'index' AND name IN ({% for n in indexes %}'{{ n }}'{{ ", " if not loop.last }}{% endfor %}) COLLATE NOCASE
+ORDER BY 1 LIMIT 1

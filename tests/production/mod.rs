@@ -3,6 +3,7 @@
 //! and dimlog's own tables in an explicit schema whatever the `search_path`.
 
 mod rebuild_in_place;
+mod registry;
 
 use crate::support::fixture::Fixture;
 
