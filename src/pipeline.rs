@@ -319,10 +319,71 @@ pub async fn open_source(plan: &Plan) -> Result<Conn, Error> {
 /// Connects to the target with `access`; a SQLite file that does not exist (and may not
 /// be created) means the dimension was never loaded there.
 async fn open_target(plan: &Plan, access: Access) -> Result<Conn, Error> {
-    Conn::open(&plan.target.url, access).await.map_err(|e| match e {
+    let mut conn = Conn::open(&plan.target.url, access).await.map_err(|e| match e {
         DbError::NoDatabase { path } => Error::NotLoaded(tables::not_loaded_file(plan, path)),
-        other => other.into(),
-    })
+        other => Error::from(other),
+    })?;
+    if conn.backend() == Backend::Postgres {
+        match resolve_state_schema(&mut conn, plan).await {
+            Ok(schema) => conn.set_state_schema(Some(
+                crate::ident::Ident::column(&schema)
+                    .map_or_else(|_| format!("\"{}\"", schema.replace('"', "\"\"")), |i| i.quoted()),
+            )),
+            Err(e) => {
+                let _ = conn.close().await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(conn)
+}
+
+/// The schema of dimlog's own tables on a PostgreSQL target: where they are if that is
+/// [`crate::config::TargetPlan::state_schema`] (or they are nowhere yet); else, without
+/// `target.state_schema`, the one schema an older dimlog put them in (where its
+/// `search_path` pointed), so such a target keeps working from any session. Refused
+/// (exit 2), naming the schemas: tables elsewhere than an explicit `state_schema`, or in
+/// several schemas.
+async fn resolve_state_schema(conn: &mut Conn, plan: &Plan) -> Result<String, Error> {
+    let wanted = plan.target.state_schema();
+    let sql = crate::db::sql::statement(Backend::Postgres, "state", "state_schemas", &serde_json::json!({}))?;
+    let holders: Vec<String> = conn
+        .query_text("finding dimlog's tables", &sql, &[])
+        .await?
+        .into_iter()
+        .filter_map(|r| r.into_iter().next().flatten())
+        .collect();
+    if holders.is_empty() || holders.contains(&wanted) {
+        return Ok(wanted);
+    }
+    let tables = "dimlog_state, dimlog_runs, dimlog_dimensions (and dimlog_assigned, if there)";
+    if plan.target.explicit_state_schema.is_some() {
+        return Err(ConfigError::invalid(
+            "target.state_schema",
+            format!(
+                "is {wanted:?}, but dimlog's tables ({tables}) are in schema {}: move them there once \
+                 (ALTER TABLE {}.dimlog_state SET SCHEMA {wanted}; and so on for each), or set target.state_schema = {:?}",
+                holders.join(", "),
+                holders[0],
+                holders[0]
+            ),
+        )
+        .into());
+    }
+    if let [only] = &holders[..] {
+        tracing::debug!("dimlog's tables are in schema {only}, where an older dimlog put them");
+        return Ok(only.clone());
+    }
+    Err(ConfigError::invalid(
+        "target.state_schema",
+        format!(
+            "dimlog's tables ({tables}) are in several schemas of the target ({}), made by sessions with different search_paths; \
+             set target.state_schema to the one that holds dimension `{}`",
+            holders.join(", "),
+            plan.name
+        ),
+    )
+    .into())
 }
 
 fn now() -> Micros {

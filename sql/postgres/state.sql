@@ -54,3 +54,11 @@ ON CONFLICT (dimension) DO NOTHING
 -- statement: backfill_chunks
 SELECT {{ "low_watermark"|pgts }}, {{ "upper_bound"|pgts }}, status
 FROM dimlog_runs WHERE dimension = $1 AND role = $2 AND kind = 'backfill' ORDER BY run_id
+{# The schemas that hold dimlog's tables (its registry), to find the tables of a target
+   made by an older dimlog where its `search_path` pointed. Run before the connection
+   qualifies dimlog's table names, and written so that it is not one of them. #}
+-- statement: state_schemas
+SELECT dimlog_n.nspname::text
+FROM pg_class dimlog_c JOIN pg_namespace dimlog_n ON dimlog_n.oid = dimlog_c.relnamespace
+WHERE dimlog_c.relname = 'dimlog_' || 'dimensions' AND dimlog_c.relkind IN ('r', 'p')
+ORDER BY 1

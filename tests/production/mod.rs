@@ -4,6 +4,7 @@
 
 mod rebuild_in_place;
 mod registry;
+mod state_schema;
 
 use crate::support::fixture::Fixture;
 
