@@ -29,11 +29,13 @@ WHERE run_id = $1
 INSERT INTO dimlog_runs (dimension, kind, role, low_watermark, upper_bound, status, started_at, finished_at, error)
 VALUES ($1, $2, $3, $4, $5, 'failed', $6, $7, $8)
 RETURNING run_id::text
+{# Ordered by the table's run_id (a number): a bare `run_id` would be the text output
+   column of the same name, and 10 would sort before 9. #}
 -- statement: runs_recent
 SELECT run_id::text, dimension, kind, role, {{ "low_watermark"|pgts }}, {{ "high_watermark"|pgts }}, {{ "upper_bound"|pgts }},
        rows_read::text, rows_after_dedupe::text, duplicates_dropped::text, versions::text, late_versions::text,
        corrections::text, tombstones::text, revived::text, future_rows::text, status, {{ "started_at"|pgts }}, {{ "finished_at"|pgts }}, error
-FROM dimlog_runs WHERE dimension = $1 ORDER BY run_id DESC LIMIT $2
+FROM dimlog_runs dimlog_r WHERE dimension = $1 ORDER BY dimlog_r.run_id DESC LIMIT $2
 -- statement: dimension_get
 SELECT key_columns, tracked_columns, type1_columns, column_types, hash_version::text,
        next_surrogate_key::text, next_log_id::text, built_through_load::text

@@ -2,6 +2,7 @@
 //! readers that never see an empty dimension, dimlog's registry of the tables it owns,
 //! and dimlog's own tables in an explicit schema whatever the `search_path`.
 
+mod commands;
 mod rebuild_in_place;
 mod registry;
 mod state_schema;
