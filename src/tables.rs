@@ -578,24 +578,23 @@ async fn init_with(
         conn.begin().await?;
     }
     let result: Result<(DimensionRecord, Option<ConfigChange>), InitError> = async {
-        run_named(
-            conn,
-            "init",
-            &["lock", "state", "runs", "runs_index", "dimensions"],
-            &ctx,
-        )
-        .await?;
+        run_named(conn, "init", &["lock", "state", "runs"], &ctx).await?;
+        let runs_index = ("dimlog_runs", "dimlog_runs", "\"dimlog_runs_dimension_idx\"");
+        create_index_if_missing(conn, ("init", "runs_index"), runs_index, &ctx).await?;
+        run_named(conn, "init", &["dimensions"], &ctx).await?;
         add_missing_run_counters(conn).await?;
         check_tables_unowned(conn, plan).await?;
         let registered = read_record(conn, plan).await?.is_some();
         check_tables_present(conn, plan, registered, dimension_may_be_missing).await?;
-        run_named(
-            conn,
-            "tables",
-            &["log", "log_index", "log_load_index", "dimension", "dimension_index"],
-            &ctx,
-        )
-        .await?;
+        let (log, dim) = (plan.target.log.name(), plan.target.dimension.name());
+        run_named(conn, "tables", &["log"], &ctx).await?;
+        let log_index = (ctx.log.as_str(), log, ctx.log_index.as_str());
+        create_index_if_missing(conn, ("tables", "log_index"), log_index, &ctx).await?;
+        let log_load_index = (ctx.log.as_str(), log, ctx.log_load_index.as_str());
+        create_index_if_missing(conn, ("tables", "log_load_index"), log_load_index, &ctx).await?;
+        run_named(conn, "tables", &["dimension"], &ctx).await?;
+        let dim_index = (ctx.dim.as_str(), dim, ctx.dim_index.as_str());
+        create_index_if_missing(conn, ("tables", "dimension_index"), dim_index, &ctx).await?;
         let wanted = DimensionRecord::from_layout(layout);
         let register = sql::statement(backend, "state", "dimension_register", &ctx)?;
         conn.execute(
@@ -624,6 +623,25 @@ async fn init_with(
         return result;
     }
     conn.finish(result).await
+}
+
+/// Runs the `CREATE INDEX IF NOT EXISTS` statement `family/statement` only when the
+/// index (`table` quoted, `plain` its bare name, `index` quoted) is missing: the
+/// statement locks the table (SHARE) before it looks, so on every run it would wait for
+/// any transaction writing the table — a run of another dimension writing `dimlog_runs`.
+async fn create_index_if_missing(
+    conn: &mut Conn,
+    (family, statement): (&str, &str),
+    (table, plain, index): (&str, &str, &str),
+    ctx: &SqlContext,
+) -> Result<(), DbError> {
+    let names = serde_json::json!({ "table": table, "plain": plain, "index": index });
+    let exists = sql::statement(conn.backend(), "tables", "index_exists", &names)?;
+    let found = conn.query_i64s("looking for an index", &exists, &[]).await?;
+    if found.first().copied().unwrap_or(0) == 0 {
+        run_named(conn, family, &[statement], ctx).await?;
+    }
+    Ok(())
 }
 
 /// The counters of `dimlog_runs` that older dimlog versions did not write.

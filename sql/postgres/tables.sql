@@ -122,3 +122,9 @@ WHERE dimlog_i.relname IN ({% for n in indexes %}'{{ n }}'{{ ", " if not loop.la
   AND dimlog_i.relnamespace = {% if schema %}to_regnamespace('{{ schema }}'){% else %}current_schema()::regnamespace{% endif %}
 
 ORDER BY 1 LIMIT 1
+{# Whether a table has an index of this name: `init` creates an index only when it is
+   missing, because CREATE INDEX IF NOT EXISTS locks the table first (SHARE) and would
+   wait for any transaction writing it, such as a run of another dimension. #}
+-- statement: index_exists
+SELECT count(*)::text FROM pg_index dimlog_x JOIN pg_class dimlog_i ON dimlog_i.oid = dimlog_x.indexrelid
+WHERE dimlog_x.indrelid = to_regclass('{{ table }}') AND '"' || replace(dimlog_i.relname, '"', '""') || '"' = '{{ index }}'

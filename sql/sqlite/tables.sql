@@ -83,3 +83,7 @@ SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name =
 SELECT name, tbl_name FROM sqlite_master
 WHERE type = 'index' AND name IN ({% for n in indexes %}'{{ n }}'{{ ", " if not loop.last }}{% endfor %}) COLLATE NOCASE
 ORDER BY 1 LIMIT 1
+{# Whether a table has an index of this name (`init` creates indexes only when missing). #}
+-- statement: index_exists
+SELECT CAST(count(*) AS TEXT) FROM sqlite_master
+WHERE type = 'index' AND tbl_name = '{{ plain }}' COLLATE NOCASE AND '"' || replace(name, '"', '""') || '"' = '{{ index }}'
