@@ -1121,16 +1121,72 @@ pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Resu
                 })?;
             }
         }
-        session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
-        match rebuild::rebuild_all(&mut session.target, &session.ctx, &[]).await {
-            Ok(()) => session.target.commit().await.map_err(Error::from),
-            Err(e) => {
-                session.target.rollback().await;
-                Err(e)
+        // On PostgreSQL the first attempt waits at most a few seconds for a lock (a
+        // session holding one on the dimension that conflicts with writing it); then
+        // the rebuild says whose lock it waits for, and waits on.
+        let mut bounded = session.target.backend() == Backend::Postgres;
+        loop {
+            session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
+            if bounded {
+                tables::run_named(&mut session.target, "state", &["lock_wait"], &session.ctx).await?;
+            }
+            match rebuild::rebuild_all(&mut session.target, &session.ctx, &[]).await {
+                Ok(()) => break session.target.commit().await.map_err(Error::from),
+                Err(e) => {
+                    session.target.rollback().await;
+                    if bounded && is_lock_timeout(&e) {
+                        report_lock_holders(&mut session.target, &session.ctx).await;
+                        bounded = false;
+                        continue;
+                    }
+                    break Err(e);
+                }
             }
         }
     }
     .await;
     state::unlock(&mut session.target, plan).await;
     result
+}
+
+/// True for PostgreSQL's `lock_timeout` (SQLSTATE 55P03).
+fn is_lock_timeout(e: &Error) -> bool {
+    matches!(e, Error::Db(DbError::Query { source: sqlx::Error::Database(d), .. }) if d.code().as_deref() == Some("55P03"))
+}
+
+/// Says (a warning on stderr) who holds the locks a rebuild waits for: session, lock
+/// mode, table, application, user and state; never a query's text.
+async fn report_lock_holders(conn: &mut Conn, ctx: &SqlContext) {
+    let holders = match crate::db::sql::statement(Backend::Postgres, "state", "lock_holders", ctx) {
+        Ok(sql) => conn
+            .query_text("finding who holds the dimension's locks", &sql, &[])
+            .await
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    let list: Vec<String> = holders
+        .iter()
+        .map(|r| {
+            format!(
+                "session {} ({} on {}; application {:?}, user {:?}, {})",
+                text(&r[0]),
+                text(&r[1]),
+                text(&r[2]),
+                text(&r[3]),
+                text(&r[4]),
+                text(&r[5])
+            )
+        })
+        .collect();
+    let dim = ctx.dim.replace("\".\"", ".").trim_matches('"').to_string();
+    if list.is_empty() {
+        tracing::warn!("the rebuild of {dim} has waited 5 s for a lock (it was released meanwhile); trying again");
+    } else {
+        tracing::warn!(
+            "the rebuild of {dim} is waiting for a lock held by {}; it goes on as soon as that is released \
+             (the session's COMMIT or ROLLBACK, or pg_terminate_backend(pid))",
+            list.join(", ")
+        );
+    }
 }

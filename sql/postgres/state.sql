@@ -64,3 +64,18 @@ SELECT dimlog_n.nspname::text
 FROM pg_class dimlog_c JOIN pg_namespace dimlog_n ON dimlog_n.oid = dimlog_c.relnamespace
 WHERE dimlog_c.relname = 'dimlog_' || 'dimensions' AND dimlog_c.relkind IN ('r', 'p')
 ORDER BY 1
+{# A rebuild waits at most this long for a lock before it says whose lock it waits for
+   (then it waits on, without a limit). #}
+-- statement: lock_wait
+SET LOCAL lock_timeout = '5s'
+{# Who holds a lock that a rebuild waits for: a lock on the dimension that conflicts
+   with writing it, or an ACCESS EXCLUSIVE lock on the log (which it reads). No query
+   text: it may hold values. #}
+-- statement: lock_holders
+SELECT DISTINCT dimlog_l.pid::text, dimlog_l.mode, dimlog_l.relation::regclass::text,
+       COALESCE(dimlog_a.application_name, ''), COALESCE(dimlog_a.usename::text, ''), COALESCE(dimlog_a.state, '')
+FROM pg_locks dimlog_l LEFT JOIN pg_stat_activity dimlog_a ON dimlog_a.pid = dimlog_l.pid
+WHERE dimlog_l.granted AND dimlog_l.pid <> pg_backend_pid()
+  AND ((dimlog_l.relation = to_regclass('{{ dim }}') AND dimlog_l.mode <> 'AccessShareLock')
+       OR (dimlog_l.relation = to_regclass('{{ log }}') AND dimlog_l.mode = 'AccessExclusiveLock'))
+ORDER BY 1

@@ -248,3 +248,45 @@ async fn a_repeatable_read_reader_sees_rows_throughout_a_rebuild() {
         .await;
     assert_eq!(after[0][0].as_deref(), Some("0"));
 }
+
+/// A rebuild that has to wait for a lock on the dimension (another session holds a
+/// lock that conflicts with writing it) says on what, and whose, after a few seconds,
+/// then goes on once the lock is released.
+#[tokio::test]
+async fn a_rebuild_waiting_for_a_lock_says_on_what() {
+    let mut fx = Fixture::postgres().await;
+    loaded(&mut fx).await;
+    let mut holder = dimlog::db::Conn::connect(&fx.plan().target.url).await.expect("holder");
+    holder
+        .execute_script(
+            "holder",
+            "SET application_name = 'nightly_index_job'; BEGIN; LOCK TABLE dim_customer IN SHARE MODE",
+        )
+        .await
+        .expect("lock");
+    let config = fx.config_path();
+    let dir = fx.dir().to_path_buf();
+    let rebuild = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_dimlog"))
+            .arg("--config")
+            .arg(config)
+            .arg("rebuild")
+            .current_dir(dir)
+            .env_remove("DIMLOG_TARGET_URL")
+            .env_remove("DIMLOG_SOURCE_URL")
+            .env_remove("RUST_LOG")
+            .output()
+            .expect("run dimlog")
+    });
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    holder.execute_script("holder", "COMMIT").await.expect("release");
+    let out = tokio::time::timeout(Duration::from_secs(60), rebuild)
+        .await
+        .expect("the rebuild goes on once the lock is released")
+        .expect("join");
+    let stderr = super::text(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    for needle in ["dim_customer", "nightly_index_job", "ShareLock"] {
+        assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
+    }
+}
