@@ -290,3 +290,31 @@ async fn a_rebuild_waiting_for_a_lock_says_on_what() {
         assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
     }
 }
+
+/// SQLite cannot change a declared column type or add a primary key: a dimension copied
+/// by hand (`CREATE TABLE … AS`, which loses both) is created again by `rebuild` only
+/// when that loses nothing; with a view over it the refusal names the view (exit 2).
+#[tokio::test]
+async fn sqlite_recreates_a_hand_copied_dimension_only_when_nothing_is_lost() {
+    let mut fx = Fixture::sqlite().await;
+    loaded(&mut fx).await;
+    let good = fx.dimension().await;
+    fx.target_exec(
+        "CREATE TABLE dim_copy AS SELECT * FROM dim_customer; DROP TABLE dim_customer;
+         ALTER TABLE dim_copy RENAME TO dim_customer;
+         CREATE VIEW customer_view AS SELECT customer_id FROM dim_customer",
+    )
+    .await;
+    let stderr = cli_exits(&fx, &["rebuild"], 2);
+    for needle in ["view customer_view", "dim_customer", "customer_sk"] {
+        assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
+    }
+    fx.target_exec("DROP VIEW customer_view").await;
+    cli_exits(&fx, &["rebuild"], 0);
+    assert_eq!(fx.dimension().await, good);
+    let pk = fx
+        .target_query("SELECT name FROM pragma_table_info('dim_customer') WHERE pk = 1")
+        .await;
+    assert_eq!(pk, vec![vec![Some("customer_sk".to_string())]]);
+    fx.assert_dimension_derives_from_log().await;
+}
