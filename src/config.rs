@@ -118,6 +118,9 @@ pub struct RawTarget {
     pub dimension: String,
     /// The surrogate key column.
     pub surrogate_key: String,
+    /// The schema of dimlog's own tables (PostgreSQL).
+    #[serde(default)]
+    pub state_schema: Option<String>,
 }
 
 /// `[track]` as written.
@@ -447,6 +450,24 @@ pub struct TargetPlan {
     pub dimension: Ident,
     /// The surrogate key column.
     pub surrogate_key: Ident,
+    /// `target.state_schema` as written (PostgreSQL only); see [`TargetPlan::state_schema`].
+    pub explicit_state_schema: Option<Ident>,
+}
+
+impl TargetPlan {
+    /// The schema dimlog's own tables (`dimlog_state`, `dimlog_runs`, `dimlog_dimensions`,
+    /// `dimlog_assigned`) belong in on a PostgreSQL target: `target.state_schema`, else the
+    /// schema of `target.log`, else `public`. Never the `search_path`'s (two sessions
+    /// with different ones would make two sets). A target made by an older dimlog, which
+    /// put them where `search_path` pointed, is found where they are (see
+    /// `pipeline::resolve_state_schema`).
+    pub fn state_schema(&self) -> String {
+        match (&self.explicit_state_schema, self.log.schema()) {
+            (Some(s), _) => s.name().to_string(),
+            (None, Some(s)) => s.to_string(),
+            (None, None) => "public".to_string(),
+        }
+    }
 }
 
 /// Everything a command needs, validated.
@@ -757,7 +778,22 @@ impl Plan {
             log: table_ident("target.log", &t.log)?,
             dimension: table_ident("target.dimension", &t.dimension)?,
             surrogate_key: column_ident("target.surrogate_key", &t.surrogate_key)?,
+            explicit_state_schema: t
+                .state_schema
+                .as_deref()
+                .map(|s| {
+                    Ident::column(s).map_err(|e| {
+                        ConfigError::invalid("target.state_schema", format!("{e} (a schema name, without a dot)"))
+                    })
+                })
+                .transpose()?,
         };
+        if target.url.backend == Backend::Sqlite && target.explicit_state_schema.is_some() {
+            return Err(ConfigError::invalid(
+                "target.state_schema",
+                "is for PostgreSQL targets: a SQLite database has one schema, where dimlog's tables are; remove the setting",
+            ));
+        }
         let backend = target.url.backend;
         target.log = sqlite_table(backend, "target.log", target.log)?;
         target.dimension = sqlite_table(backend, "target.dimension", target.dimension)?;

@@ -254,6 +254,13 @@ impl Session {
                 return Err(e);
             }
         };
+        // A registered log that is missing, or a dimension renamed away, is named; a
+        // missing dimension too, except for `rebuild` (ReadWrite), which builds it again.
+        let dimension_may_be_missing = access == Access::ReadWrite;
+        if let Err(e) = tables::check_tables_present(&mut target, plan, true, dimension_may_be_missing).await {
+            let _ = target.close().await;
+            return Err(e.into());
+        }
         let ctx = SqlContext::new(plan, &layout, target.backend());
         Ok(Session {
             source: None,
@@ -315,10 +322,71 @@ pub async fn open_source(plan: &Plan) -> Result<Conn, Error> {
 /// Connects to the target with `access`; a SQLite file that does not exist (and may not
 /// be created) means the dimension was never loaded there.
 async fn open_target(plan: &Plan, access: Access) -> Result<Conn, Error> {
-    Conn::open(&plan.target.url, access).await.map_err(|e| match e {
+    let mut conn = Conn::open(&plan.target.url, access).await.map_err(|e| match e {
         DbError::NoDatabase { path } => Error::NotLoaded(tables::not_loaded_file(plan, path)),
-        other => other.into(),
-    })
+        other => Error::from(other),
+    })?;
+    if conn.backend() == Backend::Postgres {
+        match resolve_state_schema(&mut conn, plan).await {
+            Ok(schema) => conn.set_state_schema(Some(
+                crate::ident::Ident::column(&schema)
+                    .map_or_else(|_| format!("\"{}\"", schema.replace('"', "\"\"")), |i| i.quoted()),
+            )),
+            Err(e) => {
+                let _ = conn.close().await;
+                return Err(e);
+            }
+        }
+    }
+    Ok(conn)
+}
+
+/// The schema of dimlog's own tables on a PostgreSQL target: where they are if that is
+/// [`crate::config::TargetPlan::state_schema`] (or they are nowhere yet); else, without
+/// `target.state_schema`, the one schema an older dimlog put them in (where its
+/// `search_path` pointed), so such a target keeps working from any session. Refused
+/// (exit 2), naming the schemas: tables elsewhere than an explicit `state_schema`, or in
+/// several schemas.
+async fn resolve_state_schema(conn: &mut Conn, plan: &Plan) -> Result<String, Error> {
+    let wanted = plan.target.state_schema();
+    let sql = crate::db::sql::statement(Backend::Postgres, "state", "state_schemas", &serde_json::json!({}))?;
+    let holders: Vec<String> = conn
+        .query_text("finding dimlog's tables", &sql, &[])
+        .await?
+        .into_iter()
+        .filter_map(|r| r.into_iter().next().flatten())
+        .collect();
+    if holders.is_empty() || holders.contains(&wanted) {
+        return Ok(wanted);
+    }
+    let tables = "dimlog_state, dimlog_runs, dimlog_dimensions (and dimlog_assigned, if there)";
+    if plan.target.explicit_state_schema.is_some() {
+        return Err(ConfigError::invalid(
+            "target.state_schema",
+            format!(
+                "is {wanted:?}, but dimlog's tables ({tables}) are in schema {}: move them there once \
+                 (ALTER TABLE {}.dimlog_state SET SCHEMA {wanted}; and so on for each), or set target.state_schema = {:?}",
+                holders.join(", "),
+                holders[0],
+                holders[0]
+            ),
+        )
+        .into());
+    }
+    if let [only] = &holders[..] {
+        tracing::debug!("dimlog's tables are in schema {only}, where an older dimlog put them");
+        return Ok(only.clone());
+    }
+    Err(ConfigError::invalid(
+        "target.state_schema",
+        format!(
+            "dimlog's tables ({tables}) are in several schemas of the target ({}), made by sessions with different search_paths; \
+             set target.state_schema to the one that holds dimension `{}`",
+            holders.join(", "),
+            plan.name
+        ),
+    )
+    .into())
 }
 
 fn now() -> Micros {
@@ -792,9 +860,9 @@ async fn stage_and_append(
             rebuild::rebuild_touched(&mut session.target, &session.ctx).await?;
         }
     }
-    if migration.is_some() {
+    if let Some((_, change)) = migration {
         step.observer.phase("rebuilding the dimension for the new column sets");
-        rebuild::rebuild_all(&mut session.target, &session.ctx).await?;
+        rebuild::rebuild_all(&mut session.target, &session.ctx, &change.no_longer_written()).await?;
     }
     Ok(Loaded {
         rows_read,
@@ -1085,13 +1153,14 @@ async fn copy_through<'p>(
 }
 
 /// Rebuilds the whole dimension from the log (`dimlog rebuild`), under the lock, in one
-/// transaction: readers see the old table until the new one is swapped in.
+/// transaction, in place ([`rebuild::rebuild_all`]): readers see the old rows until it
+/// commits, and what users added to the dimension stays.
 pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Result<(), Error> {
     state::lock(&mut session.target, plan, wait).await?;
     let result = async {
-        match tables::init(&mut session.target, plan, &session.layout).await {
+        match tables::init_for_rebuild(&mut session.target, plan, &session.layout).await {
             // A dimension edited by hand (a key or valid_from column dropped, duplicate
-            // rows) refuses its index; the rebuild replaces the table, index included.
+            // rows) refuses its index; the rebuild repairs the table, index included.
             Err(tables::InitError::Db(crate::db::DbError::Query { what, .. })) if what == "tables/dimension_index" => {}
             other => {
                 other.map_err(|e| match e {
@@ -1100,16 +1169,72 @@ pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Resu
                 })?;
             }
         }
-        session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
-        match rebuild::rebuild_all(&mut session.target, &session.ctx).await {
-            Ok(()) => session.target.commit().await.map_err(Error::from),
-            Err(e) => {
-                session.target.rollback().await;
-                Err(e.into())
+        // On PostgreSQL the first attempt waits at most a few seconds for a lock (a
+        // session holding one on the dimension that conflicts with writing it); then
+        // the rebuild says whose lock it waits for, and waits on.
+        let mut bounded = session.target.backend() == Backend::Postgres;
+        loop {
+            session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
+            if bounded {
+                tables::run_named(&mut session.target, "state", &["lock_wait"], &session.ctx).await?;
+            }
+            match rebuild::rebuild_all(&mut session.target, &session.ctx, &[]).await {
+                Ok(()) => break session.target.commit().await.map_err(Error::from),
+                Err(e) => {
+                    session.target.rollback().await;
+                    if bounded && is_lock_timeout(&e) {
+                        report_lock_holders(&mut session.target, &session.ctx).await;
+                        bounded = false;
+                        continue;
+                    }
+                    break Err(e);
+                }
             }
         }
     }
     .await;
     state::unlock(&mut session.target, plan).await;
     result
+}
+
+/// True for PostgreSQL's `lock_timeout` (SQLSTATE 55P03).
+fn is_lock_timeout(e: &Error) -> bool {
+    matches!(e, Error::Db(DbError::Query { source: sqlx::Error::Database(d), .. }) if d.code().as_deref() == Some("55P03"))
+}
+
+/// Says (a warning on stderr) who holds the locks a rebuild waits for: session, lock
+/// mode, table, application, user and state; never a query's text.
+async fn report_lock_holders(conn: &mut Conn, ctx: &SqlContext) {
+    let holders = match crate::db::sql::statement(Backend::Postgres, "state", "lock_holders", ctx) {
+        Ok(sql) => conn
+            .query_text("finding who holds the dimension's locks", &sql, &[])
+            .await
+            .unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    let list: Vec<String> = holders
+        .iter()
+        .map(|r| {
+            format!(
+                "session {} ({} on {}; application {:?}, user {:?}, {})",
+                text(&r[0]),
+                text(&r[1]),
+                text(&r[2]),
+                text(&r[3]),
+                text(&r[4]),
+                text(&r[5])
+            )
+        })
+        .collect();
+    let dim = ctx.dim.replace("\".\"", ".").trim_matches('"').to_string();
+    if list.is_empty() {
+        tracing::warn!("the rebuild of {dim} has waited 5 s for a lock (it was released meanwhile); trying again");
+    } else {
+        tracing::warn!(
+            "the rebuild of {dim} is waiting for a lock held by {}; it goes on as soon as that is released \
+             (the session's COMMIT or ROLLBACK, or pg_terminate_backend(pid))",
+            list.join(", ")
+        );
+    }
 }

@@ -25,6 +25,8 @@ pub struct SqlContext {
     pub dim: String,
     /// The dimension's bare name (for `RENAME TO`).
     pub dim_bare: String,
+    /// The dimension's bare name, unquoted (SQLite's `pragma_table_info`).
+    pub dim_plain: String,
     /// The swap table of a full rebuild.
     pub dim_new: String,
     /// The dimension's primary-key constraint.
@@ -122,6 +124,7 @@ impl SqlContext {
             log: t.log.quoted(),
             dim: t.dimension.quoted(),
             dim_bare: quoted_name(bare.clone()),
+            dim_plain: bare.clone(),
             dim_new: dim_new.quoted(),
             dim_pk: quoted_name(format!("{bare}_pkey")),
             dim_new_pk: quoted_name(new_pk.clone()),
@@ -198,7 +201,22 @@ pub async fn drop_indexes_for_first_load(conn: &mut Conn, ctx: &SqlContext) -> R
     }
     let mut dropped = DroppedIndexes::default();
     if backend == Backend::Postgres {
-        for (table, column) in [(&ctx.log, "log_id".to_string()), (&ctx.dim, ctx.sk.clone())] {
+        // A foreign key of another table (facts) to the dimension needs its primary key.
+        let referencing = sql::statement(backend, "tables", "referencing_keys", &serde_json::json!({}))?;
+        let referenced = conn
+            .query_i64s(
+                "finding foreign keys to the dimension",
+                &referencing,
+                &[Param::Text(ctx.dim.clone())],
+            )
+            .await?
+            .first()
+            .is_some_and(|n| *n > 0);
+        let mut keyed = vec![(&ctx.log, "log_id".to_string())];
+        if !referenced {
+            keyed.push((&ctx.dim, ctx.sk.clone()));
+        }
+        for (table, column) in keyed {
             let find = sql::statement(backend, "tables", "primary_key_name", &serde_json::json!({}))?;
             let rows = conn
                 .query_text("finding a primary key", &find, &[Param::Text(table.clone())])
@@ -540,28 +558,50 @@ pub async fn init_allowing_change_in(
     layout: &Layout,
     own_transaction: bool,
 ) -> Result<(DimensionRecord, Option<ConfigChange>), InitError> {
+    init_with(conn, plan, layout, own_transaction, false).await
+}
+
+/// [`init`] before `dimlog rebuild`: a registered dimension that is missing is created
+/// again, empty, for the rebuild to fill whole from the log (a registered log that is
+/// missing is still an error).
+pub async fn init_for_rebuild(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<DimensionRecord, InitError> {
+    let (stored, change) = init_with(conn, plan, layout, true, true).await?;
+    match change {
+        None => Ok(stored),
+        Some(c) => Err(ConfigError::invalid("track.columns", c.refusal()).into()),
+    }
+}
+
+async fn init_with(
+    conn: &mut Conn,
+    plan: &Plan,
+    layout: &Layout,
+    own_transaction: bool,
+    dimension_may_be_missing: bool,
+) -> Result<(DimensionRecord, Option<ConfigChange>), InitError> {
     let ctx = SqlContext::new(plan, layout, conn.backend());
     let backend = conn.backend();
     if own_transaction {
         conn.begin().await?;
     }
     let result: Result<(DimensionRecord, Option<ConfigChange>), InitError> = async {
-        run_named(
-            conn,
-            "init",
-            &["lock", "state", "runs", "runs_index", "dimensions"],
-            &ctx,
-        )
-        .await?;
+        run_named(conn, "init", &["lock", "state", "runs"], &ctx).await?;
+        let runs_index = ("dimlog_runs", "dimlog_runs", "\"dimlog_runs_dimension_idx\"");
+        create_index_if_missing(conn, ("init", "runs_index"), runs_index, &ctx).await?;
+        run_named(conn, "init", &["dimensions"], &ctx).await?;
         add_missing_run_counters(conn).await?;
         check_tables_unowned(conn, plan).await?;
-        run_named(
-            conn,
-            "tables",
-            &["log", "log_index", "log_load_index", "dimension", "dimension_index"],
-            &ctx,
-        )
-        .await?;
+        let registered = read_record(conn, plan).await?.is_some();
+        check_tables_present(conn, plan, registered, dimension_may_be_missing).await?;
+        let (log, dim) = (plan.target.log.name(), plan.target.dimension.name());
+        run_named(conn, "tables", &["log"], &ctx).await?;
+        let log_index = (ctx.log.as_str(), log, ctx.log_index.as_str());
+        create_index_if_missing(conn, ("tables", "log_index"), log_index, &ctx).await?;
+        let log_load_index = (ctx.log.as_str(), log, ctx.log_load_index.as_str());
+        create_index_if_missing(conn, ("tables", "log_load_index"), log_load_index, &ctx).await?;
+        run_named(conn, "tables", &["dimension"], &ctx).await?;
+        let dim_index = (ctx.dim.as_str(), dim, ctx.dim_index.as_str());
+        create_index_if_missing(conn, ("tables", "dimension_index"), dim_index, &ctx).await?;
         let wanted = DimensionRecord::from_layout(layout);
         let register = sql::statement(backend, "state", "dimension_register", &ctx)?;
         conn.execute(
@@ -592,6 +632,25 @@ pub async fn init_allowing_change_in(
     conn.finish(result).await
 }
 
+/// Runs the `CREATE INDEX IF NOT EXISTS` statement `family/statement` only when the
+/// index (`table` quoted, `plain` its bare name, `index` quoted) is missing: the
+/// statement locks the table (SHARE) before it looks, so on every run it would wait for
+/// any transaction writing the table — a run of another dimension writing `dimlog_runs`.
+async fn create_index_if_missing(
+    conn: &mut Conn,
+    (family, statement): (&str, &str),
+    (table, plain, index): (&str, &str, &str),
+    ctx: &SqlContext,
+) -> Result<(), DbError> {
+    let names = serde_json::json!({ "table": table, "plain": plain, "index": index });
+    let exists = sql::statement(conn.backend(), "tables", "index_exists", &names)?;
+    let found = conn.query_i64s("looking for an index", &exists, &[]).await?;
+    if found.first().copied().unwrap_or(0) == 0 {
+        run_named(conn, family, &[statement], ctx).await?;
+    }
+    Ok(())
+}
+
 /// The counters of `dimlog_runs` that older dimlog versions did not write.
 const RUN_COUNTERS: [&str; 2] = ["revived", "future_rows"];
 
@@ -618,6 +677,81 @@ async fn add_missing_run_counters(conn: &mut Conn) -> Result<(), DbError> {
             )?;
             conn.execute("adding a counter to dimlog_runs", &add, &[]).await?;
         }
+    }
+    Ok(())
+}
+
+/// Refuses to create the log or the dimension where dimlog would lose data or fail
+/// obscurely: a table that was renamed away (an index dimlog names after it belongs to
+/// another table now) is named as the cause, whether or not the dimension is registered;
+/// a registered log that is missing is an error naming it, never created again empty (a
+/// new log would give every key a second current version); so is a registered dimension
+/// that is missing, unless `dimension_may_be_missing` (`dimlog rebuild`, which builds it
+/// again whole from the log — a run would write only the keys it touches). All exit 2.
+pub async fn check_tables_present(
+    conn: &mut Conn,
+    plan: &Plan,
+    registered: bool,
+    dimension_may_be_missing: bool,
+) -> Result<(), InitError> {
+    let backend = conn.backend();
+    for (setting, role, table) in [
+        ("target.log", "log", &plan.target.log),
+        ("target.dimension", "dimension", &plan.target.dimension),
+    ] {
+        let bare = table.name();
+        let names = serde_json::json!({
+            "table": table.quoted(),
+            "plain": bare,
+            "schema": table.schema(),
+            "indexes": [format!("{bare}_pkey"), format!("{bare}_key_idx"), format!("{bare}_load_idx")],
+        });
+        let exists = sql::statement(backend, "tables", "table_exists", &names)?;
+        let found = conn.query_i64s("looking for dimlog's tables", &exists, &[]).await?;
+        if found.first().copied().unwrap_or(0) > 0 {
+            continue;
+        }
+        let owner = sql::statement(backend, "tables", "index_owner", &names)?;
+        let owner = conn
+            .query_text("looking for a table renamed away", &owner, &[])
+            .await?
+            .into_iter()
+            .next();
+        if let Some([Some(index), Some(other)]) = owner.as_deref() {
+            return Err(ConfigError::invalid(
+                setting,
+                format!(
+                    "the {role} table {table} of dimension `{name}` does not exist, and its index {index} belongs to table {other}: \
+                     it looks renamed to {other}. Rename it back (ALTER TABLE {other} RENAME TO {bare}), or set {setting} to {other}; \
+                     dimlog creates no new {role} beside it",
+                    name = plan.name,
+                ),
+            )
+            .into());
+        }
+        if !registered || (role == "dimension" && dimension_may_be_missing) {
+            continue;
+        }
+        let advice = if role == "log" {
+            format!(
+                "dimlog does not create an empty log in its place, which would give every key a second current version and lose its history. \
+                 Restore it (from a backup, or rename it back), or set target.log to where it is now; to start dimension `{name}` over instead, \
+                 delete its rows from dimlog_dimensions, dimlog_state and dimlog_runs",
+                name = plan.name
+            )
+        } else {
+            "a run would write only the keys it touches: run `dimlog rebuild` to build it again, whole, from the log \
+             (or set target.dimension to where it is now)"
+                .to_string()
+        };
+        return Err(ConfigError::invalid(
+            setting,
+            format!(
+                "table {table} is registered in dimlog_dimensions as the {role} of dimension `{}` but does not exist; {advice}",
+                plan.name
+            ),
+        )
+        .into());
     }
     Ok(())
 }
@@ -827,6 +961,25 @@ impl ConfigChange {
             .filter(|c| self.tracked_before.contains(c))
             .cloned()
             .collect()
+    }
+
+    /// The dimension's columns of the old column sets that the new ones no longer have
+    /// (bare names): a rebuild takes them off the dimension.
+    pub fn no_longer_written(&self) -> Vec<String> {
+        let before = self
+            .tracked_before
+            .iter()
+            .chain(&self.type1_before)
+            .cloned()
+            .chain(self.current_before.iter().map(|c| format!("current_{c}")));
+        let after: Vec<String> = self
+            .tracked_after
+            .iter()
+            .chain(&self.type1_after)
+            .cloned()
+            .chain(self.current_after.iter().map(|c| format!("current_{c}")))
+            .collect();
+        before.filter(|c| !after.contains(c)).collect()
     }
 
     /// What changed, in words.

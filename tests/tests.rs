@@ -8,6 +8,7 @@ mod connections;
 mod deletes;
 mod harness;
 mod lookup;
+mod production;
 mod reliability;
 mod scenarios;
 mod support;

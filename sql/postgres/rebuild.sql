@@ -43,6 +43,8 @@ LEFT JOIN (
 WHERE NOT dimlog_y.is_deleted
 {% endif %}
 {% endmacro %}
+{# Every column of the dimension that dimlog writes, but the surrogate key. #}
+{% set every = keys + attrs + (current_defs|map(attribute="name")|list) + ["valid_from", "valid_to", "is_current", "row_hash", "load_id"] %}
 {% macro columns() %}{{ sk }}, {{ keys|cols }}{% for c in attrs %}, {{ c }}{% endfor %}{% for c in current_defs %}, {{ c.name }}{% endfor %}, valid_from, valid_to, is_current, row_hash, load_id{% endmacro %}
 -- statement: touched
 CREATE TEMP TABLE dimlog_touched ON COMMIT DROP AS
@@ -75,11 +77,6 @@ WHEN MATCHED AND ((dimlog_d.{{ sk }}, dimlog_d.row_hash, dimlog_d.load_id, dimlo
 WHEN NOT MATCHED AND NOT dimlog_x.dimlog_dead THEN
     INSERT ({{ columns() }})
     VALUES (dimlog_x.{{ sk }}, {{ keys|cols("dimlog_x") }}{% for c in attrs %}, dimlog_x.{{ c }}{% endfor %}{% for c in current_defs %}, dimlog_x.{{ c.name }}{% endfor %}, dimlog_x.valid_from, dimlog_x.valid_to, dimlog_x.is_current, dimlog_x.row_hash, dimlog_x.load_id)
--- statement: insert_derived
-INSERT INTO {{ dim }} ({{ columns() }})
-SELECT {{ columns() }} FROM dimlog_derived WHERE NOT dimlog_dead
--- statement: delete_touched
-DELETE FROM {{ dim }} dimlog_d USING dimlog_touched dimlog_t WHERE {{ keys|eqs("dimlog_d", "dimlog_t") }}
 {# A first load: the log holds one row per key, so each live one is its key's only and
    current version (its own Type 1 and current_<col> values), and no sort is needed. #}
 -- statement: insert_first
@@ -92,18 +89,39 @@ DELETE FROM {{ dim }}
 -- statement: insert_all
 INSERT INTO {{ dim }} ({{ columns() }})
 {{ derived(false) }}
--- statement: insert_new
-INSERT INTO {{ dim_new }} ({{ columns() }})
-{{ derived(false) }}
 {# The whole dimension derived from the log as a common table expression named
    `dim_new`, for `verify` to compare the dimension with without writing anything. #}
 -- statement: rebuilt
 {{ dim_new }} ({{ columns() }}) AS MATERIALIZED (
 {{ derived(false) }}
 )
--- statement: drop_old
-DROP TABLE {{ dim }}
--- statement: rename_new
-ALTER TABLE {{ dim_new }} RENAME TO {{ dim_bare }}
--- statement: rename_pk
-ALTER INDEX {{ dim_new_pk_qualified }} RENAME TO {{ dim_pk }}
+{# A rebuild in place, in the caller's transaction: the derived rows (all of them into
+   `dimlog_rebuilt`, or the touched keys' into `dimlog_derived`, where dead versions are
+   marked) are merged into the dimension by surrogate key: rows whose surrogate key is no
+   longer derived are deleted, rows that differ in any column dimlog writes are updated
+   in place, and new ones inserted. Only DML: no lock beyond a writer's, grants, indexes,
+   comments, views, foreign keys to the surrogate key and users' own columns stay, and a
+   REPEATABLE READ reader keeps seeing the rows of its snapshot. #}
+-- statement: derive_all
+CREATE TEMP TABLE dimlog_rebuilt ({{ columns() }}) ON COMMIT DROP AS
+{{ derived(false) }}
+-- statement: analyze_rebuilt
+ANALYZE dimlog_rebuilt ({{ sk }})
+-- statement: delete_stale
+{% set src = "dimlog_derived" if touched else "dimlog_rebuilt" %}
+DELETE FROM {{ dim }} dimlog_d
+WHERE {% if touched %}EXISTS (SELECT 1 FROM dimlog_touched dimlog_t WHERE {{ keys|eqs("dimlog_t", "dimlog_d") }}) AND {% endif %}NOT EXISTS (
+    SELECT 1 FROM {{ src }} dimlog_x WHERE dimlog_x.{{ sk }} = dimlog_d.{{ sk }}{{ " AND NOT dimlog_x.dimlog_dead" if touched }})
+-- statement: update_changed
+{% set src = "dimlog_derived" if touched else "dimlog_rebuilt" %}
+UPDATE {{ dim }} dimlog_d
+SET {% for c in every %}{{ c }} = dimlog_x.{{ c }}{{ ", " if not loop.last }}{% endfor %}
+
+FROM {{ src }} dimlog_x
+WHERE dimlog_x.{{ sk }} = dimlog_d.{{ sk }}{{ " AND NOT dimlog_x.dimlog_dead" if touched }}
+  AND ({% for c in every %}{% set t = "::text" if c in text_compared else "" %}dimlog_d.{{ c }}{{ t }} IS DISTINCT FROM dimlog_x.{{ c }}{{ t }}{{ "\n       OR " if not loop.last }}{% endfor %})
+-- statement: insert_missing
+{% set src = "dimlog_derived" if touched else "dimlog_rebuilt" %}
+INSERT INTO {{ dim }} ({{ columns() }})
+SELECT {{ columns() }} FROM {{ src }} dimlog_x
+WHERE {{ "NOT dimlog_x.dimlog_dead AND " if touched }}NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE dimlog_d.{{ sk }} = dimlog_x.{{ sk }})

@@ -29,11 +29,13 @@ WHERE run_id = $1
 INSERT INTO dimlog_runs (dimension, kind, role, low_watermark, upper_bound, status, started_at, finished_at, error)
 VALUES ($1, $2, $3, $4, $5, 'failed', $6, $7, $8)
 RETURNING run_id::text
+{# Ordered by the table's run_id (a number): a bare `run_id` would be the text output
+   column of the same name, and 10 would sort before 9. #}
 -- statement: runs_recent
 SELECT run_id::text, dimension, kind, role, {{ "low_watermark"|pgts }}, {{ "high_watermark"|pgts }}, {{ "upper_bound"|pgts }},
        rows_read::text, rows_after_dedupe::text, duplicates_dropped::text, versions::text, late_versions::text,
        corrections::text, tombstones::text, revived::text, future_rows::text, status, {{ "started_at"|pgts }}, {{ "finished_at"|pgts }}, error
-FROM dimlog_runs WHERE dimension = $1 ORDER BY run_id DESC LIMIT $2
+FROM dimlog_runs dimlog_r WHERE dimension = $1 ORDER BY dimlog_r.run_id DESC LIMIT $2
 -- statement: dimension_get
 SELECT key_columns, tracked_columns, type1_columns, column_types, hash_version::text,
        next_surrogate_key::text, next_log_id::text, built_through_load::text
@@ -54,3 +56,26 @@ ON CONFLICT (dimension) DO NOTHING
 -- statement: backfill_chunks
 SELECT {{ "low_watermark"|pgts }}, {{ "upper_bound"|pgts }}, status
 FROM dimlog_runs WHERE dimension = $1 AND role = $2 AND kind = 'backfill' ORDER BY run_id
+{# The schemas that hold dimlog's tables (its registry), to find the tables of a target
+   made by an older dimlog where its `search_path` pointed. Run before the connection
+   qualifies dimlog's table names, and written so that it is not one of them. #}
+-- statement: state_schemas
+SELECT dimlog_n.nspname::text
+FROM pg_class dimlog_c JOIN pg_namespace dimlog_n ON dimlog_n.oid = dimlog_c.relnamespace
+WHERE dimlog_c.relname = 'dimlog_' || 'dimensions' AND dimlog_c.relkind IN ('r', 'p')
+ORDER BY 1
+{# A rebuild waits at most this long for a lock before it says whose lock it waits for
+   (then it waits on, without a limit). #}
+-- statement: lock_wait
+SET LOCAL lock_timeout = '5s'
+{# Who holds a lock that a rebuild waits for: a lock on the dimension that conflicts
+   with writing it, or an ACCESS EXCLUSIVE lock on the log (which it reads). No query
+   text: it may hold values. #}
+-- statement: lock_holders
+SELECT DISTINCT dimlog_l.pid::text, dimlog_l.mode, dimlog_l.relation::regclass::text,
+       COALESCE(dimlog_a.application_name, ''), COALESCE(dimlog_a.usename::text, ''), COALESCE(dimlog_a.state, '')
+FROM pg_locks dimlog_l LEFT JOIN pg_stat_activity dimlog_a ON dimlog_a.pid = dimlog_l.pid
+WHERE dimlog_l.granted AND dimlog_l.pid <> pg_backend_pid()
+  AND ((dimlog_l.relation = to_regclass('{{ dim }}') AND dimlog_l.mode <> 'AccessShareLock')
+       OR (dimlog_l.relation = to_regclass('{{ log }}') AND dimlog_l.mode = 'AccessExclusiveLock'))
+ORDER BY 1

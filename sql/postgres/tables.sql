@@ -74,3 +74,57 @@ ALTER TABLE {{ log }} ALTER COLUMN load_id DROP DEFAULT, ALTER COLUMN loaded_at 
 ANALYZE {{ log }} ({{ keys|cols }}, valid_from)
 -- statement: analyze_dimension
 ANALYZE {{ dim }} ({{ keys|cols }}, valid_from, is_current)
+{# Aligning the dimension's columns with what dimlog writes, before a rebuild in place:
+   the dimension's columns (name, type), the types of the columns dimlog writes besides
+   the key and attributes, adding, retyping and dropping one column, and the views that
+   use one (named in a refusal rather than dropped). #}
+-- statement: dimension_columns
+SELECT attname::text, format_type(atttypid, atttypmod), '0' FROM pg_attribute
+WHERE attrelid = to_regclass('{{ dim }}') AND attnum > 0 AND NOT attisdropped ORDER BY attnum
+-- statement: own_types
+SELECT 'bigint', 'timestamptz', 'boolean', 'bytea'
+-- statement: column_retyped
+SELECT (atttypid <> to_regtype($2))::text FROM pg_attribute
+WHERE attrelid = to_regclass('{{ dim }}') AND attname = $1 AND NOT attisdropped
+-- statement: column_views
+SELECT DISTINCT dimlog_v.oid::regclass::text
+FROM pg_depend dimlog_p
+JOIN pg_rewrite dimlog_r ON dimlog_r.oid = dimlog_p.objid
+JOIN pg_class dimlog_v ON dimlog_v.oid = dimlog_r.ev_class
+JOIN pg_attribute dimlog_a ON dimlog_a.attrelid = dimlog_p.refobjid AND dimlog_a.attnum = dimlog_p.refobjsubid
+WHERE dimlog_p.classid = 'pg_rewrite'::regclass AND dimlog_p.refobjid = to_regclass('{{ dim }}')
+  AND dimlog_a.attname = $1 AND dimlog_v.oid <> to_regclass('{{ dim }}')
+ORDER BY 1
+-- statement: add_dimension_column
+ALTER TABLE {{ dim }} ADD COLUMN {{ column.name }} {{ column.target_type }}
+-- statement: retype_dimension_column
+ALTER TABLE {{ dim }} ALTER COLUMN {{ column.name }} TYPE {{ column.target_type }} USING {{ column.name }}::{{ column.target_type }}
+-- statement: drop_dimension_column
+ALTER TABLE {{ dim }} DROP COLUMN {{ column.name }}
+-- statement: set_not_null
+ALTER TABLE {{ dim }} ALTER COLUMN {{ column.name }} SET NOT NULL
+-- statement: dimension_index_exists
+SELECT dimlog_i.relname::text FROM pg_index dimlog_x JOIN pg_class dimlog_i ON dimlog_i.oid = dimlog_x.indexrelid
+WHERE dimlog_x.indrelid = to_regclass('{{ dim }}') AND '"' || replace(dimlog_i.relname, '"', '""') || '"' = '{{ dim_index }}'
+{# Foreign keys of other tables to the dimension: a first load keeps its primary key. #}
+-- statement: referencing_keys
+SELECT count(*)::text FROM pg_constraint WHERE contype = 'f' AND confrelid = to_regclass($1)
+{# Whether a table exists, and which other table of its schema holds one of the
+   indexes dimlog names after it (a table renamed away keeps them). #}
+-- statement: table_exists
+SELECT (to_regclass('{{ table }}') IS NOT NULL)::int::text
+-- statement: index_owner
+SELECT dimlog_i.relname::text, dimlog_t.oid::regclass::text
+FROM pg_class dimlog_i
+JOIN pg_index dimlog_x ON dimlog_x.indexrelid = dimlog_i.oid
+JOIN pg_class dimlog_t ON dimlog_t.oid = dimlog_x.indrelid
+WHERE dimlog_i.relname IN ({% for n in indexes %}'{{ n }}'{{ ", " if not loop.last }}{% endfor %})
+  AND dimlog_i.relnamespace = {% if schema %}to_regnamespace('{{ schema }}'){% else %}current_schema()::regnamespace{% endif %}
+
+ORDER BY 1 LIMIT 1
+{# Whether a table has an index of this name: `init` creates an index only when it is
+   missing, because CREATE INDEX IF NOT EXISTS locks the table first (SHARE) and would
+   wait for any transaction writing it, such as a run of another dimension. #}
+-- statement: index_exists
+SELECT count(*)::text FROM pg_index dimlog_x JOIN pg_class dimlog_i ON dimlog_i.oid = dimlog_x.indexrelid
+WHERE dimlog_x.indrelid = to_regclass('{{ table }}') AND '"' || replace(dimlog_i.relname, '"', '""') || '"' = '{{ index }}'

@@ -45,17 +45,12 @@ LEFT JOIN (
 {% endif %}
 WHERE NOT dimlog_y.is_deleted
 {% endmacro %}
+{# Every column of the dimension that dimlog writes, but the surrogate key. #}
+{% set every = keys + attrs + (current_defs|map(attribute="name")|list) + ["valid_from", "valid_to", "is_current", "row_hash", "load_id"] %}
 {% macro columns() %}{{ sk }}, {{ keys|cols }}{% for c in attrs %}, {{ c }}{% endfor %}{% for c in current_defs %}, {{ c.name }}{% endfor %}, valid_from, valid_to, is_current, row_hash, load_id{% endmacro %}
 -- statement: touched
 CREATE TEMP TABLE dimlog_touched AS
 SELECT DISTINCT {{ keys|cols }} FROM dimlog_changes
-{# IN, not a correlated EXISTS: SQLite probes the dimension's key index for each touched
-   key instead of scanning the whole dimension once per touched key. #}
--- statement: delete_touched
-DELETE FROM {{ dim }} WHERE ({{ keys|cols }}) IN (SELECT {{ keys|cols }} FROM dimlog_touched)
--- statement: insert_touched
-INSERT INTO {{ dim }} ({{ columns() }})
-{{ derived(true) }}
 {# A first load: the log holds one row per key, so each live one is its key's only and
    current version (its own Type 1 and current_<col> values), and no sort is needed. #}
 -- statement: insert_first
@@ -68,15 +63,46 @@ DELETE FROM {{ dim }}
 -- statement: insert_all
 INSERT INTO {{ dim }} ({{ columns() }})
 {{ derived(false) }}
--- statement: insert_new
-INSERT INTO {{ dim_new }} ({{ columns() }})
-{{ derived(false) }}
 {# The whole dimension derived from the log as a common table expression named
    `dim_new`, for `verify` to compare the dimension with without writing anything. #}
 -- statement: rebuilt
 {{ dim_new }} ({{ columns() }}) AS MATERIALIZED (
 {{ derived(false) }}
 )
+{# A rebuild in place, in the caller's transaction: the derived rows (of the touched
+   keys, or all) go into `dimlog_rebuilt` and are merged into the dimension by surrogate
+   key: rows whose surrogate key is no longer derived are deleted, rows that differ in a
+   column dimlog writes are updated in place, and new ones inserted. Indexes, views,
+   triggers, foreign keys to the surrogate key and users' own columns stay. #}
+-- statement: drop_rebuilt
+DROP TABLE IF EXISTS temp.dimlog_rebuilt
+-- statement: derive_rebuilt
+CREATE TEMP TABLE dimlog_rebuilt AS
+WITH dimlog_r ({{ columns() }}) AS (
+{{ derived(touched) }}
+)
+SELECT * FROM dimlog_r
+-- statement: index_rebuilt
+CREATE INDEX temp.dimlog_rebuilt_sk ON dimlog_rebuilt ({{ sk }})
+{# IN, not a correlated EXISTS, for the touched keys: SQLite probes the dimension's key
+   index for each touched key instead of scanning the whole dimension. #}
+-- statement: delete_stale
+DELETE FROM {{ dim }}
+WHERE {% if touched %}({{ keys|cols }}) IN (SELECT {{ keys|cols }} FROM dimlog_touched) AND {% endif %}NOT EXISTS (
+    SELECT 1 FROM dimlog_rebuilt dimlog_x WHERE dimlog_x.{{ sk }} = {{ dim }}.{{ sk }})
+-- statement: update_changed
+UPDATE {{ dim }}
+SET {% for c in every %}{{ c }} = dimlog_x.{{ c }}{{ ", " if not loop.last }}{% endfor %}
+
+FROM dimlog_rebuilt dimlog_x
+WHERE dimlog_x.{{ sk }} = {{ dim }}.{{ sk }}
+  AND ({% for c in every %}{{ dim }}.{{ c }} IS NOT dimlog_x.{{ c }}{{ "\n       OR " if not loop.last }}{% endfor %})
+-- statement: insert_missing
+INSERT INTO {{ dim }} ({{ columns() }})
+SELECT {{ columns() }} FROM dimlog_rebuilt dimlog_x
+WHERE NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE dimlog_d.{{ sk }} = dimlog_x.{{ sk }})
+{# A dimension whose declared column types or primary key are not what dimlog makes
+   (SQLite cannot alter them) is created again, only when nothing else uses it. #}
 -- statement: drop_old
 DROP TABLE {{ dim }}
 -- statement: rename_new

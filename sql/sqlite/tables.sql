@@ -50,3 +50,40 @@ SET tracked_columns = ?1, type1_columns = ?2, column_types = ?3, hash_version = 
 WHERE dimension = ?6
 -- statement: drop_index
 DROP INDEX IF EXISTS {{ index }}
+{# Aligning the dimension's columns with what dimlog writes, before a rebuild in place:
+   the dimension's columns (name, type), the types of the columns dimlog writes besides
+   the key and attributes, adding and dropping one column. #}
+-- statement: dimension_columns
+SELECT name, type, CAST(pk AS TEXT) FROM pragma_table_info('{{ dim_plain }}') ORDER BY cid
+-- statement: own_types
+SELECT 'INTEGER', 'TEXT', 'BOOLEAN', 'BLOB'
+-- statement: add_dimension_column
+ALTER TABLE {{ dim }} ADD COLUMN {{ column.name }} {{ column.target_type }}
+-- statement: drop_dimension_column
+ALTER TABLE {{ dim }} DROP COLUMN {{ column.name }}
+-- statement: dimension_index_exists
+SELECT name FROM sqlite_master WHERE type = 'index' AND '"' || replace(name, '"', '""') || '"' = '{{ dim_index }}'
+{# What would be lost if the dimension were created again: views that name it, its
+   triggers and indexes other than dimlog's, and foreign keys of other tables to it. #}
+-- statement: dimension_dependents
+SELECT 'view ' || name FROM sqlite_master WHERE type = 'view' AND sql LIKE '%{{ dim_plain }}%'
+UNION ALL
+SELECT 'trigger ' || name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = '{{ dim_plain }}' COLLATE NOCASE
+UNION ALL
+SELECT 'index ' || name FROM sqlite_master
+WHERE type = 'index' AND tbl_name = '{{ dim_plain }}' COLLATE NOCASE AND sql IS NOT NULL AND '"' || replace(name, '"', '""') || '"' <> '{{ dim_index }}'
+UNION ALL
+SELECT 'the foreign key of table ' || dimlog_t.name FROM sqlite_master dimlog_t, pragma_foreign_key_list(dimlog_t.name) dimlog_f
+WHERE dimlog_t.type = 'table' AND dimlog_f."table" = '{{ dim_plain }}' COLLATE NOCASE
+{# Whether a table exists, and which other table holds one of the indexes dimlog names
+   after it (a table renamed away keeps them). #}
+-- statement: table_exists
+SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name = '{{ plain }}' COLLATE NOCASE
+-- statement: index_owner
+SELECT name, tbl_name FROM sqlite_master
+WHERE type = 'index' AND name IN ({% for n in indexes %}'{{ n }}'{{ ", " if not loop.last }}{% endfor %}) COLLATE NOCASE
+ORDER BY 1 LIMIT 1
+{# Whether a table has an index of this name (`init` creates indexes only when missing). #}
+-- statement: index_exists
+SELECT CAST(count(*) AS TEXT) FROM sqlite_master
+WHERE type = 'index' AND tbl_name = '{{ plain }}' COLLATE NOCASE AND '"' || replace(name, '"', '""') || '"' = '{{ index }}'

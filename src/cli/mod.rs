@@ -68,7 +68,7 @@ pub enum Command {
     Run(run::RunArgs),
     /// Re-load [from, to) chunk by chunk without touching the incremental watermark.
     Backfill(backfill::BackfillArgs),
-    /// Rebuild the whole dimension from the log and swap it in.
+    /// Rebuild the whole dimension from the log, in place.
     Rebuild(rebuild::RebuildArgs),
     /// Print the surrogate key in effect for a key at a time.
     Lookup(lookup::LookupArgs),

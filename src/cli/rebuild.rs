@@ -5,8 +5,10 @@ use crate::db::Access;
 use crate::pipeline::{self, Session};
 use crate::Error;
 
-/// Rebuild the whole dimension from the version log into a new table and swap it in,
-/// in one transaction (readers see the old table until then). Needs only the target.
+/// Rebuild the whole dimension from the version log in place, in one transaction: only
+/// the rows that differ are written (readers see the old rows until then), and what was
+/// added to the table (grants, indexes, comments, views, foreign keys, columns) stays.
+/// Needs only the target.
 #[derive(Debug, clap::Args)]
 pub struct RebuildArgs {
     /// Exit 1 at once if a run of this dimension holds its lock.

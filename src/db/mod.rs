@@ -159,7 +159,7 @@ pub enum Conn {
     /// SQLite file.
     Sqlite(sqlx::SqliteConnection),
     /// PostgreSQL server.
-    Postgres(sqlx::PgConnection),
+    Postgres(postgres::PgConn),
 }
 
 /// A row of text values, as every reporting query returns them (`CAST(… AS TEXT)`).
@@ -176,7 +176,9 @@ impl Conn {
     pub async fn open(url: &DbUrl, access: Access) -> Result<Conn, DbError> {
         let conn = match url.backend {
             Backend::Sqlite => sqlite::connect(url, access).await.map(Conn::Sqlite),
-            Backend::Postgres => postgres::connect(url, access).await.map(Conn::Postgres),
+            Backend::Postgres => postgres::connect(url, access)
+                .await
+                .map(|c| Conn::Postgres(postgres::PgConn::new(c))),
         };
         // A driver's message may echo what it was given: never a secret of the URL.
         conn.map_err(|e| match e {
@@ -196,12 +198,22 @@ impl Conn {
         use sqlx::Connection;
         match self {
             Conn::Sqlite(c) => c.close().await,
-            Conn::Postgres(c) => c.close().await,
+            Conn::Postgres(c) => c.into_inner().close().await,
         }
         .map_err(|source| DbError::Query {
             what: "closing the connection".into(),
             source,
         })
+    }
+
+    /// Puts dimlog's own tables (`dimlog_state`, `dimlog_runs`, `dimlog_dimensions`,
+    /// `dimlog_assigned`) in `schema` (quoted) on PostgreSQL: every statement this
+    /// connection runs names them qualified with it ([`postgres::qualify_state`]), so
+    /// the session's `search_path` never decides where they are. A no-op on SQLite.
+    pub fn set_state_schema(&mut self, schema: Option<String>) {
+        if let Conn::Postgres(c) = self {
+            c.state_schema = schema;
+        }
     }
 
     /// Which backend this is.
@@ -226,7 +238,10 @@ impl Conn {
     pub async fn execute(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<u64, DbError> {
         match self {
             Conn::Sqlite(c) => sqlite::execute(c, sql, params).await,
-            Conn::Postgres(c) => postgres::execute(c, sql, params).await,
+            Conn::Postgres(c) => {
+                let sql = c.qualify(sql);
+                postgres::execute(c, &sql, params).await
+            }
         }
         .map_err(|source| DbError::Query {
             what: what.into(),
@@ -239,7 +254,10 @@ impl Conn {
         use sqlx::Executor;
         let r = match self {
             Conn::Sqlite(c) => c.execute(sqlx::raw_sql(sql)).await.map(|_| ()),
-            Conn::Postgres(c) => c.execute(sqlx::raw_sql(sql)).await.map(|_| ()),
+            Conn::Postgres(c) => {
+                let sql = c.qualify(sql).into_owned();
+                c.execute(sqlx::raw_sql(&sql)).await.map(|_| ())
+            }
         };
         r.map_err(|source| DbError::Query {
             what: what.into(),
@@ -251,7 +269,10 @@ impl Conn {
     pub async fn query_text(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<Vec<TextRow>, DbError> {
         match self {
             Conn::Sqlite(c) => sqlite::query_text(c, sql, params).await,
-            Conn::Postgres(c) => postgres::query_text(c, sql, params).await,
+            Conn::Postgres(c) => {
+                let sql = c.qualify(sql);
+                postgres::query_text(c, &sql, params).await
+            }
         }
         .map_err(|source| DbError::Query {
             what: what.into(),

@@ -6,6 +6,92 @@ use sqlx::postgres::{PgArguments, PgConnectOptions};
 use sqlx::{Arguments, ConnectOptions, Executor, PgConnection, Row};
 use std::str::FromStr;
 
+/// A PostgreSQL connection and the schema of dimlog's own tables on it (see
+/// [`super::Conn::set_state_schema`]).
+pub struct PgConn {
+    conn: PgConnection,
+    /// Quoted schema of dimlog's own tables; `None`: as `search_path` finds them (a
+    /// source connection, which never names them).
+    pub state_schema: Option<String>,
+}
+
+impl PgConn {
+    /// Wraps a connection with no state schema.
+    pub fn new(conn: PgConnection) -> PgConn {
+        PgConn {
+            conn,
+            state_schema: None,
+        }
+    }
+
+    /// The connection itself.
+    pub fn into_inner(self) -> PgConnection {
+        self.conn
+    }
+
+    /// `sql` with dimlog's own tables qualified by the state schema.
+    pub fn qualify<'a>(&self, sql: &'a str) -> std::borrow::Cow<'a, str> {
+        match &self.state_schema {
+            Some(schema) => std::borrow::Cow::Owned(qualify_state(sql, schema)),
+            None => std::borrow::Cow::Borrowed(sql),
+        }
+    }
+}
+
+impl std::ops::Deref for PgConn {
+    type Target = PgConnection;
+    fn deref(&self) -> &PgConnection {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for PgConn {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        &mut self.conn
+    }
+}
+
+/// dimlog's own tables, shared by the dimensions of a target.
+pub const STATE_TABLES: [&str; 4] = ["dimlog_state", "dimlog_runs", "dimlog_dimensions", "dimlog_assigned"];
+
+/// Qualifies every mention of one of [`STATE_TABLES`] in `sql` with `schema` (quoted):
+/// a whole word (not part of a longer name such as `dimlog_runs_dimension_idx`) that is
+/// not already qualified or quoted. Names starting with `dimlog_` are dimlog's alone (the
+/// config refuses them for users' tables, columns and aliases), so nothing else matches;
+/// inside `to_regclass('dimlog_runs')` the qualified name is what is wanted too.
+pub fn qualify_state(sql: &str, schema: &str) -> String {
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let bytes = sql.as_bytes();
+    let mut out = String::with_capacity(sql.len() + 64);
+    let mut i = 0;
+    let mut copied = 0;
+    while i < bytes.len() {
+        let hit = (bytes[i] == b'd')
+            .then(|| {
+                STATE_TABLES.iter().find(|name| {
+                    let end = i + name.len();
+                    sql[i..].starts_with(*name)
+                        && (i == 0 || !(word(bytes[i - 1]) || bytes[i - 1] == b'.' || bytes[i - 1] == b'"'))
+                        && (end == bytes.len() || !(word(bytes[end]) || bytes[end] == b'"'))
+                })
+            })
+            .flatten();
+        match hit {
+            Some(name) => {
+                out.push_str(&sql[copied..i]);
+                out.push_str(schema);
+                out.push('.');
+                out.push_str(name);
+                i += name.len();
+                copied = i;
+            }
+            None => i += 1,
+        }
+    }
+    out.push_str(&sql[copied..]);
+    out
+}
+
 /// Connects and pins the session to UTC and ISO dates, so text output is canonical; a
 /// run's temporary tables (a million staged rows or keys) get 128 MB of session memory
 /// before they spill to disk (only what is used is allocated; it can only be set before
@@ -240,6 +326,26 @@ impl CopyIn<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn state_tables_are_qualified_as_whole_words() {
+        let s = "\"ops\"";
+        assert_eq!(
+            qualify_state("INSERT INTO dimlog_runs (x) SELECT 1 FROM dimlog_state", s),
+            "INSERT INTO \"ops\".dimlog_runs (x) SELECT 1 FROM \"ops\".dimlog_state"
+        );
+        assert_eq!(
+            qualify_state("CREATE INDEX dimlog_runs_dimension_idx ON dimlog_runs (dimension)", s),
+            "CREATE INDEX dimlog_runs_dimension_idx ON \"ops\".dimlog_runs (dimension)"
+        );
+        assert_eq!(
+            qualify_state(
+                "SELECT to_regclass('dimlog_dimensions'), x.dimlog_state, \"dimlog_runs\", my_dimlog_runs",
+                s
+            ),
+            "SELECT to_regclass('\"ops\".dimlog_dimensions'), x.dimlog_state, \"dimlog_runs\", my_dimlog_runs"
+        );
+    }
 
     #[test]
     fn copy_round_trip() {

@@ -1,0 +1,75 @@
+//! Issue 20, item 3: dimlog knows the tables it owns (`dimlog_dimensions`). A registered
+//! log or dimension that is missing is an error naming it (exit 2), never silently created
+//! again empty; a missing dimension is rebuilt whole from the log by `dimlog rebuild`,
+//! never in part by `run`; a table renamed away is named as the cause.
+
+use super::{cli_exits, loaded};
+use crate::support::fixture::{on_both_backends, Fixture};
+
+on_both_backends!(
+    a_missing_log_is_an_error_naming_it,
+    a_dropped_dimension_is_rebuilt_whole_never_in_part,
+    a_dimension_renamed_away_is_named_as_the_cause,
+);
+
+/// With the log renamed away, `run`, `rebuild` and `verify` exit 2 naming the log and
+/// the table it became; no new empty log is created.
+async fn a_missing_log_is_an_error_naming_it(mut fx: Fixture) {
+    loaded(&mut fx).await;
+    fx.target_exec("ALTER TABLE customer_versions RENAME TO customer_versions_old")
+        .await;
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-02T11:30:00Z' WHERE customer_id = 2")
+        .await;
+    for args in [
+        &["run", "--upper", "2026-03-02T12:00:00Z"][..],
+        &["rebuild"],
+        &["verify"],
+    ] {
+        let stderr = cli_exits(&fx, args, 2);
+        for needle in ["customer_versions", "customer_versions_old", "customer"] {
+            assert!(stderr.contains(needle), "{args:?}: {needle:?} not in: {stderr}");
+        }
+    }
+    assert!(!fx.target_has_table("customer_versions").await, "no new log");
+    assert_eq!(fx.count("dim_customer").await, 3, "the dimension is as it was");
+}
+
+/// With the dimension dropped, `run` exits 2 naming it and `dimlog rebuild`, creating
+/// nothing; `rebuild` builds it again whole, and the next run goes on.
+async fn a_dropped_dimension_is_rebuilt_whole_never_in_part(mut fx: Fixture) {
+    loaded(&mut fx).await;
+    let good = fx.dimension().await;
+    fx.target_exec("DROP TABLE dim_customer").await;
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-02T11:30:00Z' WHERE customer_id = 2")
+        .await;
+    let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T12:00:00Z"], 2);
+    for needle in ["dim_customer", "dimlog rebuild"] {
+        assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
+    }
+    assert!(!fx.target_has_table("dim_customer").await, "no partial dimension");
+    cli_exits(&fx, &["rebuild"], 0);
+    assert_eq!(fx.dimension().await, good, "rebuilt whole from the log");
+    fx.run("2026-03-02T12:00:00Z").await;
+    assert_eq!(fx.count("dim_customer").await, 4);
+    fx.assert_dimension_derives_from_log().await;
+}
+
+/// With the dimension renamed to another name, every command names the table it became
+/// (not "relation … _pkey already exists"), and renaming it back makes everything work.
+async fn a_dimension_renamed_away_is_named_as_the_cause(mut fx: Fixture) {
+    loaded(&mut fx).await;
+    fx.target_exec("ALTER TABLE dim_customer RENAME TO dim_customer_2025")
+        .await;
+    for args in [&["run", "--upper", "2026-03-02T12:00:00Z"][..], &["rebuild"]] {
+        let stderr = cli_exits(&fx, args, 2);
+        assert!(!stderr.contains("already exists"), "{args:?}: {stderr}");
+        for needle in ["dim_customer", "dim_customer_2025", "renamed"] {
+            assert!(stderr.contains(needle), "{args:?}: {needle:?} not in: {stderr}");
+        }
+    }
+    assert!(!fx.target_has_table("dim_customer").await);
+    fx.target_exec("ALTER TABLE dim_customer_2025 RENAME TO dim_customer")
+        .await;
+    fx.run("2026-03-02T12:00:00Z").await;
+    fx.assert_dimension_derives_from_log().await;
+}

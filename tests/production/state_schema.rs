@@ -1,0 +1,126 @@
+//! Issue 20, item 4: dimlog's own tables (`dimlog_state`, `dimlog_runs`,
+//! `dimlog_dimensions`) live in one explicit schema on PostgreSQL — `target.state_schema`,
+//! by default the schema of `target.log` (`public` when it is unqualified) — never
+//! wherever the session's `search_path` points; a target made by an older dimlog, with
+//! them elsewhere, keeps working.
+
+use super::{cli_exits, database};
+use crate::support::fixture::Fixture;
+
+const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
+
+/// The schemas holding a table named `name`.
+async fn schemas_of(fx: &mut Fixture, name: &str) -> Vec<String> {
+    fx.target_query(&format!(
+        "SELECT n.nspname::text FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+         WHERE c.relname = '{name}' ORDER BY 1"
+    ))
+    .await
+    .into_iter()
+    .filter_map(|r| r[0].clone())
+    .collect()
+}
+
+/// A superuser login role whose sessions start with `search_path`; returns its URL.
+async fn role_with_search_path(fx: &mut Fixture, suffix: &str, search_path: &str) -> String {
+    let role = format!("{}_{suffix}", database(fx));
+    fx.target_exec(&format!(
+        "CREATE ROLE \"{role}\" LOGIN SUPERUSER; ALTER ROLE \"{role}\" SET search_path = {search_path}"
+    ))
+    .await;
+    let mut url = url::Url::parse(&fx.target_url).expect("url");
+    url.set_username(&role).expect("user");
+    url.set_password(None).expect("password");
+    url.into()
+}
+
+/// Points the config's target (not its source) at `url`.
+fn target_url(fx: &mut Fixture, url: &str) {
+    let old = fx
+        .config()
+        .split("[target]\n")
+        .nth(1)
+        .and_then(|t| t.lines().next())
+        .expect("a target url line")
+        .to_string();
+    fx.edit_config(&format!("[target]\n{old}"), &format!("[target]\nurl = \"{url}\""));
+}
+
+/// Two roles with different `search_path`s load one dimension in turn: one set of
+/// dimlog's tables, in the log's schema, and the second run continues the first.
+#[tokio::test]
+async fn one_set_of_state_tables_whatever_the_search_path() {
+    let mut fx = Fixture::postgres().await;
+    fx.target_exec("CREATE SCHEMA warehouse; CREATE SCHEMA sa; CREATE SCHEMA sb")
+        .await;
+    let a = role_with_search_path(&mut fx, "a", "sa, public").await;
+    let b = role_with_search_path(&mut fx, "b", "sb, public").await;
+    fx.set_setting("log", "\"warehouse.customer_versions\"");
+    fx.set_setting("dimension", "\"warehouse.dim_customer\"");
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    target_url(&mut fx, &a);
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 0);
+    fx.exec(&format!(
+        "{INSERT} (2, 'bob@example.com', 'pro', 'DE', '2026-03-02T10:30:00Z')"
+    ))
+    .await;
+    target_url(&mut fx, &b);
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T11:00:00Z"], 0);
+    cli_exits(&fx, &["status"], 0);
+    for table in ["dimlog_state", "dimlog_runs", "dimlog_dimensions"] {
+        assert_eq!(schemas_of(&mut fx, table).await, ["warehouse"], "{table}");
+    }
+    assert_eq!(fx.count("warehouse.dimlog_runs").await, 2);
+    assert_eq!(fx.count("warehouse.dim_customer").await, 2);
+}
+
+/// `target.state_schema` puts them where it says; a target made by an older dimlog, with
+/// them in the schema its `search_path` pointed at, keeps working from a session whose
+/// `search_path` points elsewhere; a `state_schema` that is not where they are is refused
+/// naming both schemas.
+#[tokio::test]
+async fn explicit_state_schema_and_older_targets() {
+    let mut fx = Fixture::postgres().await;
+    fx.target_exec("CREATE SCHEMA ops; CREATE SCHEMA etl").await;
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    fx.edit_config(
+        "surrogate_key = \"customer_sk\"",
+        "surrogate_key = \"customer_sk\"\nstate_schema = \"ops\"",
+    );
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 0);
+    assert_eq!(schemas_of(&mut fx, "dimlog_runs").await, ["ops"]);
+
+    // An older dimlog's target: its tables where that session's search_path pointed.
+    for table in ["dimlog_state", "dimlog_runs", "dimlog_dimensions"] {
+        fx.target_exec(&format!("ALTER TABLE ops.{table} SET SCHEMA etl")).await;
+    }
+    fx.edit_config("\nstate_schema = \"ops\"", "");
+    fx.exec(&format!(
+        "{INSERT} (2, 'bob@example.com', 'pro', 'DE', '2026-03-02T10:30:00Z')"
+    ))
+    .await;
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T11:00:00Z"], 0);
+    cli_exits(&fx, &["status"], 0);
+    assert_eq!(
+        schemas_of(&mut fx, "dimlog_runs").await,
+        ["etl"],
+        "found, not made again"
+    );
+    assert_eq!(fx.count("etl.dimlog_runs").await, 2);
+    assert_eq!(fx.count("dim_customer").await, 2);
+
+    fx.edit_config(
+        "surrogate_key = \"customer_sk\"",
+        "surrogate_key = \"customer_sk\"\nstate_schema = \"ops\"",
+    );
+    let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T12:00:00Z"], 2);
+    for needle in ["state_schema", "ops", "etl"] {
+        assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
+    }
+}
