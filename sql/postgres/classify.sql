@@ -232,8 +232,12 @@ DELETE FROM dimlog_stage WHERE ctid IN (
 -- statement: rehash_count
 SELECT count(*)::text FROM dimlog_rehashed
 {# On a change feed, events stamped up to the watermark of the last accepted column change
-   ($1) are history under the column sets of their time: a later read (a lookback, a full
-   refresh, a backfill) leaves them alone instead of comparing them with versions built
-   under other columns. #}
+   ($1) are history under the column sets of their time, for every key the log holds: a
+   later read (a lookback, a full refresh, a backfill) leaves them alone instead of
+   comparing them with versions built under other columns (an unchanged event the log never
+   held would otherwise open a version). A key the log does not hold at all is new, and its
+   events are read as usual. #}
 -- statement: feed_drop_history
-DELETE FROM dimlog_stage WHERE valid_from <= $1::timestamptz
+DELETE FROM dimlog_stage dimlog_s
+WHERE dimlog_s.valid_from <= $1::timestamptz
+  AND EXISTS (SELECT 1 FROM {{ log }} dimlog_l WHERE {{ keys|eqs("dimlog_l", "dimlog_s") }})

@@ -1,5 +1,6 @@
 {# One row per key per load (per key and timestamp with history = "all"): the newest,
-   ties broken by the tiebreak column, then by the greatest row_hash, bytewise. The one
+   ties broken by the tiebreak column, then a delete before a live row (whatever the
+   column set), then the greatest row_hash, bytewise. The one
    rule for the window's rows and for the rows of keys reconciliation found unseen. #}
 {% macro newest_rows(only_unseen) %}
 SELECT DISTINCT ON ({{ keys|cols("dimlog_r") }}{% if history_all %}, dimlog_r.valid_from{% endif %})
@@ -8,7 +9,7 @@ FROM dimlog_raw dimlog_r
 {% if only_unseen %}
 WHERE EXISTS (SELECT 1 FROM dimlog_unseen dimlog_u WHERE {{ keys|eqs("dimlog_u", "dimlog_r") }})
 {% endif %}
-ORDER BY {{ keys|cols("dimlog_r") }}, dimlog_r.valid_from DESC{% if tiebreak %}, dimlog_r.dimlog_tiebreak DESC NULLS LAST{% endif %}, dimlog_r.row_hash DESC, dimlog_r.is_deleted DESC
+ORDER BY {{ keys|cols("dimlog_r") }}, dimlog_r.valid_from DESC{% if tiebreak %}, dimlog_r.dimlog_tiebreak DESC NULLS LAST{% endif %}, dimlog_r.is_deleted DESC, dimlog_r.row_hash DESC
 {% endmacro %}
 -- statement: dedupe
 CREATE TEMP TABLE dimlog_stage ON COMMIT DROP AS

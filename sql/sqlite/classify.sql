@@ -252,8 +252,12 @@ FROM dimlog_restored AS dimlog_r
 WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND NOT dimlog_r.dimlog_newest_deleted
   AND dimlog_s.valid_from < dimlog_r.dimlog_return_at
 {# On a change feed, events stamped up to the watermark of the last accepted column change
-   (?1) are history under the column sets of their time: a later read (a lookback, a full
-   refresh, a backfill) leaves them alone instead of comparing them with versions built
-   under other columns. #}
+   (?1) are history under the column sets of their time, for every key the log holds: a
+   later read (a lookback, a full refresh, a backfill) leaves them alone instead of
+   comparing them with versions built under other columns (an unchanged event the log never
+   held would otherwise open a version). A key the log does not hold at all is new, and its
+   events are read as usual. #}
 -- statement: feed_drop_history
-DELETE FROM dimlog_stage WHERE valid_from <= ?1
+DELETE FROM dimlog_stage
+WHERE dimlog_stage.valid_from <= ?1
+  AND EXISTS (SELECT 1 FROM {{ log }} dimlog_l WHERE {{ keys|eqs("dimlog_l", "dimlog_stage") }})

@@ -1,5 +1,6 @@
 {# One row per key per load (per key and timestamp with history = "all"): the newest,
-   ties broken by the tiebreak column, then by the greatest row_hash, bytewise. The one
+   ties broken by the tiebreak column, then a delete before a live row (whatever the
+   column set), then the greatest row_hash, bytewise. The one
    rule for the window's rows and for the rows of keys reconciliation found unseen. #}
 {% macro newest_rows(only_unseen) %}
 SELECT {{ keys|cols("dimlog_x") }}, {% if attrs %}{{ attrs|cols("dimlog_x") }}, {% endif %}dimlog_x.valid_from, dimlog_x.is_deleted, dimlog_x.row_hash
@@ -7,7 +8,7 @@ FROM (
     SELECT dimlog_r.*,
            ROW_NUMBER() OVER (
                PARTITION BY {{ keys|cols("dimlog_r") }}{% if history_all %}, dimlog_r.valid_from{% endif %}
-               ORDER BY dimlog_r.valid_from DESC{% if tiebreak %}, dimlog_r.dimlog_tiebreak DESC{% endif %}, dimlog_r.row_hash DESC, dimlog_r.is_deleted DESC
+               ORDER BY dimlog_r.valid_from DESC{% if tiebreak %}, dimlog_r.dimlog_tiebreak DESC{% endif %}, dimlog_r.is_deleted DESC, dimlog_r.row_hash DESC
            ) AS dimlog_rn
     FROM dimlog_raw dimlog_r
 {% if only_unseen %}

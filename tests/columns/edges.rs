@@ -17,6 +17,7 @@ on_both_backends!(
     adding_a_column_to_a_feed_opens_and_corrects_nothing,
     a_readded_column_shows_the_logs_values,
     a_readded_column_unchanged_while_removed_is_carried_over,
+    a_column_change_never_flips_a_tie_between_a_change_and_a_delete,
 );
 
 const FEED_INSERT: &str = "INSERT INTO src_feed (customer_id, email, tier, country, updated_at) VALUES";
@@ -113,6 +114,29 @@ async fn adding_a_column_to_a_feed_opens_and_corrects_nothing(mut fx: Fixture) {
         })
         .await;
     assert_eq!(appended(&r), (0, 0, 0, 0), "{r:?}");
+
+    // A key the log does not hold, stamped before the change but written after it, is
+    // new and loads (it was left alone with the re-read history, and never loaded). A
+    // late event of a key the log holds stays history under the old column set.
+    fx.exec(&format!(
+        "{FEED_INSERT} (3, 'cy@example.com', 'a', 'x', '2026-03-04T09:45:00Z'),
+                       (2, 'bob@example.com', 'b', 'x', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    let r = fx
+        .run_with(RunOptions {
+            upper: Some(ts("2026-03-04T12:00:00Z")),
+            kind: dimlog::state::RunKind::FullRefresh,
+            ..RunOptions::incremental()
+        })
+        .await;
+    assert_eq!(appended(&r).0, 1, "the new key: {r:?}");
+    assert_eq!(rows_of(&mut fx, "3").await, ["5 03-04T09-12-31T00 current: a|x"]);
+    assert_eq!(
+        rows_of(&mut fx, "2").await,
+        ["3 03-01T09-03-04T09: a|x", "4 03-04T09-12-31T00 current: a|z"]
+    );
+    assert_verified(&fx, true).await;
 }
 
 /// (1, pro, DE) tracked [tier, country]; tier removed; country → BE on 03-02; tier →
@@ -179,4 +203,39 @@ async fn a_readded_column_unchanged_while_removed_is_carried_over(mut fx: Fixtur
         ["1 03-01T09-03-02T09: pro|DE", "2 03-02T09-12-31T00 current: pro|BE",]
     );
     assert_verified(&fx, true).await;
+}
+
+/// A live row and a delete of one key at one instant: the delete wins, whatever columns
+/// are tracked, so accepting a column change (adding, then removing one) opens, revives
+/// and deletes nothing. (The tie went by a hash of the tracked columns, and a column
+/// change brought deleted keys back.)
+async fn a_column_change_never_flips_a_tie_between_a_change_and_a_delete(mut fx: Fixture) {
+    fx.use_feed().await;
+    fx.set_setting("columns", r#"["tier"]"#);
+    let mut rows = Vec::new();
+    for k in 1..=40 {
+        rows.push(format!(
+            "({k}, 'k{k}@example.com', 'x', 'a{k}', false, '2026-03-01T09:00:00Z')"
+        ));
+        rows.push(format!(
+            "({k}, 'k{k}@example.com', 'x', 'b{k}', true, '2026-03-01T09:00:00Z')"
+        ));
+    }
+    fx.exec(&format!(
+        "INSERT INTO src_feed (customer_id, email, tier, country, is_deleted, updated_at) VALUES {}",
+        rows.join(", ")
+    ))
+    .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    assert_eq!(fx.count("dim_customer").await, 0, "every tie is a delete");
+    for columns in [r#"["tier", "country"]"#, r#"["tier"]"#] {
+        fx.set_setting("columns", columns);
+        let r = fx.run_with(accepting("2026-03-01T11:00:00Z")).await;
+        assert_eq!(
+            (r.counts.versions, r.counts.revived, r.counts.tombstones),
+            (0, 0, 0),
+            "{columns}: {r:?}"
+        );
+        assert_eq!(fx.count("dim_customer").await, 0, "{columns}");
+    }
 }
