@@ -52,7 +52,7 @@ pub enum ExtractError {
         key: String,
     },
     /// Rows without a natural key cannot be versioned.
-    #[error("{count} source rows in the window have a NULL natural key {} (source.key); fix them at the source or exclude them with source.query", null_key_columns(.columns))]
+    #[error("{count} source rows read have a NULL natural key {} (source.key); fix them at the source or exclude them with source.query", null_key_columns(.columns))]
     NullKey {
         /// Each key column with a NULL in some of those rows, and in how many.
         columns: Vec<(String, i64)>,

@@ -144,8 +144,16 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
         for o in &outcomes {
             let detail = match (&o.report, &o.error) {
                 (Some(r), _) => format!(
-                    ": {} read, {} versions, {} corrections, {} tombstones",
-                    r.counts.rows_read, r.counts.versions, r.counts.corrections, r.counts.tombstones
+                    ": {} read, {} versions, {} corrections, {} tombstones{}",
+                    r.counts.rows_read,
+                    r.counts.versions,
+                    r.counts.corrections,
+                    r.counts.tombstones,
+                    match r.unseen_deletes {
+                        0 => String::new(),
+                        1 => ", 1 delete of a key never seen".into(),
+                        n => format!(", {n} deletes of a key never seen"),
+                    }
                 ),
                 (_, Some(e)) => format!(": {e}"),
                 _ => String::new(),

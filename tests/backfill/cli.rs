@@ -71,7 +71,7 @@ async fn a_failed_chunk_is_reported_and_rerun_alone(mut fx: Fixture) {
         "{stdout}"
     );
     assert!(
-        lines[1].contains("1 source rows in the window have a NULL natural key `customer_id`"),
+        lines[1].contains("1 source rows read have a NULL natural key `customer_id`"),
         "the failed chunk must say why: {stdout}"
     );
     assert!(
