@@ -105,7 +105,8 @@ async fn a_server_that_never_answers_fails_after_connect_timeout() {
 }
 
 /// The application names of the other sessions of the fixture's database, polled until
-/// `want` shows up (a run paused at a failpoint holds its connections).
+/// two of them are `want` (a run paused at a failpoint holds its source and target
+/// connections, opened one after the other).
 async fn wait_for_application(fx: &mut Fixture, want: &str) -> Vec<String> {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -118,7 +119,8 @@ async fn wait_for_application(fx: &mut Fixture, want: &str) -> Vec<String> {
             .into_iter()
             .filter_map(|r| r[0].clone())
             .collect();
-        if names.iter().any(|n| n == want) || Instant::now() > deadline {
+        // The run's source and target sessions both (the fixture's own say `dimlog`).
+        if names.iter().filter(|n| *n == want).count() >= 2 || Instant::now() > deadline {
             return names;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
