@@ -78,6 +78,50 @@ pub async fn lookup_one(conn: &mut Conn, ctx: &SqlContext, key: &[String], at: M
     }
 }
 
+/// The key to bind where a statement compares the key columns with bound values (as
+/// `history` does): on PostgreSQL each part in canonical form (cast to the column's
+/// type there); on SQLite the spelling the log holds of the key that is `key` in
+/// canonical form. `None` when there is no such key (on PostgreSQL: a part that is no
+/// spelling of a value of its integer, numeric, uuid or date column).
+pub async fn resolve_key(conn: &mut Conn, ctx: &SqlContext, key: &[String]) -> Result<Option<Vec<String>>, DbError> {
+    let cols = &ctx.key_defs;
+    match conn.backend() {
+        Backend::Postgres => Ok(key
+            .iter()
+            .zip(cols)
+            .map(|(k, c)| read_key(c.kind, k).map(Cow::into_owned))
+            .collect()),
+        Backend::Sqlite => {
+            let wanted: Vec<Cow<'_, str>> = key.iter().zip(cols).map(|(k, c)| canonical_key(c.kind, k)).collect();
+            let (key_filters, params) = sqlite_key_filters(cols, key, 1);
+            let octx = OneContext {
+                base: ctx,
+                key_casts: vec![],
+                key_filters,
+            };
+            let sql = sql::statement(Backend::Sqlite, "lookup", "key_spellings", &octx)?;
+            let rows = conn.query_text("finding the key's spelling", &sql, &params).await?;
+            let same = |r: &Vec<Option<String>>| {
+                r.iter()
+                    .zip(cols)
+                    .zip(&wanted)
+                    .all(|((v, c), w)| v.as_deref().is_some_and(|v| canonical_key(c.kind, v) == *w))
+            };
+            let exact = rows
+                .iter()
+                .position(|r| r.iter().zip(key).all(|(v, k)| v.as_deref() == Some(k.as_str())));
+            let found = exact.or_else(|| rows.iter().position(same));
+            Ok(found.map(|i| rows[i].iter().map(|v| v.clone().unwrap_or_default()).collect()))
+        }
+    }
+}
+
+/// PostgreSQL: the types key values are cast to, per key column ([`pg_cast_type`]), for
+/// statements that compare the key columns with bound values.
+pub(crate) fn key_casts(ctx: &SqlContext) -> Vec<String> {
+    ctx.key_defs.iter().map(|c| pg_cast_type(&c.target_type)).collect()
+}
+
 /// SQLite: conditions on the key columns of `dimlog_d` that every row whose key is
 /// `key` in canonical form meets (and that an index serves where it can), with their
 /// parameters, numbered from `first`. Rows that meet them are candidates: their keys

@@ -31,6 +31,11 @@
 SELECT {% for k in keys %}CAST(dimlog_d.{{ k }} AS TEXT), {% endfor %}CAST(dimlog_d.{{ sk }} AS TEXT) FROM {{ dim }} dimlog_d
 WHERE {% for f in key_filters %}{{ f }} AND {% endfor %}dimlog_d.valid_from <= ?1 AND ?1 < dimlog_d.valid_to
 ORDER BY dimlog_d.valid_from DESC
+{# The spellings the log holds of keys that may be one key in another spelling (see
+   `one`), for `history`. #}
+-- statement: key_spellings
+SELECT DISTINCT {% for k in keys %}CAST(dimlog_d.{{ k }} AS TEXT){% if not loop.last %}, {% endif %}{% endfor %} FROM {{ log }} dimlog_d
+WHERE {% for f in key_filters %}{{ f }}{% if not loop.last %} AND {% endif %}{% endfor %}
 -- statement: fact_columns
 SELECT name, type FROM pragma_table_info(?1)
 -- statement: add_sk_column

@@ -3,7 +3,8 @@
 //! and numeric), keys stored in the source in one spelling and looked up in another
 //! spelling of the same value, the CLI's `lookup`, `assign-keys` (facts holding the
 //! other spelling, in a text column or one of the key's own type) and the in-memory
-//! `Index` all give the key's surrogate key, and `-1` for a value that is not a key.
+//! `Index` all give the key's surrogate key, and `-1` for a value that is not a key;
+//! `history --key` shows that key's version.
 //!
 //! Cases come from a fixed seed; `PROPTEST_CASES` and `PROPTEST_RNG_SEED` override the
 //! count and the seed.
@@ -404,6 +405,29 @@ async fn run_case(backend: Backend, database: Option<&str>, case: &Case) -> Resu
             return Err(fail(format!(
                 "{what}: assign-keys gave {}, expected {want}",
                 assigned[i]
+            )));
+        }
+        // `history --key` reads the same spellings.
+        let mut args = vec!["history".to_string()];
+        for (n, v) in names.iter().zip(&spelled) {
+            args.extend(["--key".to_string(), format!("{n}={v}")]);
+        }
+        args.push("--json".to_string());
+        let out = fx.cli(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+            fail(format!(
+                "history {args:?} printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        })?;
+        let sks: Vec<i64> = json["versions"]
+            .as_array()
+            .map(|v| v.iter().filter_map(|r| r["surrogate_key"].as_i64()).collect())
+            .unwrap_or_default();
+        let history_want = if want == UNKNOWN { vec![] } else { vec![want] };
+        if sks != history_want {
+            return Err(fail(format!(
+                "{what}: history showed {sks:?}, expected {history_want:?}"
             )));
         }
     }
