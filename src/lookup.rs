@@ -28,7 +28,7 @@ pub const UNKNOWN: i64 = -1;
 /// which may hold a value in any spelling, the candidate rows' keys are canonicalised
 /// and compared here.
 pub async fn lookup_one(conn: &mut Conn, ctx: &SqlContext, key: &[String], at: Micros) -> Result<Option<i64>, DbError> {
-    let cols = &ctx.key_defs;
+    let cols = &key_cols(conn.backend(), ctx);
     match conn.backend() {
         Backend::Postgres => {
             let mut params = Vec::with_capacity(key.len() + 1);
@@ -84,7 +84,7 @@ pub async fn lookup_one(conn: &mut Conn, ctx: &SqlContext, key: &[String], at: M
 /// canonical form. `None` when there is no such key (on PostgreSQL: a part that is no
 /// spelling of a value of its integer, numeric, uuid or date column).
 pub async fn resolve_key(conn: &mut Conn, ctx: &SqlContext, key: &[String]) -> Result<Option<Vec<String>>, DbError> {
-    let cols = &ctx.key_defs;
+    let cols = &key_cols(conn.backend(), ctx);
     match conn.backend() {
         Backend::Postgres => Ok(key
             .iter()
@@ -114,6 +114,19 @@ pub async fn resolve_key(conn: &mut Conn, ctx: &SqlContext, key: &[String]) -> R
             Ok(found.map(|i| rows[i].iter().map(|v| v.clone().unwrap_or_default()).collect()))
         }
     }
+}
+
+/// The key columns, each of the kind its type in the target says (the dimension's key
+/// column, not the source's): the kind decides the key's canonical form, the same
+/// whether a session read the source's schema or only the target's record.
+pub fn key_cols(backend: Backend, ctx: &SqlContext) -> Vec<crate::extract::Col> {
+    ctx.key_defs
+        .iter()
+        .map(|c| crate::extract::Col {
+            kind: crate::db::kind_of_type(backend, &c.target_type),
+            ..c.clone()
+        })
+        .collect()
 }
 
 /// PostgreSQL: the types key values are cast to, per key column ([`pg_cast_type`]), for
@@ -959,7 +972,7 @@ async fn parse_fact_times(
 async fn map_fact_keys(conn: &mut Conn, ctx: &SqlContext, actx: &AssignContext<'_>) -> Result<(), AssignError> {
     let backend = conn.backend();
     run_named(conn, "lookup", &["drop_key_map", "key_map", "key_map_index"], actx).await?;
-    let kinds: Vec<ColumnKind> = ctx.key_defs.iter().map(|c| c.kind).collect();
+    let kinds: Vec<ColumnKind> = key_cols(backend, ctx).iter().map(|c| c.kind).collect();
     let n = kinds.len();
     let canon = |parts: &[Option<String>]| -> Option<String> {
         let parts: Vec<Cow<'_, str>> = parts
@@ -1396,7 +1409,7 @@ impl Index {
         let sql = sql::statement(conn.backend(), "lookup", "index_rows", ctx)?;
         let rows = conn.query_text("loading the lookup index", &sql, &[]).await?;
         let n = ctx.keys.len();
-        let kinds: Vec<ColumnKind> = ctx.key_defs.iter().map(|c| c.kind).collect();
+        let kinds: Vec<ColumnKind> = key_cols(conn.backend(), ctx).iter().map(|c| c.kind).collect();
         let mut index = Index::with_key_kinds(&kinds);
         for r in rows {
             let key: Vec<&str> = r[..n].iter().map(|v| v.as_deref().unwrap_or("")).collect();

@@ -528,3 +528,124 @@ async fn the_issues_spellings_sqlite() {
 async fn the_issues_spellings_postgres() {
     issue_spellings(Backend::Postgres).await;
 }
+
+/// A PostgreSQL `numeric(10,2)` key loaded into a SQLite target is held in a TEXT
+/// column, as the text PostgreSQL wrote (`1.00`): the key's kind is its type in the
+/// target, so it is a text key there, compared byte for byte, and every way in agrees
+/// (the Index loaded from the target alone, `lookup` and `assign-keys`; before, facts
+/// in a numeric column matched by SQLite's affinity while `lookup --key 1` did not).
+#[tokio::test]
+async fn numeric_keys_from_postgres_on_a_sqlite_target_are_text() {
+    use dimlog::config::DbUrl;
+    use dimlog::db::{Access, Conn};
+
+    let mut fx = Fixture::postgres().await;
+    fx.exec(
+        "CREATE TABLE src_keys (k1 numeric(10,2) PRIMARY KEY, email text, tier text, country text, \
+         is_deleted boolean NOT NULL DEFAULT false, updated_at timestamptz NOT NULL)",
+    )
+    .await;
+    fx.set_setting("table", "\"src_keys\"");
+    fx.set_setting("key", "[\"k1\"]");
+    let target = format!("sqlite://{}", fx.dir().join("warehouse.db").display());
+    let text = fx.config().to_string();
+    let (head, tail) = text.split_once("[target]").expect("a [target] section");
+    let tail = tail.replacen(
+        &format!("url = \"{}\"", fx.target_url),
+        &format!("url = \"{target}\""),
+        1,
+    );
+    fx.set_config(format!("{head}[target]{tail}"));
+    fx.exec(&format!(
+        "INSERT INTO src_keys (k1, email, tier, country, updated_at) VALUES \
+         ('1', 'e0', 'pro', 'FR', '{LOADED}'), ('-.01', 'e1', 'pro', 'FR', '{LOADED}'), \
+         ('2.5', 'e2', 'pro', 'FR', '{LOADED}')"
+    ))
+    .await;
+    fx.run(UPPER).await;
+
+    let url = DbUrl::parse("target.url", &target, None).expect("a URL");
+    let mut conn = Conn::open(&url, Access::ReadWrite).await.expect("the SQLite target");
+    let stored = conn
+        .query_text(
+            "test",
+            "SELECT CAST(k1 AS TEXT), email, CAST(customer_sk AS TEXT) FROM dim_customer ORDER BY email",
+            &[],
+        )
+        .await
+        .expect("the dimension");
+    let keys: Vec<Option<String>> = stored.iter().map(|r| r[0].clone()).collect();
+    assert_eq!(
+        keys,
+        [
+            Some("1.00".to_string()),
+            Some("-0.01".to_string()),
+            Some("2.50".to_string())
+        ],
+        "SQLite holds PostgreSQL's text"
+    );
+    let sk: Vec<i64> = stored
+        .iter()
+        .map(|r| r[2].as_deref().and_then(|v| v.parse().ok()).expect("a surrogate key"))
+        .collect();
+
+    let index = Index::open(&fx.plan()).await.expect("the index");
+    let cases = [
+        ("1.00", sk[0]),
+        ("-0.01", sk[1]),
+        ("2.50", sk[2]),
+        ("1", UNKNOWN),
+        ("-.01", UNKNOWN),
+        ("2.5", UNKNOWN),
+        ("3", UNKNOWN),
+    ];
+    for (spelling, want) in cases {
+        let out = fx.cli(&["lookup", "--key", &format!("k1={spelling}"), "--at", AT, "--json"]);
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("lookup {spelling}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(json["surrogate_key"].as_i64(), Some(want), "lookup --key {spelling}");
+        assert_eq!(index.lookup(&[spelling], ts(AT)), Ok(want), "Index {spelling}");
+    }
+
+    let rows: Vec<String> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (spelling, _))| format!("({i}, '{spelling}', '{AT}')"))
+        .collect();
+    conn.execute_script(
+        "test",
+        &format!(
+            "CREATE TABLE facts (fact_id INTEGER, k1 TEXT, ordered_at TEXT); \
+             INSERT INTO facts (fact_id, k1, ordered_at) VALUES {}",
+            rows.join(", ")
+        ),
+    )
+    .await
+    .expect("the facts");
+    let out = fx.cli(&[
+        "assign-keys",
+        "--facts",
+        "facts",
+        "--key-column",
+        "k1",
+        "--at-column",
+        "ordered_at",
+        "--sk-column",
+        "customer_sk",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let assigned: Vec<i64> = conn
+        .query_text(
+            "test",
+            "SELECT CAST(customer_sk AS TEXT) FROM facts ORDER BY fact_id",
+            &[],
+        )
+        .await
+        .expect("the facts")
+        .iter()
+        .map(|r| r[0].as_deref().and_then(|v| v.parse().ok()).expect("a surrogate key"))
+        .collect();
+    let want: Vec<i64> = cases.iter().map(|(_, w)| *w).collect();
+    assert_eq!(assigned, want, "assign-keys");
+    let _ = conn.close().await;
+}
