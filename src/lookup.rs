@@ -1544,6 +1544,10 @@ impl Index {
     /// Like [`Index::lookup`], for a key already joined with [`KEY_SEPARATOR`] (saves an
     /// allocation per composite-key fact whose parts are canonical).
     pub fn lookup_joined(&self, key: &str, at: Micros) -> i64 {
+        // One column: no split, and no allocation for a key already canonical.
+        if let [kind] = self.kinds.as_slice() {
+            return self.lookup_canonical(&canonical_key(*kind, key), at);
+        }
         if self.kinds.iter().any(|k| has_spellings(*k)) {
             let parts: Vec<&str> = key.split(KEY_SEPARATOR).collect();
             if parts.len() == self.kinds.len() {
