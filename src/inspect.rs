@@ -112,7 +112,21 @@ pub async fn history(
     layout: &Layout,
     key: &[String],
 ) -> Result<Vec<HistoryRow>, DbError> {
-    let sql = sql::statement(conn.backend(), "inspect", "history", ctx)?;
+    // The key in canonical form, as every way in reads it (lookup::canonical_key).
+    let Some(key) = crate::lookup::resolve_key(conn, ctx, key).await? else {
+        return Ok(vec![]);
+    };
+    #[derive(Serialize)]
+    struct KeyContext<'a> {
+        #[serde(flatten)]
+        base: &'a SqlContext,
+        key_casts: Vec<String>,
+    }
+    let kctx = KeyContext {
+        base: ctx,
+        key_casts: crate::lookup::key_casts(ctx),
+    };
+    let sql = sql::statement(conn.backend(), "inspect", "history", &kctx)?;
     let params: Vec<Param> = key.iter().map(|k| Param::Text(k.clone())).collect();
     let rows = conn.query_text("reading the key's history", &sql, &params).await?;
     let names: Vec<String> = layout.attrs().iter().map(|c| c.bare.clone()).collect();

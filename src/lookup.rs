@@ -10,25 +10,208 @@
 
 use crate::config::Backend;
 use crate::db::{sql, BindKind, Conn, DbError, Param};
+use crate::detect::ColumnKind;
 use crate::ident::Ident;
 use crate::tables::{run_named, SqlContext};
 use crate::ts::{Micros, FAR_FUTURE};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
+use std::borrow::Cow;
 
 /// The surrogate key of the unknown member.
 pub const UNKNOWN: i64 = -1;
 
-/// The surrogate key in effect for `key` at `at`, or `None`.
+/// The surrogate key in effect for `key` at `at`, or `None`. Each key part is read in
+/// its canonical form ([`canonical_key`]), as [`Index`] and [`assign_keys`] read it: on
+/// PostgreSQL it is compared as a value of the key column's type (a part that is no
+/// spelling of an integer, numeric, uuid or date value there finds nothing); on SQLite,
+/// which may hold a value in any spelling, the candidate rows' keys are canonicalised
+/// and compared here.
 pub async fn lookup_one(conn: &mut Conn, ctx: &SqlContext, key: &[String], at: Micros) -> Result<Option<i64>, DbError> {
-    let sql = sql::statement(conn.backend(), "lookup", "one", ctx)?;
-    let mut params: Vec<Param> = key.iter().map(|k| Param::Text(k.clone())).collect();
-    params.push(Param::Ts(at));
-    let rows = conn.query_text("looking up the surrogate key", &sql, &params).await?;
-    Ok(rows
-        .first()
-        .and_then(|r| r.first().cloned().flatten())
-        .and_then(|v| v.parse().ok()))
+    let cols = &key_cols(conn.backend(), ctx);
+    match conn.backend() {
+        Backend::Postgres => {
+            let mut params = Vec::with_capacity(key.len() + 1);
+            for (k, c) in key.iter().zip(cols) {
+                match read_key(c.kind, k) {
+                    Some(v) => params.push(Param::Text(v.into_owned())),
+                    None => return Ok(None),
+                }
+            }
+            params.push(Param::Ts(at));
+            let octx = OneContext {
+                base: ctx,
+                key_casts: cols.iter().map(|c| pg_cast_type(&c.target_type)).collect(),
+                key_filters: vec![],
+            };
+            let sql = sql::statement(conn.backend(), "lookup", "one", &octx)?;
+            let rows = conn.query_text("looking up the surrogate key", &sql, &params).await?;
+            Ok(rows
+                .first()
+                .and_then(|r| r.first().cloned().flatten())
+                .and_then(|v| v.parse().ok()))
+        }
+        Backend::Sqlite => {
+            let wanted: Vec<Cow<'_, str>> = key.iter().zip(cols).map(|(k, c)| canonical_key(c.kind, k)).collect();
+            let (key_filters, mut params) = sqlite_key_filters(cols, key, 2);
+            params.insert(0, Param::Ts(at));
+            let octx = OneContext {
+                base: ctx,
+                key_casts: vec![],
+                key_filters,
+            };
+            let sql = sql::statement(conn.backend(), "lookup", "one", &octx)?;
+            let rows = conn.query_text("looking up the surrogate key", &sql, &params).await?;
+            let n = cols.len();
+            Ok(rows
+                .iter()
+                .find(|r| {
+                    r[..n]
+                        .iter()
+                        .zip(cols)
+                        .zip(&wanted)
+                        .all(|((v, c), w)| v.as_deref().is_some_and(|v| canonical_key(c.kind, v) == *w))
+                })
+                .and_then(|r| r[n].as_deref())
+                .and_then(|v| v.parse().ok()))
+        }
+    }
+}
+
+/// The key to bind where a statement compares the key columns with bound values (as
+/// `history` does): on PostgreSQL each part in canonical form (cast to the column's
+/// type there); on SQLite the spelling the log holds of the key that is `key` in
+/// canonical form. `None` when there is no such key (on PostgreSQL: a part that is no
+/// spelling of a value of its integer, numeric, uuid or date column).
+pub async fn resolve_key(conn: &mut Conn, ctx: &SqlContext, key: &[String]) -> Result<Option<Vec<String>>, DbError> {
+    let cols = &key_cols(conn.backend(), ctx);
+    match conn.backend() {
+        Backend::Postgres => Ok(key
+            .iter()
+            .zip(cols)
+            .map(|(k, c)| read_key(c.kind, k).map(Cow::into_owned))
+            .collect()),
+        Backend::Sqlite => {
+            let wanted: Vec<Cow<'_, str>> = key.iter().zip(cols).map(|(k, c)| canonical_key(c.kind, k)).collect();
+            let (key_filters, params) = sqlite_key_filters(cols, key, 1);
+            let octx = OneContext {
+                base: ctx,
+                key_casts: vec![],
+                key_filters,
+            };
+            let sql = sql::statement(Backend::Sqlite, "lookup", "key_spellings", &octx)?;
+            let rows = conn.query_text("finding the key's spelling", &sql, &params).await?;
+            let same = |r: &Vec<Option<String>>| {
+                r.iter()
+                    .zip(cols)
+                    .zip(&wanted)
+                    .all(|((v, c), w)| v.as_deref().is_some_and(|v| canonical_key(c.kind, v) == *w))
+            };
+            let exact = rows
+                .iter()
+                .position(|r| r.iter().zip(key).all(|(v, k)| v.as_deref() == Some(k.as_str())));
+            let found = exact.or_else(|| rows.iter().position(same));
+            Ok(found.map(|i| rows[i].iter().map(|v| v.clone().unwrap_or_default()).collect()))
+        }
+    }
+}
+
+/// The key columns, each of the kind its type in the target says (the dimension's key
+/// column, not the source's): the kind decides the key's canonical form, the same
+/// whether a session read the source's schema or only the target's record.
+pub fn key_cols(backend: Backend, ctx: &SqlContext) -> Vec<crate::extract::Col> {
+    ctx.key_defs
+        .iter()
+        .map(|c| crate::extract::Col {
+            kind: crate::db::kind_of_type(backend, &c.target_type),
+            ..c.clone()
+        })
+        .collect()
+}
+
+/// PostgreSQL: the types key values are cast to, per key column ([`pg_cast_type`]), for
+/// statements that compare the key columns with bound values.
+pub(crate) fn key_casts(ctx: &SqlContext) -> Vec<String> {
+    ctx.key_defs.iter().map(|c| pg_cast_type(&c.target_type)).collect()
+}
+
+/// SQLite: conditions on the key columns of `dimlog_d` that every row whose key is
+/// `key` in canonical form meets (and that an index serves where it can), with their
+/// parameters, numbered from `first`. Rows that meet them are candidates: their keys
+/// are canonicalised and compared in Rust.
+pub(crate) fn sqlite_key_filters(
+    cols: &[crate::extract::Col],
+    key: &[String],
+    first: usize,
+) -> (Vec<String>, Vec<Param>) {
+    let mut filters = Vec::with_capacity(cols.len());
+    let mut params = Vec::with_capacity(cols.len());
+    for (i, (k, col)) in key.iter().zip(cols).enumerate() {
+        let n = first + i;
+        let c = format!("dimlog_d.{}", col.name);
+        match (col.kind, read_key(col.kind, k)) {
+            (ColumnKind::Int, Some(v)) => {
+                filters.push(format!("{c} = ?{n}"));
+                params.push(Param::I64(v.parse().expect("a canonical integer")));
+            }
+            (ColumnKind::Numeric, Some(v)) if v != "NaN" => {
+                filters.push(format!("CAST({c} AS REAL) = CAST(?{n} AS REAL)"));
+                params.push(Param::Text(v.into_owned()));
+            }
+            (ColumnKind::Uuid, Some(v)) => {
+                filters.push(format!(
+                    "lower(replace(replace(replace(trim(CAST({c} AS TEXT)), '-', ''), '{{', ''), '}}', '')) = ?{n}"
+                ));
+                params.push(Param::Text(v.replace('-', "")));
+            }
+            (ColumnKind::Date, Some(v)) => {
+                filters.push(format!("instr(CAST({c} AS TEXT), ?{n}) > 0"));
+                params.push(Param::Text(v[..4].to_string()));
+            }
+            (kind, Some(v)) if !has_spellings(kind) => {
+                filters.push(format!("{c} = ?{n}"));
+                params.push(Param::Text(v.into_owned()));
+            }
+            _ => {
+                filters.push(format!("CAST({c} AS TEXT) = ?{n}"));
+                params.push(Param::Text(k.clone()));
+            }
+        }
+    }
+    (filters, params)
+}
+
+/// PostgreSQL: the type a key value is cast to before it is compared with the key
+/// column: the column's type without its modifier, so nothing is rounded (`numeric(10,2)`
+/// would make `1.004` the key `1.00`) or cut short (`varchar(3)` would make `abcd` the
+/// key `abc`).
+pub(crate) fn pg_cast_type(target_type: &str) -> String {
+    let mut out = String::new();
+    let mut depth = 0;
+    for ch in target_type.chars() {
+        match ch {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            _ if depth == 0 => out.push(ch),
+            _ => {}
+        }
+    }
+    let out = out.split_whitespace().collect::<Vec<_>>().join(" ");
+    match out.as_str() {
+        "character" | "char" => "bpchar".into(),
+        "bit" => "bit varying".into(),
+        _ => out,
+    }
+}
+
+#[derive(Serialize)]
+struct OneContext<'a> {
+    #[serde(flatten)]
+    base: &'a SqlContext,
+    /// PostgreSQL: the type each key value is cast to.
+    key_casts: Vec<String>,
+    /// SQLite: conditions on the key columns (see [`sqlite_key_filters`]).
+    key_filters: Vec<String>,
 }
 
 /// What `assign-keys` should fill.
@@ -535,6 +718,7 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         }
         if backend == Backend::Sqlite {
             parse_fact_times(conn, &actx, spec.timezone.as_ref()).await?;
+            map_fact_keys(conn, ctx, &actx).await?;
         }
         conn.execute("assign-keys", &sql::statement(backend, "lookup", "assign", &actx)?, &[])
             .await?;
@@ -614,7 +798,7 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
             });
         }
         if backend == Backend::Sqlite {
-            run_named(conn, "lookup", &["drop_at_parsed"], &actx).await?;
+            run_named(conn, "lookup", &["drop_at_parsed", "drop_key_map"], &actx).await?;
         }
         if !assigned_before {
             run_named(conn, "lookup", &["assigned_table"], &actx).await?;
@@ -780,6 +964,68 @@ async fn parse_fact_times(
     Ok(())
 }
 
+/// SQLite: maps each distinct key of the facts (its text) to the versions of the
+/// dimension's key that is the same value in canonical form ([`canonical_key`]), in the
+/// temporary table `dimlog_key_map` the assignment joins; SQLite's own comparison
+/// would read spellings by the columns' affinities (`1.0` is the integer `1` for one
+/// column and not for another).
+async fn map_fact_keys(conn: &mut Conn, ctx: &SqlContext, actx: &AssignContext<'_>) -> Result<(), AssignError> {
+    let backend = conn.backend();
+    run_named(conn, "lookup", &["drop_key_map", "key_map", "key_map_index"], actx).await?;
+    let kinds: Vec<ColumnKind> = key_cols(backend, ctx).iter().map(|c| c.kind).collect();
+    let n = kinds.len();
+    let canon = |parts: &[Option<String>]| -> Option<String> {
+        let parts: Vec<Cow<'_, str>> = parts
+            .iter()
+            .zip(&kinds)
+            .map(|(v, k)| v.as_deref().map(|v| canonical_key(*k, v)))
+            .collect::<Option<_>>()?;
+        Some(join_key(&parts.iter().map(|p| p.as_ref()).collect::<Vec<_>>()))
+    };
+    let dimension = conn
+        .query_text(
+            "reading the dimension's keys",
+            &sql::statement(backend, "lookup", "index_rows", ctx)?,
+            &[],
+        )
+        .await?;
+    type Version = (Option<String>, Option<String>, Option<String>);
+    let mut versions: FxHashMap<String, Vec<Version>> = FxHashMap::default();
+    for r in dimension {
+        if let Some(k) = canon(&r[..n]) {
+            versions
+                .entry(k)
+                .or_default()
+                .push((r[n].clone(), r[n + 1].clone(), r[n + 2].clone()));
+        }
+    }
+    let facts = conn
+        .query_text(
+            "reading the facts' keys",
+            &sql::statement(backend, "lookup", "fact_keys", actx)?,
+            &[],
+        )
+        .await?;
+    let mut rows = Vec::new();
+    for f in facts {
+        let Some(found) = canon(&f).and_then(|k| versions.get(&k)) else {
+            continue;
+        };
+        for (from, to, sk) in found {
+            let mut row = f.clone();
+            row.extend([from.clone(), to.clone(), sk.clone()]);
+            rows.push(row);
+        }
+    }
+    let mut columns: Vec<String> = (0..n).map(|i| format!("dimlog_k{i}")).collect();
+    columns.extend(["dimlog_from", "dimlog_to", "dimlog_sk"].map(String::from));
+    let mut binds = vec![BindKind::Text; n + 2];
+    binds.push(BindKind::Int);
+    conn.bulk_insert("mapping the facts' keys", "dimlog_key_map", &columns, &binds, &rows)
+        .await?;
+    Ok(())
+}
+
 /// One version's interval and surrogate key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Span {
@@ -800,8 +1046,9 @@ struct Step {
 }
 
 /// An in-memory point-in-time index over a dimension: per key, its versions sorted by
-/// `valid_from`, binary-searched. Keys are the text of the key columns (as the dimension
-/// stores them), joined with U+001F for composite keys.
+/// `valid_from`, binary-searched. Keys are the canonical text of the key columns
+/// ([`canonical_key`]: `07` is the integer key `7`, `1.00` the numeric key `1`, an
+/// upper-case uuid its lower-case form), joined with U+001F for composite keys.
 ///
 /// Sealed, every key's versions lie next to each other in one array, and the key maps to
 /// its slice of it; a key that is the canonical text of an `i64` (most keys are) is
@@ -811,6 +1058,10 @@ pub struct Index {
     /// How many columns the natural key has (from the dimension, else the first key
     /// inserted): a lookup with another number of parts is an error.
     key_parts: Option<usize>,
+    /// The kinds of the key columns, when known (from the dimension, or
+    /// [`Index::with_key_kinds`]): keys, stored and looked up, are compared in their
+    /// canonical form ([`canonical_key`]). Empty: compared as given.
+    kinds: Vec<ColumnKind>,
     /// Versions added since the last [`Index::seal`].
     pending: FxHashMap<Box<str>, Vec<Span>>,
     /// Sealed keys that are canonical integers → (start, length) in `steps`.
@@ -933,6 +1184,182 @@ fn canonical_int(s: &str) -> Option<i64> {
     s.parse().ok()
 }
 
+/// The canonical text of a key value of `kind`: what every way in (`dimlog lookup`,
+/// `assign-keys`, [`Index`], `history --key`) compares, on both backends, so that every
+/// spelling a database reads as the same value finds the same key:
+///
+/// - integer: decimal digits, `-` for a negative number, no `+`, no leading zeros, no
+///   `-0` (`07`, `+7`, ` 7 ` → `7`);
+/// - numeric (exact decimal): the shortest exact form: no `+`, no leading zeros before
+///   the point (`0.5`, not `.5`), no trailing zeros after it and no point for a whole
+///   number, no `-0`; an exponent is applied (`1.00`, `1.0`, `01`, `100e-2` → `1`;
+///   `-.01` → `-0.01`; `NaN` in any case → `NaN`);
+/// - uuid: 32 lowercase hex digits in groups 8-4-4-4-12 (from upper case, braces, or
+///   hyphens elsewhere or none);
+/// - date: `YYYY-MM-DD` (from `2026-1-1`, `2026-01-1`);
+/// - every other kind (text above all): the text as it is, byte for byte.
+///
+/// Surrounding whitespace is ignored for integers, numerics, uuids and dates. Text that
+/// is no spelling of a value of its kind is compared as it is (SQLite may hold it in a
+/// column of any type).
+pub fn canonical_key(kind: ColumnKind, text: &str) -> Cow<'_, str> {
+    read_key(kind, text).unwrap_or(Cow::Borrowed(text))
+}
+
+/// [`canonical_key`] of a text that is a spelling of a value of `kind`, or `None` when
+/// it is none (a kind compared as text reads every text).
+pub fn read_key(kind: ColumnKind, text: &str) -> Option<Cow<'_, str>> {
+    match kind {
+        ColumnKind::Int => read_int(text),
+        ColumnKind::Numeric => read_numeric(text),
+        ColumnKind::Uuid => read_uuid(text),
+        ColumnKind::Date => read_date(text),
+        _ => Some(Cow::Borrowed(text)),
+    }
+}
+
+/// Whether key values of `kind` have spellings other than their canonical text.
+pub fn has_spellings(kind: ColumnKind) -> bool {
+    matches!(
+        kind,
+        ColumnKind::Int | ColumnKind::Numeric | ColumnKind::Uuid | ColumnKind::Date
+    )
+}
+
+fn read_int(text: &str) -> Option<Cow<'_, str>> {
+    if canonical_int(text).is_some() {
+        return Some(Cow::Borrowed(text));
+    }
+    let t = text.trim_ascii();
+    let (negative, digits) = match t.as_bytes().first()? {
+        b'-' => (true, &t[1..]),
+        b'+' => (false, &t[1..]),
+        _ => (false, t),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits = digits.trim_start_matches('0');
+    if digits.len() > 19 {
+        return None;
+    }
+    let magnitude: i128 = if digits.is_empty() { 0 } else { digits.parse().ok()? };
+    let value = if negative { -magnitude } else { magnitude };
+    let value = i64::try_from(value).ok()?;
+    Some(Cow::Owned(value.to_string()))
+}
+
+fn read_numeric(text: &str) -> Option<Cow<'_, str>> {
+    let t = text.trim_ascii();
+    if t.eq_ignore_ascii_case("nan") {
+        return Some(if t == "NaN" {
+            Cow::Borrowed(t)
+        } else {
+            Cow::Borrowed("NaN")
+        });
+    }
+    let (negative, rest) = match t.as_bytes().first()? {
+        b'-' => (true, &t[1..]),
+        b'+' => (false, &t[1..]),
+        _ => (false, t),
+    };
+    let (mantissa, exponent) = match rest.find(['e', 'E']) {
+        Some(i) => {
+            let e = &rest[i + 1..];
+            let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
+            if digits.is_empty() || digits.len() > 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+                return None;
+            }
+            (&rest[..i], e.parse::<i64>().ok()?)
+        }
+        None => (rest, 0),
+    };
+    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if int.is_empty() && frac.is_empty() {
+        return None;
+    }
+    if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // digits × 10^(point - len(digits)), with the point after `point` digits.
+    let digits: Vec<u8> = int.bytes().chain(frac.bytes()).collect();
+    let point = int.len() as i64 + exponent;
+    let first = digits.iter().position(|&d| d != b'0');
+    let Some(first) = first else {
+        return Some(Cow::Borrowed("0"));
+    };
+    let last = digits.iter().rposition(|&d| d != b'0').expect("a nonzero digit");
+    let mut out = String::new();
+    if negative {
+        out.push('-');
+    }
+    let (first, last) = (first as i64, last as i64);
+    // Integer part: digits before the point, from the first nonzero one.
+    if point <= first {
+        out.push('0');
+    } else {
+        for i in first..point {
+            out.push(if i <= last { digits[i as usize] as char } else { '0' });
+        }
+    }
+    if last >= point {
+        out.push('.');
+        for i in point..=last {
+            out.push(if i < first { '0' } else { digits[i as usize] as char });
+        }
+    }
+    if out == t {
+        Some(Cow::Borrowed(t))
+    } else {
+        Some(Cow::Owned(out))
+    }
+}
+
+fn read_uuid(text: &str) -> Option<Cow<'_, str>> {
+    let t = text.trim_ascii();
+    let inner = t.strip_prefix('{').and_then(|s| s.strip_suffix('}')).unwrap_or(t);
+    if inner.starts_with('-') || inner.ends_with('-') || inner.contains("--") {
+        return None;
+    }
+    let hex: Vec<u8> = inner.bytes().filter(|&b| b != b'-').collect();
+    if hex.len() != 32 || !hex.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    let mut out = String::with_capacity(36);
+    for (i, b) in hex.iter().enumerate() {
+        if matches!(i, 8 | 12 | 16 | 20) {
+            out.push('-');
+        }
+        out.push(b.to_ascii_lowercase() as char);
+    }
+    if out == text {
+        Some(Cow::Borrowed(text))
+    } else {
+        Some(Cow::Owned(out))
+    }
+}
+
+fn read_date(text: &str) -> Option<Cow<'_, str>> {
+    let t = text.trim_ascii();
+    let mut parts = t.split('-');
+    let (y, m, d) = (parts.next()?, parts.next()?, parts.next()?);
+    if parts.next().is_some()
+        || y.len() != 4
+        || !(1..=2).contains(&m.len())
+        || !(1..=2).contains(&d.len())
+        || !y.bytes().chain(m.bytes()).chain(d.bytes()).all(|b| b.is_ascii_digit())
+    {
+        return None;
+    }
+    let date = chrono::NaiveDate::from_ymd_opt(y.parse().ok()?, m.parse().ok()?, d.parse().ok()?)?;
+    let out = date.format("%Y-%m-%d").to_string();
+    if out == text {
+        Some(Cow::Borrowed(text))
+    } else {
+        Some(Cow::Owned(out))
+    }
+}
+
 /// A lookup the index cannot answer (as opposed to one with no version in effect, which
 /// is [`UNKNOWN`]).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -954,15 +1381,36 @@ pub enum LookupError {
 pub const KEY_SEPARATOR: char = '\u{1f}';
 
 impl Index {
-    /// Loads the whole dimension.
+    /// Loads the index of the dimension `plan` configures from its target alone: it
+    /// never connects to the source (which a lookup-only program need not reach), reads
+    /// with read rights only and writes nothing. Fails when the dimension was never
+    /// loaded.
+    pub async fn open(plan: &crate::config::Plan) -> Result<Index, crate::Error> {
+        let mut session = crate::pipeline::Session::open_target(plan, crate::db::Access::QueryOnly).await?;
+        let index = Index::load(&mut session.target, &session.ctx).await;
+        session.close().await;
+        Ok(index?)
+    }
+
+    /// An empty index whose keys have these kinds (one per key column, in `source.key`
+    /// order): keys inserted and looked up are compared in their canonical form
+    /// ([`canonical_key`]), as an index [`Index::load`]ed from a dimension does.
+    pub fn with_key_kinds(kinds: &[ColumnKind]) -> Index {
+        Index {
+            key_parts: Some(kinds.len()),
+            kinds: kinds.to_vec(),
+            ..Index::default()
+        }
+    }
+
+    /// Loads the whole dimension through a connection to its target (see
+    /// [`Index::open`] for a program that has only the config).
     pub async fn load(conn: &mut Conn, ctx: &SqlContext) -> Result<Index, DbError> {
         let sql = sql::statement(conn.backend(), "lookup", "index_rows", ctx)?;
         let rows = conn.query_text("loading the lookup index", &sql, &[]).await?;
         let n = ctx.keys.len();
-        let mut index = Index {
-            key_parts: Some(n),
-            ..Index::default()
-        };
+        let kinds: Vec<ColumnKind> = key_cols(conn.backend(), ctx).iter().map(|c| c.kind).collect();
+        let mut index = Index::with_key_kinds(&kinds);
         for r in rows {
             let key: Vec<&str> = r[..n].iter().map(|v| v.as_deref().unwrap_or("")).collect();
             let t = |v: &Option<String>| -> i64 {
@@ -979,10 +1427,30 @@ impl Index {
         Ok(index)
     }
 
+    /// `key` joined, each part in canonical form when the kinds are known.
+    fn joined<'a>(&self, key: &[&'a str]) -> Cow<'a, str> {
+        if self.kinds.len() == key.len() {
+            if let [one] = key {
+                return canonical_key(self.kinds[0], one);
+            }
+            let parts: Vec<Cow<'_, str>> = key
+                .iter()
+                .zip(&self.kinds)
+                .map(|(k, kind)| canonical_key(*kind, k))
+                .collect();
+            let parts: Vec<&str> = parts.iter().map(|p| p.as_ref()).collect();
+            return Cow::Owned(join_key(&parts));
+        }
+        match key {
+            [one] => Cow::Borrowed(*one),
+            _ => Cow::Owned(join_key(key)),
+        }
+    }
+
     /// Adds a version (call [`Index::seal`] after the last).
     pub fn insert(&mut self, key: &[&str], valid_from: Micros, valid_to: Micros, sk: i64) {
         self.key_parts.get_or_insert(key.len());
-        let joined = join_key(key);
+        let joined = self.joined(key).into_owned();
         self.pending.entry(joined.into_boxed_str()).or_default().push(Span {
             from: valid_from.0,
             to: valid_to.0,
@@ -1070,15 +1538,27 @@ impl Index {
                 given: key.len(),
             });
         }
-        if key.len() == 1 {
-            return Ok(self.lookup_joined(key[0], at));
-        }
-        Ok(self.lookup_joined(&join_key(key), at))
+        Ok(self.lookup_canonical(&self.joined(key), at))
     }
 
     /// Like [`Index::lookup`], for a key already joined with [`KEY_SEPARATOR`] (saves an
-    /// allocation per composite-key fact).
+    /// allocation per composite-key fact whose parts are canonical).
     pub fn lookup_joined(&self, key: &str, at: Micros) -> i64 {
+        // One column: no split, and no allocation for a key already canonical.
+        if let [kind] = self.kinds.as_slice() {
+            return self.lookup_canonical(&canonical_key(*kind, key), at);
+        }
+        if self.kinds.iter().any(|k| has_spellings(*k)) {
+            let parts: Vec<&str> = key.split(KEY_SEPARATOR).collect();
+            if parts.len() == self.kinds.len() {
+                return self.lookup_canonical(&self.joined(&parts), at);
+            }
+        }
+        self.lookup_canonical(key, at)
+    }
+
+    /// The lookup of a key in canonical form, joined.
+    fn lookup_canonical(&self, key: &str, at: Micros) -> i64 {
         let steps = match canonical_int(key) {
             Some(n) => self.ints.get(n, &self.steps),
             None => self
@@ -1190,6 +1670,64 @@ mod tests {
         assert_eq!(ix.get(&["1"], Micros(15)), 3);
         assert_eq!(ix.get(&["a"], Micros(5)), 2);
         assert_eq!(ix.len(), 3);
+    }
+
+    #[test]
+    fn canonical_forms() {
+        use ColumnKind::*;
+        fn c(kind: ColumnKind, text: &str) -> String {
+            canonical_key(kind, text).into_owned()
+        }
+        assert_eq!(c(Int, "07"), "7");
+        assert_eq!(c(Int, "+7"), "7");
+        assert_eq!(c(Int, " -007 "), "-7");
+        assert_eq!(c(Int, "-0"), "0");
+        assert_eq!(c(Int, "7.0"), "7.0", "no integer spelling: compared as it is");
+        assert_eq!(c(Int, "99999999999999999999"), "99999999999999999999");
+        assert_eq!(c(Numeric, "1"), "1");
+        assert_eq!(c(Numeric, "1.0"), "1");
+        assert_eq!(c(Numeric, "1.00"), "1");
+        assert_eq!(c(Numeric, "-.01"), "-0.01");
+        assert_eq!(c(Numeric, "+01.50"), "1.5");
+        assert_eq!(c(Numeric, "150e-2"), "1.5");
+        assert_eq!(c(Numeric, "1E3"), "1000");
+        assert_eq!(c(Numeric, "-0.00"), "0");
+        assert_eq!(c(Numeric, "1."), "1");
+        assert_eq!(c(Numeric, "nan"), "NaN");
+        assert_eq!(c(Numeric, "1.2.3"), "1.2.3");
+        assert_eq!(c(Numeric, "."), ".");
+        let u = "9f3c1a2b-4d5e-4f60-8a7b-1c2d3e4f5a6b";
+        assert!(matches!(canonical_key(Uuid, u), Cow::Borrowed(_)));
+        assert_eq!(c(Uuid, &u.to_ascii_uppercase()), u);
+        assert_eq!(c(Uuid, &format!("{{{u}}}")), u);
+        assert_eq!(c(Uuid, &u.replace('-', "")), u);
+        assert_eq!(c(Uuid, "9f3c1a2b-"), "9f3c1a2b-");
+        assert_eq!(c(Date, "2026-1-1"), "2026-01-01");
+        assert_eq!(c(Date, "2026-01-1"), "2026-01-01");
+        assert_eq!(c(Date, "2026-02-30"), "2026-02-30", "no date: compared as it is");
+        assert_eq!(c(Text, " 07 "), " 07 ");
+        assert_eq!(read_key(Int, "x"), None);
+        assert_eq!(read_key(Text, "x").as_deref(), Some("x"));
+    }
+
+    #[test]
+    fn an_index_with_kinds_reads_every_spelling() {
+        let mut ix = Index::with_key_kinds(&[ColumnKind::Numeric, ColumnKind::Date]);
+        ix.insert(&["1.00", "2026-01-01"], Micros(0), Micros(10), 5);
+        ix.seal();
+        assert_eq!(ix.get(&["1", "2026-1-1"], Micros(5)), 5);
+        assert_eq!(ix.get(&["01.0", "2026-01-01"], Micros(5)), 5);
+        assert_eq!(ix.lookup_joined(&join_key(&["1.0", "2026-1-01"]), Micros(5)), 5);
+        assert_eq!(ix.get(&["1.01", "2026-01-01"], Micros(5)), UNKNOWN);
+    }
+
+    #[test]
+    fn cast_types_drop_modifiers() {
+        assert_eq!(pg_cast_type("numeric(10,2)"), "numeric");
+        assert_eq!(pg_cast_type("character varying(20)"), "character varying");
+        assert_eq!(pg_cast_type("character(4)"), "bpchar");
+        assert_eq!(pg_cast_type("timestamp(3) with time zone"), "timestamp with time zone");
+        assert_eq!(pg_cast_type("bigint"), "bigint");
     }
 
     #[test]

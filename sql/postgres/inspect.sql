@@ -1,6 +1,8 @@
 {# Reading the dimension and the log for people: history of one key. Key values arrive
-   as bound text and are cast to the column's type, so the key index is used. #}
-{% macro key_filter(p) %}{% for c in key_defs %}{{ p }}{{ c.name }} = CAST(${{ loop.index }} AS {{ c.target_type }}){{ " AND " if not loop.last }}{% endfor %}{% endmacro %}
+   as bound text in canonical form and are cast to the column's type without its
+   modifier (`key_casts`, see lookup::pg_cast_type), so the key index is used and
+   nothing is rounded or cut short. #}
+{% macro key_filter(p) %}{% for c in key_defs %}{{ p }}{{ c.name }} = CAST(${{ loop.index }} AS {{ key_casts[loop.index0] }}){{ " AND " if not loop.last }}{% endfor %}{% endmacro %}
 -- statement: history
 SELECT dimlog_x.dimlog_sk::text, {% for c in attrs %}dimlog_x.{{ c }}::text, {% endfor %}{{ "dimlog_x.valid_from"|pgts }}, {{ "dimlog_x.valid_to"|pgts }},
        dimlog_x.is_current::text, dimlog_x.is_deleted::text, dimlog_x.load_id::text

@@ -8,10 +8,12 @@
    NULL, ±infinity and skipped times are no usable timestamp (`bad`). #}
 {% macro at(x) %}{% if at_local and not at_date %}(CASE WHEN (({{ x }}) AT TIME ZONE '{{ tz }}') AT TIME ZONE '{{ tz }}' = ({{ x }}) THEN ({{ x }}) AT TIME ZONE '{{ tz }}' END){% elif at_local %}(({{ x }})::timestamp AT TIME ZONE '{{ tz }}'){% else %}{{ x }}{% endif %}{% endmacro %}
 {% macro bad(x) %}({{ x }} IS NULL OR NOT isfinite({{ x }}){% if at_local and not at_date %} OR {{ at(x) }} IS NULL{% endif %}){% endmacro %}
-{% macro key_filter(p) %}{% for c in key_defs %}{{ p }}{{ c.name }} = CAST(${{ loop.index }} AS {{ c.target_type }}) AND {% endfor %}{% endmacro %}
+{# One key's surrogate key: each key value (canonical text, see lookup::canonical_key)
+   is cast to its column's type without the modifier (`key_casts`), so PostgreSQL
+   compares values and neither rounds nor truncates the value given. #}
 -- statement: one
 SELECT dimlog_d.{{ sk }}::text FROM {{ dim }} dimlog_d
-WHERE {{ key_filter("dimlog_d.") }}dimlog_d.valid_from <= ${{ key_defs|length + 1 }} AND ${{ key_defs|length + 1 }} < dimlog_d.valid_to
+WHERE {% for c in key_defs %}dimlog_d.{{ c.name }} = CAST(${{ loop.index }} AS {{ key_casts[loop.index0] }}) AND {% endfor %}dimlog_d.valid_from <= ${{ key_defs|length + 1 }} AND ${{ key_defs|length + 1 }} < dimlog_d.valid_to
 -- statement: fact_columns
 SELECT dimlog_a.attname::text, format_type(dimlog_a.atttypid, dimlog_a.atttypmod)
 FROM pg_attribute dimlog_a WHERE dimlog_a.attrelid = to_regclass($1) AND dimlog_a.attnum > 0 AND NOT dimlog_a.attisdropped

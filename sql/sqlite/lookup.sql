@@ -20,24 +20,47 @@
            AND substr({{ x }}, 21, length({{ x }}) - 26) NOT GLOB '*[^0-9]*'))){% endmacro %}
 {% macro at(x) %}(CASE WHEN {{ fast_ok(x) }} THEN {{ canon(x) }}
  WHEN typeof({{ x }}) = 'text' THEN (SELECT dimlog_p.dimlog_utc FROM dimlog_at_parsed dimlog_p WHERE dimlog_p.dimlog_raw = {{ x }}) END){% endmacro %}
-{% macro key_filter(p) %}{% for c in key_defs %}{{ p }}{{ c.name }} = ?{{ loop.index }} AND {% endfor %}{% endmacro %}
 {% macro canon(x) %}(CASE WHEN {{ x }} GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]T[0-9][0-9]:[0-9][0-9]:[0-9][0-9].[0-9][0-9][0-9][0-9][0-9][0-9]Z' THEN {{ x }}
  WHEN {{ x }} GLOB '*Z' AND instr({{ x }}, '.') > 0 THEN strftime('%Y-%m-%dT%H:%M:%S', substr({{ x }}, 1, instr({{ x }}, '.') - 1) || 'Z') || '.' || substr(substr({{ x }}, instr({{ x }}, '.') + 1, length({{ x }}) - instr({{ x }}, '.') - 1) || '000000', 1, 6) || 'Z'
  WHEN {{ x }} GLOB '*[+-][0-9][0-9]:[0-9][0-9]' AND instr({{ x }}, '.') > 0 THEN strftime('%Y-%m-%dT%H:%M:%S', substr({{ x }}, 1, instr({{ x }}, '.') - 1) || substr({{ x }}, -6)) || '.' || substr(substr({{ x }}, instr({{ x }}, '.') + 1, length({{ x }}) - instr({{ x }}, '.') - 6) || '000000', 1, 6) || 'Z'
  ELSE strftime('%Y-%m-%dT%H:%M:%S', {{ x }}) || '.000000Z' END){% endmacro %}
+{# One key's candidate versions at ?1: `key_filters` (lookup::sqlite_key_filters) pick
+   the rows whose key may be the one given in another spelling; their keys are compared
+   in canonical form in Rust. #}
 -- statement: one
-SELECT CAST(dimlog_d.{{ sk }} AS TEXT) FROM {{ dim }} dimlog_d
-WHERE {{ key_filter("dimlog_d.") }}dimlog_d.valid_from <= ?{{ key_defs|length + 1 }} AND ?{{ key_defs|length + 1 }} < dimlog_d.valid_to
+SELECT {% for k in keys %}CAST(dimlog_d.{{ k }} AS TEXT), {% endfor %}CAST(dimlog_d.{{ sk }} AS TEXT) FROM {{ dim }} dimlog_d
+WHERE {% for f in key_filters %}{{ f }} AND {% endfor %}dimlog_d.valid_from <= ?1 AND ?1 < dimlog_d.valid_to
+ORDER BY dimlog_d.valid_from DESC
+{# The spellings the log holds of keys that may be one key in another spelling (see
+   `one`), for `history`. #}
+-- statement: key_spellings
+SELECT DISTINCT {% for k in keys %}CAST(dimlog_d.{{ k }} AS TEXT){% if not loop.last %}, {% endif %}{% endfor %} FROM {{ log }} dimlog_d
+WHERE {% for f in key_filters %}{{ f }}{% if not loop.last %} AND {% endif %}{% endfor %}
 -- statement: fact_columns
 SELECT name, type FROM pragma_table_info(?1)
 -- statement: add_sk_column
 ALTER TABLE {{ facts }} ADD COLUMN {{ fact_sk }} INTEGER
+{# Facts are matched to the dimension through `dimlog_key_map`: each distinct key of
+   the facts (as text) with the versions of the dimension's key that is the same value
+   in canonical form (lookup::canonical_key), made in Rust (map_fact_keys), so that
+   assign-keys reads every spelling as `lookup` and the Index do, whatever the
+   columns' affinities would make of it. #}
+-- statement: key_map
+CREATE TEMP TABLE dimlog_key_map ({% for k in fact_keys %}dimlog_k{{ loop.index0 }} TEXT NOT NULL, {% endfor %}dimlog_from TEXT NOT NULL, dimlog_to TEXT NOT NULL, dimlog_sk INTEGER NOT NULL)
+-- statement: key_map_index
+CREATE INDEX temp.dimlog_key_map_k ON dimlog_key_map ({% for k in fact_keys %}dimlog_k{{ loop.index0 }}, {% endfor %}dimlog_from)
+-- statement: drop_key_map
+DROP TABLE IF EXISTS temp.dimlog_key_map
+-- statement: fact_keys
+SELECT DISTINCT {% for k in fact_keys %}CAST({{ k }} AS TEXT){% if not loop.last %}, {% endif %}{% endfor %} FROM {{ facts }}
+WHERE {% for k in fact_keys %}{{ k }} IS NOT NULL AND typeof({{ k }}) <> 'blob'{% if not loop.last %} AND {% endif %}{% endfor %}
 -- statement: assign
 UPDATE {{ facts }}
 SET {{ fact_sk }} = COALESCE((
-    SELECT dimlog_d.{{ sk }} FROM {{ dim }} dimlog_d
-    WHERE {% for k in fact_keys %}dimlog_d.{{ keys[loop.index0] }} = {{ facts }}.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at(facts ~ "." ~ fact_at) }}
-      AND {{ at(facts ~ "." ~ fact_at) }} < dimlog_d.valid_to
+    SELECT dimlog_m.dimlog_sk FROM temp.dimlog_key_map dimlog_m
+    WHERE {% for k in fact_keys %}dimlog_m.dimlog_k{{ loop.index0 }} = CAST({{ facts }}.{{ k }} AS TEXT) AND {% endfor %}dimlog_m.dimlog_from <= {{ at(facts ~ "." ~ fact_at) }}
+      AND {{ at(facts ~ "." ~ fact_at) }} < dimlog_m.dimlog_to
+    ORDER BY dimlog_m.dimlog_from DESC LIMIT 1
 ), -1)
 -- statement: counts
 SELECT sum({{ fact_sk }} <> -1), sum({{ fact_sk }} = -1), sum({{ at(facts ~ "." ~ fact_at) }} IS NULL) FROM {{ facts }}

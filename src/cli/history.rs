@@ -36,6 +36,10 @@ pub enum Format {
 pub async fn run(global: &GlobalArgs, args: HistoryArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
     let mut session = Session::open_target(&plan, Access::QueryOnly).await?;
+    let layout_keys: Vec<crate::detect::ColumnKind> = crate::lookup::key_cols(session.target.backend(), &session.ctx)
+        .iter()
+        .map(|c| c.kind)
+        .collect();
     let read = async {
         let key = inspect::key_values(&session.layout, &args.key)?;
         let rows = inspect::history(&mut session.target, &session.ctx, &session.layout, &key).await?;
@@ -44,6 +48,12 @@ pub async fn run(global: &GlobalArgs, args: HistoryArgs, out: &Output) -> Result
     .await;
     session.close().await;
     let (key, rows) = read?;
+    // Shown (and in JSON) in its canonical form: the key that was looked up.
+    let key: Vec<String> = key
+        .iter()
+        .zip(&layout_keys)
+        .map(|(k, kind)| crate::lookup::canonical_key(*kind, k).into_owned())
+        .collect();
     if args.format == Format::Svg {
         return write_svg(&plan, &key, &rows, args.out.as_deref(), out);
     }

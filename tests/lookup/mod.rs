@@ -8,7 +8,9 @@ mod assign;
 mod assign_guard;
 mod assign_owned;
 mod boundaries;
+mod key_forms;
 mod property;
+mod target_only;
 
 use dimlog::config::Backend;
 use dimlog::ts::Micros;

@@ -1,0 +1,651 @@
+//! Property (issue 21 item 4): one canonical form per key kind, applied by every way in.
+//! For generated key kinds (integer, numeric, text, uuid, date, and a composite of text
+//! and numeric), keys stored in the source in one spelling and looked up in another
+//! spelling of the same value, the CLI's `lookup`, `assign-keys` (facts holding the
+//! other spelling, in a text column or one of the key's own type) and the in-memory
+//! `Index` all give the key's surrogate key, and `-1` for a value that is not a key;
+//! `history --key` shows that key's version.
+//!
+//! Cases come from a fixed seed; `PROPTEST_CASES` and `PROPTEST_RNG_SEED` override the
+//! count and the seed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+use dimlog::config::Backend;
+use dimlog::lookup::{Index, UNKNOWN};
+use dimlog::pipeline::Session;
+use proptest::prelude::*;
+use proptest::test_runner::{TestCaseError, TestError, TestRunner};
+
+use crate::support::fixture::{ts, Fixture};
+
+/// Cases per backend when `PROPTEST_CASES` is not set.
+const CASES: u32 = 10;
+const SEED: u64 = 0x6b65_795f_666f_726d;
+const LOADED: &str = "2026-03-01T00:00:00Z";
+const UPPER: &str = "2026-03-01T01:00:00Z";
+const AT: &str = "2026-03-01T00:30:00Z";
+
+/// A key column's kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    Int,
+    Numeric,
+    Text,
+    Uuid,
+    Date,
+}
+
+const TEXTS: [&str; 8] = ["a", "A", "a b", "07", "x=y", "é", "-1", "1.0"];
+
+/// One value of a kind (spelling-free).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Value {
+    Int(i64),
+    /// Hundredths.
+    Numeric(i64),
+    Text(usize),
+    Uuid(u128),
+    /// Days after 2026-01-01.
+    Date(i64),
+}
+
+impl Value {
+    /// The value in one of its spellings (`form` picks one; every form reads as the same
+    /// value in PostgreSQL).
+    fn spell(self, form: u8) -> String {
+        match self {
+            Value::Int(v) => match form % 3 {
+                0 => v.to_string(),
+                1 if v < 0 => format!("-00{}", -v),
+                1 => format!("00{v}"),
+                _ if v >= 0 => format!("+{v}"),
+                _ => v.to_string(),
+            },
+            Value::Numeric(c) => {
+                let sign = if c < 0 { "-" } else { "" };
+                let (int, frac) = (c.abs() / 100, c.abs() % 100);
+                let minimal = {
+                    let f = format!("{frac:02}");
+                    let f = f.trim_end_matches('0');
+                    if f.is_empty() {
+                        format!("{sign}{int}")
+                    } else {
+                        format!("{sign}{int}.{f}")
+                    }
+                };
+                match form % 5 {
+                    0 => format!("{sign}{int}.{frac:02}"),
+                    1 => minimal,
+                    2 if int == 0 => format!("{sign}.{frac:02}"),
+                    2 => format!("{sign}{int}.{frac:02}0"),
+                    3 if c >= 0 => format!("+0{int}.{frac:02}"),
+                    3 => format!("-0{int}.{frac:02}"),
+                    _ => format!("{c}e-2"),
+                }
+            }
+            Value::Text(i) => TEXTS[i].to_string(),
+            Value::Uuid(u) => {
+                let hex = format!("{u:032x}");
+                let hyphens = format!(
+                    "{}-{}-{}-{}-{}",
+                    &hex[..8],
+                    &hex[8..12],
+                    &hex[12..16],
+                    &hex[16..20],
+                    &hex[20..]
+                );
+                match form % 4 {
+                    0 => hyphens,
+                    1 => hyphens.to_ascii_uppercase(),
+                    2 => format!("{{{hyphens}}}"),
+                    _ => hex,
+                }
+            }
+            Value::Date(d) => {
+                let day = chrono::NaiveDate::from_ymd_opt(2026, 1, 1).expect("a date") + chrono::Days::new(d as u64);
+                match form % 3 {
+                    0 => day.format("%Y-%m-%d").to_string(),
+                    1 => day.format("%Y-%-m-%-d").to_string(),
+                    _ => day.format("%Y-%m-%-d").to_string(),
+                }
+            }
+        }
+    }
+
+    /// A spelling to store in the source: SQLite would read a bare run of 32 hex digits
+    /// that happen to be decimal digits as a number.
+    fn stored_form(self, form: u8) -> u8 {
+        match self {
+            Value::Uuid(_) => form % 3,
+            _ => form,
+        }
+    }
+}
+
+fn value(kind: Kind) -> BoxedStrategy<Value> {
+    match kind {
+        Kind::Int => (-120..120i64).prop_map(Value::Int).boxed(),
+        Kind::Numeric => prop_oneof![(-300..300i64), (-10_000_000..10_000_000i64)]
+            .prop_map(Value::Numeric)
+            .boxed(),
+        Kind::Text => (0..TEXTS.len()).prop_map(Value::Text).boxed(),
+        Kind::Uuid => any::<u128>().prop_map(Value::Uuid).boxed(),
+        Kind::Date => (0..800i64).prop_map(Value::Date).boxed(),
+    }
+}
+
+/// One key: a value per key column, the spelling stored and the spelling looked up.
+#[derive(Clone, Debug)]
+struct Key {
+    values: Vec<Value>,
+    stored: u8,
+    looked_up: u8,
+}
+
+impl Key {
+    fn spelled(&self, form: u8) -> Vec<String> {
+        self.values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let f = form.wrapping_add(i as u8 * 3);
+                v.spell(f)
+            })
+            .collect()
+    }
+
+    fn stored_spelling(&self) -> Vec<String> {
+        self.values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| v.spell(v.stored_form(self.stored.wrapping_add(i as u8 * 3))))
+            .collect()
+    }
+}
+
+#[derive(Clone)]
+struct Case {
+    kinds: Vec<Kind>,
+    /// The loaded keys; the last one is never loaded (a value that is no key).
+    keys: Vec<Key>,
+    /// SQLite: the facts' key columns are TEXT (else of the key's declared type).
+    text_facts: bool,
+}
+
+impl fmt::Debug for Case {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "key kinds {:?}, facts' key columns text: {}",
+            self.kinds, self.text_facts
+        )?;
+        for (i, k) in self.keys.iter().enumerate() {
+            let loaded = if i + 1 == self.keys.len() {
+                "not loaded"
+            } else {
+                "loaded"
+            };
+            writeln!(
+                f,
+                "  {:?}: stored {:?}, looked up as {:?} ({loaded})",
+                k.values,
+                k.stored_spelling(),
+                k.spelled(k.looked_up)
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn case() -> impl Strategy<Value = Case> {
+    let kinds = prop_oneof![
+        Just(vec![Kind::Int]),
+        Just(vec![Kind::Numeric]),
+        Just(vec![Kind::Text]),
+        Just(vec![Kind::Uuid]),
+        Just(vec![Kind::Date]),
+        Just(vec![Kind::Text, Kind::Numeric]),
+    ];
+    kinds
+        .prop_flat_map(|kinds| {
+            let one = kinds.iter().map(|k| value(*k)).collect::<Vec<_>>();
+            let key = (one, any::<u8>(), any::<u8>()).prop_map(|(values, stored, looked_up)| Key {
+                values,
+                stored,
+                looked_up,
+            });
+            (Just(kinds), prop::collection::vec(key, 2..6), any::<bool>()).prop_map(|(kinds, keys, text_facts)| {
+                // Distinct values only.
+                let mut seen = BTreeSet::new();
+                let keys = keys.into_iter().filter(|k| seen.insert(k.values.clone())).collect();
+                Case {
+                    kinds,
+                    keys,
+                    text_facts,
+                }
+            })
+        })
+        .prop_filter("two distinct keys", |c| c.keys.len() >= 2)
+}
+
+fn column_type(backend: Backend, kind: Kind) -> &'static str {
+    match (backend, kind) {
+        (Backend::Postgres, Kind::Int) => "bigint",
+        (Backend::Postgres, Kind::Numeric) => "numeric(10,2)",
+        (Backend::Postgres, Kind::Text) => "text",
+        (Backend::Postgres, Kind::Uuid) => "uuid",
+        (Backend::Postgres, Kind::Date) => "date",
+        (Backend::Sqlite, Kind::Int) => "INTEGER",
+        (Backend::Sqlite, Kind::Numeric) => "DECIMAL(10,2)",
+        (Backend::Sqlite, Kind::Text) => "TEXT",
+        (Backend::Sqlite, Kind::Uuid) => "UUID",
+        (Backend::Sqlite, Kind::Date) => "DATE",
+    }
+}
+
+fn quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "''"))
+}
+
+fn fail(message: impl fmt::Display) -> TestCaseError {
+    TestCaseError::fail(message.to_string())
+}
+
+async fn run_case(backend: Backend, database: Option<&str>, case: &Case) -> Result<(), TestCaseError> {
+    let mut fx = match database {
+        Some(url) => Fixture::postgres_reset(url.to_string()).await,
+        None => Fixture::on(backend).await,
+    };
+    let names: Vec<String> = (1..=case.kinds.len()).map(|i| format!("k{i}")).collect();
+    let key_defs: Vec<String> = names
+        .iter()
+        .zip(&case.kinds)
+        .map(|(n, k)| format!("{n} {}", column_type(backend, *k)))
+        .collect();
+    let (flag, at_type) = match backend {
+        Backend::Postgres => ("boolean NOT NULL DEFAULT false", "timestamptz"),
+        Backend::Sqlite => ("BOOLEAN NOT NULL DEFAULT false", "TEXT"),
+    };
+    fx.exec(&format!(
+        "CREATE TABLE src_keys ({}, email TEXT, tier TEXT, country TEXT, is_deleted {flag}, \
+         updated_at {at_type} NOT NULL, PRIMARY KEY ({}))",
+        key_defs.join(", "),
+        names.join(", ")
+    ))
+    .await;
+    fx.set_setting("table", "\"src_keys\"");
+    let key_list: Vec<String> = names.iter().map(|n| format!("\"{n}\"")).collect();
+    fx.set_setting("key", &format!("[{}]", key_list.join(", ")));
+    let loaded = &case.keys[..case.keys.len() - 1];
+    let rows: Vec<String> = loaded
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let values: Vec<String> = k.stored_spelling().iter().map(|v| quote(v)).collect();
+            format!("({}, 'e{i}', 'pro', 'FR', false, '{LOADED}')", values.join(", "))
+        })
+        .collect();
+    fx.exec(&format!(
+        "INSERT INTO src_keys ({}, email, tier, country, is_deleted, updated_at) VALUES {}",
+        names.join(", "),
+        rows.join(", ")
+    ))
+    .await;
+    fx.run(UPPER).await;
+
+    // The truth: each loaded key's surrogate key, found by its email.
+    let sql = match backend {
+        Backend::Postgres => "SELECT email, customer_sk::text FROM dim_customer",
+        Backend::Sqlite => "SELECT email, CAST(customer_sk AS TEXT) FROM dim_customer",
+    };
+    let by_email: BTreeMap<String, i64> = fx
+        .target_query(sql)
+        .await
+        .into_iter()
+        .map(|r| {
+            (
+                r[0].clone().expect("an email"),
+                r[1].as_deref().and_then(|v| v.parse().ok()).expect("a surrogate key"),
+            )
+        })
+        .collect();
+    let expected: Vec<i64> = (0..case.keys.len())
+        .map(|i| by_email.get(&format!("e{i}")).copied().unwrap_or(UNKNOWN))
+        .collect();
+    if expected[..loaded.len()].contains(&UNKNOWN) {
+        return Err(fail(format!("not every key was loaded: {by_email:?}")));
+    }
+
+    // Facts: every key in its looked-up spelling.
+    let fact_defs: Vec<String> = names
+        .iter()
+        .zip(&case.kinds)
+        .map(|(n, k)| match backend {
+            Backend::Sqlite if case.text_facts => format!("{n} TEXT"),
+            _ => format!("{n} {}", column_type(backend, *k)),
+        })
+        .collect();
+    fx.target_exec(&format!(
+        "CREATE TABLE facts (fact_id INTEGER, {}, ordered_at {at_type})",
+        fact_defs.join(", ")
+    ))
+    .await;
+    let fact_rows: Vec<String> = case
+        .keys
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let values: Vec<String> = k.spelled(k.looked_up).iter().map(|v| quote(v)).collect();
+            format!("({i}, {}, '{AT}')", values.join(", "))
+        })
+        .collect();
+    fx.target_exec(&format!(
+        "INSERT INTO facts (fact_id, {}, ordered_at) VALUES {}",
+        names.join(", "),
+        fact_rows.join(", ")
+    ))
+    .await;
+    let mut args = vec!["assign-keys", "--facts", "facts"];
+    for n in &names {
+        args.extend(["--key-column", n.as_str()]);
+    }
+    args.extend(["--at-column", "ordered_at", "--sk-column", "customer_sk", "--json"]);
+    let out = fx.cli(&args);
+    if !out.status.success() {
+        return Err(fail(format!(
+            "assign-keys failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )));
+    }
+    let sql = match backend {
+        Backend::Postgres => "SELECT customer_sk::text FROM facts ORDER BY fact_id",
+        Backend::Sqlite => "SELECT CAST(customer_sk AS TEXT) FROM facts ORDER BY fact_id",
+    };
+    let assigned: Vec<i64> = fx
+        .target_query(sql)
+        .await
+        .into_iter()
+        .map(|r| r[0].as_deref().and_then(|v| v.parse().ok()).unwrap_or(i64::MIN))
+        .collect();
+
+    let plan = fx.plan();
+    let mut session = Session::open(&plan).await.map_err(fail)?;
+    let index = Index::load(&mut session.target, &session.ctx).await.map_err(fail)?;
+    session.close().await;
+    let at = ts(AT);
+
+    for (i, k) in case.keys.iter().enumerate() {
+        let spelled = k.spelled(k.looked_up);
+        let parts: Vec<&str> = spelled.iter().map(String::as_str).collect();
+        let from_index = index.lookup(&parts, at).map_err(fail)?;
+        let mut args = vec!["lookup".to_string()];
+        for (n, v) in names.iter().zip(&spelled) {
+            args.extend(["--key".to_string(), format!("{n}={v}")]);
+        }
+        args.extend(["--at".to_string(), AT.to_string(), "--json".to_string()]);
+        let out = fx.cli(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+            fail(format!(
+                "lookup {args:?} printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        })?;
+        let from_cli = json["surrogate_key"].as_i64().unwrap_or(i64::MIN);
+        let want = expected[i];
+        let what = format!("key {:?} looked up as {spelled:?}", k.stored_spelling());
+        if from_cli != want {
+            return Err(fail(format!("{what}: lookup gave {from_cli}, expected {want}")));
+        }
+        if from_index != want {
+            return Err(fail(format!("{what}: the Index gave {from_index}, expected {want}")));
+        }
+        if assigned[i] != want {
+            return Err(fail(format!(
+                "{what}: assign-keys gave {}, expected {want}",
+                assigned[i]
+            )));
+        }
+        // `history --key` reads the same spellings.
+        let mut args = vec!["history".to_string()];
+        for (n, v) in names.iter().zip(&spelled) {
+            args.extend(["--key".to_string(), format!("{n}={v}")]);
+        }
+        args.push("--json".to_string());
+        let out = fx.cli(&args.iter().map(String::as_str).collect::<Vec<_>>());
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).map_err(|e| {
+            fail(format!(
+                "history {args:?} printed no JSON ({e}): {}",
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        })?;
+        let sks: Vec<i64> = json["versions"]
+            .as_array()
+            .map(|v| v.iter().filter_map(|r| r["surrogate_key"].as_i64()).collect())
+            .unwrap_or_default();
+        let history_want = if want == UNKNOWN { vec![] } else { vec![want] };
+        if sks != history_want {
+            return Err(fail(format!(
+                "{what}: history showed {sks:?}, expected {history_want:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn check_property(backend: Backend) {
+    let config = crate::support::property::config(CASES, SEED, 40);
+    let mut runner = TestRunner::new(config);
+    let runtime = || {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a runtime")
+    };
+    let database = match backend {
+        Backend::Postgres => Some(runtime().block_on(crate::support::pg::fresh_database())),
+        Backend::Sqlite => None,
+    };
+    let result = runner.run(&case(), |case| {
+        runtime().block_on(run_case(backend, database.as_deref(), &case))
+    });
+    match result {
+        Ok(()) => {}
+        Err(TestError::Fail(reason, case)) => {
+            panic!("the ways in disagree on {backend:?}.\nminimal failing case:\n{case:?}\n{reason}")
+        }
+        Err(TestError::Abort(reason)) => panic!("the property test aborted: {reason}"),
+    }
+}
+
+#[test]
+fn every_way_in_reads_every_spelling_sqlite() {
+    check_property(Backend::Sqlite);
+}
+
+#[test]
+fn every_way_in_reads_every_spelling_postgres() {
+    check_property(Backend::Postgres);
+}
+
+/// The spellings of the issue, on their own: PostgreSQL `numeric(10,2)` keys `1.00` and
+/// `-0.01` looked up as `1` and `-.01`, an upper-case uuid, a date written `2026-1-1`
+/// and an integer key written `07`.
+fn issue_examples() -> Vec<Case> {
+    let key = |values: Vec<Value>, stored: u8, looked_up: u8| Key {
+        values,
+        stored,
+        looked_up,
+    };
+    let uuid = 0x9f3c_1a2b_4d5e_4f60_8a7b_1c2d_3e4f_5a6bu128;
+    vec![
+        Case {
+            kinds: vec![Kind::Numeric],
+            keys: vec![
+                key(vec![Value::Numeric(100)], 0, 1),
+                key(vec![Value::Numeric(-1)], 0, 2),
+                key(vec![Value::Numeric(250)], 1, 0),
+                key(vec![Value::Numeric(7)], 0, 0),
+            ],
+            text_facts: true,
+        },
+        Case {
+            kinds: vec![Kind::Uuid],
+            keys: vec![
+                key(vec![Value::Uuid(uuid)], 0, 1),
+                key(vec![Value::Uuid(uuid + 1)], 0, 0),
+            ],
+            text_facts: true,
+        },
+        Case {
+            kinds: vec![Kind::Date],
+            keys: vec![key(vec![Value::Date(0)], 0, 1), key(vec![Value::Date(1)], 0, 0)],
+            text_facts: true,
+        },
+        Case {
+            kinds: vec![Kind::Int],
+            keys: vec![key(vec![Value::Int(7)], 0, 1), key(vec![Value::Int(8)], 0, 0)],
+            text_facts: true,
+        },
+    ]
+}
+
+async fn issue_spellings(backend: Backend) {
+    for case in issue_examples() {
+        if let Err(e) = run_case(backend, None, &case).await {
+            panic!("{case:?}\n{e}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_issues_spellings_sqlite() {
+    issue_spellings(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn the_issues_spellings_postgres() {
+    issue_spellings(Backend::Postgres).await;
+}
+
+/// A PostgreSQL `numeric(10,2)` key loaded into a SQLite target is held in a TEXT
+/// column, as the text PostgreSQL wrote (`1.00`): the key's kind is its type in the
+/// target, so it is a text key there, compared byte for byte, and every way in agrees
+/// (the Index loaded from the target alone, `lookup` and `assign-keys`; before, facts
+/// in a numeric column matched by SQLite's affinity while `lookup --key 1` did not).
+#[tokio::test]
+async fn numeric_keys_from_postgres_on_a_sqlite_target_are_text() {
+    use dimlog::config::DbUrl;
+    use dimlog::db::{Access, Conn};
+
+    let mut fx = Fixture::postgres().await;
+    fx.exec(
+        "CREATE TABLE src_keys (k1 numeric(10,2) PRIMARY KEY, email text, tier text, country text, \
+         is_deleted boolean NOT NULL DEFAULT false, updated_at timestamptz NOT NULL)",
+    )
+    .await;
+    fx.set_setting("table", "\"src_keys\"");
+    fx.set_setting("key", "[\"k1\"]");
+    let target = format!("sqlite://{}", fx.dir().join("warehouse.db").display());
+    let text = fx.config().to_string();
+    let (head, tail) = text.split_once("[target]").expect("a [target] section");
+    let tail = tail.replacen(
+        &format!("url = \"{}\"", fx.target_url),
+        &format!("url = \"{target}\""),
+        1,
+    );
+    fx.set_config(format!("{head}[target]{tail}"));
+    fx.exec(&format!(
+        "INSERT INTO src_keys (k1, email, tier, country, updated_at) VALUES \
+         ('1', 'e0', 'pro', 'FR', '{LOADED}'), ('-.01', 'e1', 'pro', 'FR', '{LOADED}'), \
+         ('2.5', 'e2', 'pro', 'FR', '{LOADED}')"
+    ))
+    .await;
+    fx.run(UPPER).await;
+
+    let url = DbUrl::parse("target.url", &target, None).expect("a URL");
+    let mut conn = Conn::open(&url, Access::ReadWrite).await.expect("the SQLite target");
+    let stored = conn
+        .query_text(
+            "test",
+            "SELECT CAST(k1 AS TEXT), email, CAST(customer_sk AS TEXT) FROM dim_customer ORDER BY email",
+            &[],
+        )
+        .await
+        .expect("the dimension");
+    let keys: Vec<Option<String>> = stored.iter().map(|r| r[0].clone()).collect();
+    assert_eq!(
+        keys,
+        [
+            Some("1.00".to_string()),
+            Some("-0.01".to_string()),
+            Some("2.50".to_string())
+        ],
+        "SQLite holds PostgreSQL's text"
+    );
+    let sk: Vec<i64> = stored
+        .iter()
+        .map(|r| r[2].as_deref().and_then(|v| v.parse().ok()).expect("a surrogate key"))
+        .collect();
+
+    let index = Index::open(&fx.plan()).await.expect("the index");
+    let cases = [
+        ("1.00", sk[0]),
+        ("-0.01", sk[1]),
+        ("2.50", sk[2]),
+        ("1", UNKNOWN),
+        ("-.01", UNKNOWN),
+        ("2.5", UNKNOWN),
+        ("3", UNKNOWN),
+    ];
+    for (spelling, want) in cases {
+        let out = fx.cli(&["lookup", "--key", &format!("k1={spelling}"), "--at", AT, "--json"]);
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("lookup {spelling}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+        assert_eq!(json["surrogate_key"].as_i64(), Some(want), "lookup --key {spelling}");
+        assert_eq!(index.lookup(&[spelling], ts(AT)), Ok(want), "Index {spelling}");
+    }
+
+    let rows: Vec<String> = cases
+        .iter()
+        .enumerate()
+        .map(|(i, (spelling, _))| format!("({i}, '{spelling}', '{AT}')"))
+        .collect();
+    conn.execute_script(
+        "test",
+        &format!(
+            "CREATE TABLE facts (fact_id INTEGER, k1 TEXT, ordered_at TEXT); \
+             INSERT INTO facts (fact_id, k1, ordered_at) VALUES {}",
+            rows.join(", ")
+        ),
+    )
+    .await
+    .expect("the facts");
+    let out = fx.cli(&[
+        "assign-keys",
+        "--facts",
+        "facts",
+        "--key-column",
+        "k1",
+        "--at-column",
+        "ordered_at",
+        "--sk-column",
+        "customer_sk",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let assigned: Vec<i64> = conn
+        .query_text(
+            "test",
+            "SELECT CAST(customer_sk AS TEXT) FROM facts ORDER BY fact_id",
+            &[],
+        )
+        .await
+        .expect("the facts")
+        .iter()
+        .map(|r| r[0].as_deref().and_then(|v| v.parse().ok()).expect("a surrogate key"))
+        .collect();
+    let want: Vec<i64> = cases.iter().map(|(_, w)| *w).collect();
+    assert_eq!(assigned, want, "assign-keys");
+    let _ = conn.close().await;
+}
