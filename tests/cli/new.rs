@@ -12,6 +12,7 @@ on_both_backends!(
     new_with_several_timestamps_asks_to_pick,
     new_on_a_timestamp_without_time_zone_asks_for_the_zone,
     new_picks_only_a_key_that_is_unique_in_the_data,
+    new_with_odd_names_reads_them_renamed,
 );
 
 const UPPER: &str = "2026-11-01T00:00:00Z";
@@ -396,4 +397,25 @@ async fn new_picks_only_a_key_that_is_unique_in_the_data(mut fx: Fixture) {
             }
         }
     }
+}
+
+/// A key named `Cust No` and a change column named `Last Modified` (issue 20, item 13):
+/// `new` reads the table through `source.query`, renaming them to plain names, says
+/// ready, and the config runs unedited.
+async fn new_with_odd_names_reads_them_renamed(mut fx: Fixture) {
+    fx.exec(&format!(
+        "CREATE TABLE odd_customers (\"Cust No\" integer PRIMARY KEY, email text, \"Last Modified\" {} NOT NULL);
+         INSERT INTO odd_customers VALUES (1, 'ann@example.com', '2026-10-01T09:00:00Z'), (2, 'bob@example.com', '2026-10-01T10:00:00Z')",
+        tstz(&fx)
+    ))
+    .await;
+    let out = new(&fx, "odd_customers", "odd.toml", &["--json"]);
+    assert_code(&out, 0, "new on odd names");
+    let report = json(&out, "new --json");
+    assert_eq!(report["key"], serde_json::json!(["cust_no"]), "{report}");
+    assert_eq!(report["updated_at"], "last_modified", "{report}");
+    assert_eq!(report["ready"], true, "{report}");
+    let toml = generated(&fx, "odd.toml");
+    assert!(toml.contains("query = "), "{toml}");
+    runs_twice(&fx, "odd.toml", 2);
 }
