@@ -90,6 +90,9 @@ pub struct Profile {
     pub pk_stats: Option<KeyStats>,
     /// Newest value and NULLs of each timestamp-like column (and of `--updated-at`).
     pub time_stats: Vec<(String, TimeStats)>,
+    /// PostgreSQL: the tables inheriting from the table when it is a plain table with a
+    /// primary key (which does not cover their rows), comma-separated.
+    pub inheriting: Option<String>,
 }
 
 /// A decision `new` could not make.
@@ -328,12 +331,27 @@ pub async fn profile(conn: &mut Conn, request: &Request) -> Result<Profile, Erro
         };
         time_stats.push((c.name.clone(), stats));
     }
+    let inheriting = if backend == Backend::Postgres {
+        let sql = sql::statement(backend, "scaffold", "inheriting", &serde_json::json!({}))?;
+        conn.query_text(
+            "finding tables that inherit from it",
+            &sql,
+            &[crate::db::Param::Text(request.table.quoted())],
+        )
+        .await?
+        .into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next().flatten())
+    } else {
+        None
+    };
     Ok(Profile {
         backend,
         columns,
         key_stats,
         pk_stats,
         time_stats,
+        inheriting,
     })
 }
 
@@ -487,9 +505,15 @@ fn generate_plain(request: &Request, profile: &Profile) -> Result<Scaffold, Erro
                 s.distinct
             )
         });
-        let no_pk = pk_note
-            .clone()
-            .unwrap_or_else(|| "the table has no primary key".to_string());
+        let no_pk = pk_note.clone().unwrap_or_else(|| match &profile.inheriting {
+            Some(children) => format!(
+                "the primary key of {} does not cover the tables that inherit from it ({children}), whose rows a read of it includes; \
+                 to read the parent's own rows only, with its primary key, set source.query = \"SELECT * FROM ONLY {}\" (and --key its key columns)",
+                request.table,
+                request.table
+            ),
+            None => "the table has no primary key".to_string(),
+        });
         let unique = profile
             .key_stats
             .iter()
@@ -875,6 +899,7 @@ mod tests {
             key_stats: vec![],
             pk_stats: None,
             time_stats: vec![],
+            inheriting: None,
         };
         let s = generate(&request("customers"), &profile).unwrap();
         assert!(s.todo.is_empty(), "{:?}", s.todo);
@@ -900,6 +925,7 @@ mod tests {
             key_stats: vec![],
             pk_stats: None,
             time_stats: vec![],
+            inheriting: None,
         };
         let s = generate(&request("t"), &profile).unwrap();
         assert_eq!(s.timezone, None);
@@ -929,6 +955,7 @@ mod tests {
             key_stats: vec![],
             pk_stats: None,
             time_stats: vec![],
+            inheriting: None,
         };
         let s = generate(&request("orders"), &profile).unwrap();
         let settings: Vec<&str> = s.todo.iter().map(|t| t.setting).collect();
@@ -964,6 +991,7 @@ mod tests {
                     nulls: 0,
                 },
             )],
+            inheriting: None,
         };
         let s = generate(&request("src_orders"), &profile).unwrap();
         assert_eq!(s.key, ["order_id"]);

@@ -419,3 +419,26 @@ async fn new_with_odd_names_reads_them_renamed(mut fx: Fixture) {
     assert!(toml.contains("query = "), "{toml}");
     runs_twice(&fx, "odd.toml", 2);
 }
+
+/// A parent table of plain inheritance with a primary key (issue 20, item 13): its key
+/// does not cover the rows of the tables inheriting from it, which a read includes, and
+/// `new` says so (naming them) instead of reporting that the table has no primary key.
+#[tokio::test]
+async fn new_on_an_inheritance_parent_names_the_children() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec(
+        "CREATE TABLE inh_parent (customer_id integer PRIMARY KEY, email text, updated_at timestamptz NOT NULL);
+         CREATE TABLE inh_archive () INHERITS (inh_parent);
+         INSERT INTO inh_parent VALUES (1, 'ann@example.com', '2026-10-01T09:00:00Z');
+         INSERT INTO inh_archive VALUES (1, 'old@example.com', '2026-09-01T09:00:00Z')",
+    )
+    .await;
+    let out = new(&fx, "inh_parent", "inh.toml", &["--json"]);
+    assert_code(&out, 2, "new on an inheritance parent");
+    let report = json(&out, "new --json");
+    let message = report["todo"][0]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("inh_archive"), "{report}");
+    assert!(message.contains("inherit"), "{report}");
+    assert!(!message.contains("has no primary key"), "{report}");
+    assert!(message.contains("ONLY"), "{report}");
+}
