@@ -52,6 +52,7 @@ pub mod lookup;
 pub mod pipeline;
 pub mod rebuild;
 pub mod reconcile;
+pub mod rights;
 pub mod scaffold;
 pub mod secret;
 pub mod state;

@@ -801,7 +801,19 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
             run_named(conn, "lookup", &["drop_at_parsed", "drop_key_map"], &actx).await?;
         }
         if !assigned_before {
-            run_named(conn, "lookup", &["assigned_table"], &actx).await?;
+            // `init` makes it on PostgreSQL: CREATE TABLE IF NOT EXISTS would need CREATE on
+            // the schema even where it exists.
+            let none = serde_json::json!({});
+            let exists = conn
+                .query_i64s(
+                    "looking for dimlog_assigned",
+                    &sql::statement(backend, "lookup", "assigned_exists", &none)?,
+                    &[],
+                )
+                .await?;
+            if exists.first().copied().unwrap_or(0) == 0 {
+                run_named(conn, "lookup", &["assigned_table"], &actx).await?;
+            }
             conn.execute(
                 "recording the filled surrogate-key column",
                 &sql::statement(backend, "lookup", "assigned_put", &actx)?,

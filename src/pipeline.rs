@@ -13,7 +13,7 @@ use crate::extract::{self, Layout, SourceSchema, Window};
 use crate::state::{self, RunBounds, RunCounts, RunKind};
 use crate::tables::{self, SqlContext};
 use crate::ts::Micros;
-use crate::{dedupe, failpoint, log, rebuild, reconcile, Error};
+use crate::{dedupe, failpoint, log, rebuild, reconcile, rights, Error};
 use serde::Serialize;
 
 /// Receives progress; the CLI draws bars, the library never prints.
@@ -337,6 +337,16 @@ async fn open_target(plan: &Plan, access: Access) -> Result<Conn, Error> {
                 return Err(e);
             }
         }
+        // Every right the command needs on the tables that exist, named at once with
+        // the GRANTs that give them, before anything is read or written.
+        let need = match access {
+            Access::Create => crate::rights::Need::Load,
+            _ => crate::rights::Need::Read,
+        };
+        if let Err(e) = crate::rights::check(&mut conn, plan, need).await {
+            let _ = conn.close().await;
+            return Err(e.into());
+        }
     }
     Ok(conn)
 }
@@ -612,10 +622,13 @@ async fn load(
     let both_postgres = session.target.backend() == Backend::Postgres
         && session.source.as_ref().map(Conn::backend) == Some(Backend::Postgres);
     let portable = session.layout.key_order_is_portable();
-    let loaded = if one_row_per_key && session.ctx.unique_key && both_postgres && portable {
+    // Dropping and building indexes, and the log's load defaults, need the tables' owner:
+    // a role with rights on them alone loads a first time with the indexes in place.
+    let owner = first_load && rights::owns_tables(&mut session.target, &session.ctx.log, &session.ctx.dim).await?;
+    let loaded = if one_row_per_key && session.ctx.unique_key && both_postgres && portable && owner {
         first_load_into_log(session, &step).await?
     } else {
-        stage_and_append(session, &step, migration, first_load, one_row_per_key).await?
+        stage_and_append(session, &step, migration, (first_load, owner), one_row_per_key).await?
     };
     failpoint::check(fp, "after_rebuild").await?;
     let Loaded {
@@ -722,7 +735,8 @@ async fn stage_and_append(
     session: &mut Session,
     step: &Step<'_>,
     migration: Option<&(tables::DimensionRecord, tables::ConfigChange)>,
-    first_load: bool,
+    // A first load, and whether the role owns the tables (and may drop their indexes).
+    (first_load, owner): (bool, bool),
     one_row_per_key: bool,
 ) -> Result<Loaded, Error> {
     let fp = step.opts.failpoint.as_deref();
@@ -830,8 +844,10 @@ async fn stage_and_append(
     };
     let loaded_at = now();
     if changes.total > 0 {
-        let dropped = if first_load {
+        let dropped = if first_load && owner {
             Some(tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?)
+        } else if first_load {
+            Some(tables::DroppedIndexes::kept())
         } else {
             None
         };
@@ -1156,6 +1172,7 @@ async fn copy_through<'p>(
 /// transaction, in place ([`rebuild::rebuild_all`]): readers see the old rows until it
 /// commits, and what users added to the dimension stays.
 pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Result<(), Error> {
+    crate::rights::check(&mut session.target, plan, crate::rights::Need::Rebuild).await?;
     state::lock(&mut session.target, plan, wait).await?;
     let result = async {
         match tables::init_for_rebuild(&mut session.target, plan, &session.layout).await {

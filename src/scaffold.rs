@@ -90,6 +90,9 @@ pub struct Profile {
     pub pk_stats: Option<KeyStats>,
     /// Newest value and NULLs of each timestamp-like column (and of `--updated-at`).
     pub time_stats: Vec<(String, TimeStats)>,
+    /// PostgreSQL: the tables inheriting from the table when it is a plain table with a
+    /// primary key (which does not cover their rows), comma-separated.
+    pub inheriting: Option<String>,
 }
 
 /// A decision `new` could not make.
@@ -227,13 +230,42 @@ fn key_name_candidates<'a>(table: &str, columns: &'a [SourceColumn]) -> Vec<&'a 
     out
 }
 
+/// Any column name as a quoted SQL identifier (both backends quote with `"`): the
+/// catalog's names, odd ones included (`Last Modified`), are profiled as they are.
+fn quote_any(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// A plain name (letters, digits, `_`) for a column whose own name is not one, unique
+/// among `taken` (compared without case): `Cust No` becomes `cust_no`.
+fn plain_name(name: &str, taken: &[String]) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('_') {
+            out.push('_');
+        }
+    }
+    let mut base = out.trim_matches('_').to_string();
+    if base.is_empty() || base.starts_with(|c: char| c.is_ascii_digit()) {
+        base = format!("c_{base}");
+    }
+    let mut candidate = base.clone();
+    let mut n = 2;
+    while taken.iter().any(|t| t.eq_ignore_ascii_case(&candidate)) {
+        candidate = format!("{base}_{n}");
+        n += 1;
+    }
+    candidate
+}
+
 fn stat_statement(backend: Backend, statement: &str, table: &Ident, column: &str) -> Result<String, Error> {
-    let column = Ident::column(column).map_err(|e| Error::Internal(e.to_string()))?;
     Ok(sql::statement(
         backend,
         "scaffold",
         statement,
-        &serde_json::json!({"relation": table.quoted(), "column": column.quoted()}),
+        &serde_json::json!({"relation": table.quoted(), "column": quote_any(column)}),
     )?)
 }
 
@@ -253,11 +285,7 @@ pub async fn profile(conn: &mut Conn, request: &Request) -> Result<Profile, Erro
     pk.sort_by_key(|c| c.pk_position);
     let mut pk_stats = None;
     if request.key.is_empty() && !pk.is_empty() {
-        let names = pk
-            .iter()
-            .map(|c| Ident::column(&c.name).map(|i| i.quoted()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| Error::Internal(e.to_string()))?;
+        let names: Vec<String> = pk.iter().map(|c| quote_any(&c.name)).collect();
         let sql = sql::statement(
             backend,
             "scaffold",
@@ -303,12 +331,27 @@ pub async fn profile(conn: &mut Conn, request: &Request) -> Result<Profile, Erro
         };
         time_stats.push((c.name.clone(), stats));
     }
+    let inheriting = if backend == Backend::Postgres {
+        let sql = sql::statement(backend, "scaffold", "inheriting", &serde_json::json!({}))?;
+        conn.query_text(
+            "finding tables that inherit from it",
+            &sql,
+            &[crate::db::Param::Text(request.table.quoted())],
+        )
+        .await?
+        .into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next().flatten())
+    } else {
+        None
+    };
     Ok(Profile {
         backend,
         columns,
         key_stats,
         pk_stats,
         time_stats,
+        inheriting,
     })
 }
 
@@ -376,6 +419,63 @@ fn find<'a>(profile: &'a Profile, setting: &str, flag: &str, name: &str) -> Resu
 
 /// Renders the starter config for `profile`. Pure: the same profile gives the same text.
 pub fn generate(request: &Request, profile: &Profile) -> Result<Scaffold, Error> {
+    // Columns whose names are not plain (`Cust No`, `Last Modified`) are read renamed
+    // through source.query, so every column can take a role and the config runs as
+    // written; the rest of the scaffold sees the plain names.
+    let mut renames: Vec<(String, String)> = Vec::new();
+    let mut taken: Vec<String> = profile.columns.iter().map(|c| c.name.clone()).collect();
+    for c in &profile.columns {
+        if Ident::column(&c.name).is_err() {
+            let plain = plain_name(&c.name, &taken);
+            taken.push(plain.clone());
+            renames.push((c.name.clone(), plain));
+        }
+    }
+    if !renames.is_empty() {
+        let rename = |n: &String| {
+            renames
+                .iter()
+                .find(|(from, _)| from == n)
+                .map_or_else(|| n.clone(), |(_, to)| to.clone())
+        };
+        let mut renamed = profile.clone();
+        for c in &mut renamed.columns {
+            c.name = rename(&c.name);
+        }
+        for (n, _) in &mut renamed.key_stats {
+            *n = rename(n);
+        }
+        for (n, _) in &mut renamed.time_stats {
+            *n = rename(n);
+        }
+        let mut request = request.clone();
+        request.key = request.key.iter().map(rename).collect();
+        request.updated_at = request.updated_at.as_ref().map(rename);
+        let mut scaffold = generate_plain(&request, &renamed)?;
+        let list: Vec<String> = profile
+            .columns
+            .iter()
+            .map(|c| match renames.iter().find(|(from, _)| *from == c.name) {
+                Some((from, to)) => format!("{} AS {to}", quote_any(from)),
+                None => quote_any(&c.name),
+            })
+            .collect();
+        let query = format!("SELECT {} FROM {}", list.join(", "), request.table.quoted());
+        let table_line = format!("table = {}\n", q(&request.table.to_string()));
+        let names: Vec<String> = renames.iter().map(|(f, t)| format!("`{f}` as {t}")).collect();
+        let query_lines = format!(
+            "# Read through a query that renames the columns whose names are not plain: {}.\n# (source.table would be {}.)\nquery = {}\n",
+            names.join(", "),
+            q(&request.table.to_string()),
+            q(&query)
+        );
+        scaffold.toml = scaffold.toml.replacen(&table_line, &query_lines, 1);
+        return Ok(scaffold);
+    }
+    generate_plain(request, profile)
+}
+
+fn generate_plain(request: &Request, profile: &Profile) -> Result<Scaffold, Error> {
     let table = request.table.name();
     let mut todo = Vec::new();
     let mut source_lines: Vec<String> = Vec::new();
@@ -405,9 +505,15 @@ pub fn generate(request: &Request, profile: &Profile) -> Result<Scaffold, Error>
                 s.distinct
             )
         });
-        let no_pk = pk_note
-            .clone()
-            .unwrap_or_else(|| "the table has no primary key".to_string());
+        let no_pk = pk_note.clone().unwrap_or_else(|| match &profile.inheriting {
+            Some(children) => format!(
+                "the primary key of {} does not cover the tables that inherit from it ({children}), whose rows a read of it includes; \
+                 to read the parent's own rows only, with its primary key, set source.query = \"SELECT * FROM ONLY {}\" (and --key its key columns)",
+                request.table,
+                request.table
+            ),
+            None => "the table has no primary key".to_string(),
+        });
         let unique = profile
             .key_stats
             .iter()
@@ -793,6 +899,7 @@ mod tests {
             key_stats: vec![],
             pk_stats: None,
             time_stats: vec![],
+            inheriting: None,
         };
         let s = generate(&request("customers"), &profile).unwrap();
         assert!(s.todo.is_empty(), "{:?}", s.todo);
@@ -818,6 +925,7 @@ mod tests {
             key_stats: vec![],
             pk_stats: None,
             time_stats: vec![],
+            inheriting: None,
         };
         let s = generate(&request("t"), &profile).unwrap();
         assert_eq!(s.timezone, None);
@@ -847,6 +955,7 @@ mod tests {
             key_stats: vec![],
             pk_stats: None,
             time_stats: vec![],
+            inheriting: None,
         };
         let s = generate(&request("orders"), &profile).unwrap();
         let settings: Vec<&str> = s.todo.iter().map(|t| t.setting).collect();
@@ -882,6 +991,7 @@ mod tests {
                     nulls: 0,
                 },
             )],
+            inheriting: None,
         };
         let s = generate(&request("src_orders"), &profile).unwrap();
         assert_eq!(s.key, ["order_id"]);

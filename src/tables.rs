@@ -186,6 +186,19 @@ impl SqlContext {
 pub struct DroppedIndexes {
     /// (table, constraint, column) of each primary key dropped (PostgreSQL only).
     primary_keys: Vec<(String, String, String)>,
+    /// Nothing was dropped ([`DroppedIndexes::kept`]): nothing to build.
+    kept: bool,
+}
+
+impl DroppedIndexes {
+    /// A first load by a role that does not own the tables: their indexes stay, and are
+    /// kept up to date row by row (DROP INDEX, CREATE INDEX and ANALYZE need the owner).
+    pub fn kept() -> DroppedIndexes {
+        DroppedIndexes {
+            primary_keys: Vec::new(),
+            kept: true,
+        }
+    }
 }
 
 /// Drops the log's and the dimension's indexes inside the caller's transaction, before
@@ -240,6 +253,9 @@ fn pk_context((table, name, column): &(String, String, String)) -> serde_json::V
 /// Builds the indexes [`drop_indexes_for_first_load`] dropped (the secondary ones with
 /// the same statements as [`init`]).
 pub async fn restore_indexes(conn: &mut Conn, ctx: &SqlContext, dropped: DroppedIndexes) -> Result<(), DbError> {
+    if dropped.kept {
+        return Ok(());
+    }
     for pk in &dropped.primary_keys {
         let sql = sql::statement(conn.backend(), "tables", "add_primary_key", &pk_context(pk))?;
         conn.execute("tables/add_primary_key", &sql, &[]).await?;
@@ -585,42 +601,67 @@ async fn init_with(
         conn.begin().await?;
     }
     let result: Result<(DimensionRecord, Option<ConfigChange>), InitError> = async {
-        run_named(conn, "init", &["lock", "state", "runs"], &ctx).await?;
+        // Only what is missing is created (CREATE TABLE IF NOT EXISTS needs CREATE on the
+        // schema even when the table exists): once `init` has run, a run needs no right
+        // beyond reading and writing the tables.
+        run_named(conn, "init", &["lock"], &ctx).await?;
+        let state_schema = conn.state_schema().map(|s| unquote(&s));
+        for (name, statement) in [("dimlog_state", "state"), ("dimlog_runs", "runs")] {
+            create_table_if_missing(conn, name, state_schema.as_deref(), ("init", statement), &ctx).await?;
+        }
         let runs_index = ("dimlog_runs", "dimlog_runs", "\"dimlog_runs_dimension_idx\"");
         create_index_if_missing(conn, ("init", "runs_index"), runs_index, &ctx).await?;
-        run_named(conn, "init", &["dimensions"], &ctx).await?;
+        create_table_if_missing(
+            conn,
+            "dimlog_dimensions",
+            state_schema.as_deref(),
+            ("init", "dimensions"),
+            &ctx,
+        )
+        .await?;
+        if backend == Backend::Postgres {
+            // `assign-keys` records the columns it fills here: made by `init`, so that a
+            // role that may not create tables can assign keys.
+            let assigned = ("lookup", "assigned_table");
+            create_table_if_missing(conn, "dimlog_assigned", state_schema.as_deref(), assigned, &ctx).await?;
+        }
         add_missing_run_counters(conn).await?;
         check_tables_unowned(conn, plan).await?;
         let registered = read_record(conn, plan).await?.is_some();
         check_tables_present(conn, plan, registered, dimension_may_be_missing).await?;
         let (log, dim) = (plan.target.log.name(), plan.target.dimension.name());
-        run_named(conn, "tables", &["log"], &ctx).await?;
+        let log_table = plan.target.log.to_string();
+        create_table_if_missing(conn, &log_table, plan.target.log.schema(), ("tables", "log"), &ctx).await?;
         let log_index = (ctx.log.as_str(), log, ctx.log_index.as_str());
         create_index_if_missing(conn, ("tables", "log_index"), log_index, &ctx).await?;
         let log_load_index = (ctx.log.as_str(), log, ctx.log_load_index.as_str());
         create_index_if_missing(conn, ("tables", "log_load_index"), log_load_index, &ctx).await?;
-        run_named(conn, "tables", &["dimension"], &ctx).await?;
+        let dim_table = plan.target.dimension.to_string();
+        let dim_schema = plan.target.dimension.schema();
+        create_table_if_missing(conn, &dim_table, dim_schema, ("tables", "dimension"), &ctx).await?;
         let dim_index = (ctx.dim.as_str(), dim, ctx.dim_index.as_str());
         create_index_if_missing(conn, ("tables", "dimension_index"), dim_index, &ctx).await?;
         let wanted = DimensionRecord::from_layout(layout);
-        let register = sql::statement(backend, "state", "dimension_register", &ctx)?;
-        conn.execute(
-            "registering the dimension",
-            &register,
-            &[
-                Param::Text(plan.name.clone()),
-                Param::Text(plan.target.log.to_string()),
-                Param::Text(plan.target.dimension.to_string()),
-                Param::Text(plan.target.surrogate_key.name().to_string()),
-                Param::Text(to_json(&wanted.key_columns)),
-                Param::Text(to_json(&wanted.tracked_columns)),
-                Param::Text(to_json(&wanted.type1_with_current())),
-                Param::Text(to_json(&wanted.column_types)),
-                Param::I64(wanted.hash_version),
-                Param::Ts(Micros::from_utc(chrono::Utc::now())),
-            ],
-        )
-        .await?;
+        if !registered {
+            let register = sql::statement(backend, "state", "dimension_register", &ctx)?;
+            conn.execute(
+                "registering the dimension",
+                &register,
+                &[
+                    Param::Text(plan.name.clone()),
+                    Param::Text(plan.target.log.to_string()),
+                    Param::Text(plan.target.dimension.to_string()),
+                    Param::Text(plan.target.surrogate_key.name().to_string()),
+                    Param::Text(to_json(&wanted.key_columns)),
+                    Param::Text(to_json(&wanted.tracked_columns)),
+                    Param::Text(to_json(&wanted.type1_with_current())),
+                    Param::Text(to_json(&wanted.column_types)),
+                    Param::I64(wanted.hash_version),
+                    Param::Ts(Micros::from_utc(chrono::Utc::now())),
+                ],
+            )
+            .await?;
+        }
         let stored = read_record(conn, plan).await?.expect("registered above");
         check_compatible(&stored, &wanted, plan, backend)?;
         Ok((stored.clone(), ConfigChange::between(&stored, &wanted)))
@@ -630,6 +671,44 @@ async fn init_with(
         return result;
     }
     conn.finish(result).await
+}
+
+fn unquote(quoted: &str) -> String {
+    quoted
+        .strip_prefix('"')
+        .and_then(|q| q.strip_suffix('"'))
+        .unwrap_or(quoted)
+        .replace("\"\"", "\"")
+}
+
+/// Runs the `CREATE TABLE IF NOT EXISTS` statement `family/statement` only when the table
+/// (`name`: a config's table name, or one of dimlog's own, which the connection qualifies)
+/// is missing; on PostgreSQL a role that may not create it in `schema` (None: the
+/// session's current schema) is refused naming the GRANT and `dimlog init`.
+async fn create_table_if_missing(
+    conn: &mut Conn,
+    name: &str,
+    schema: Option<&str>,
+    (family, statement): (&str, &str),
+    ctx: &SqlContext,
+) -> Result<(), DbError> {
+    let backend = conn.backend();
+    let (quoted, plain) = match Ident::table(name) {
+        Ok(i) if !name.starts_with("dimlog_") => (i.quoted(), i.name().to_string()),
+        _ => (name.to_string(), name.to_string()),
+    };
+    let names = serde_json::json!({ "table": quoted, "plain": plain });
+    let exists = sql::statement(backend, "tables", "table_exists", &names)?;
+    let found = conn.query_i64s("looking for dimlog's tables", &exists, &[]).await?;
+    if found.first().copied().unwrap_or(0) > 0 {
+        return Ok(());
+    }
+    let shown = match (name.starts_with("dimlog_"), schema) {
+        (true, Some(s)) => format!("{s}.{name}"),
+        _ => name.to_string(),
+    };
+    crate::rights::check_may_create(conn, &shown, schema).await?;
+    run_named(conn, family, &[statement], ctx).await
 }
 
 /// Runs the `CREATE INDEX IF NOT EXISTS` statement `family/statement` only when the

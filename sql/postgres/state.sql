@@ -79,3 +79,24 @@ WHERE dimlog_l.granted AND dimlog_l.pid <> pg_backend_pid()
   AND ((dimlog_l.relation = to_regclass('{{ dim }}') AND dimlog_l.mode <> 'AccessShareLock')
        OR (dimlog_l.relation = to_regclass('{{ log }}') AND dimlog_l.mode = 'AccessExclusiveLock'))
 ORDER BY 1
+{# Rights of the session's role on the target, read from the catalogs only (so that a
+   right the role lacks is named, never hit): its name, a schema it may not use, the
+   privileges it lacks on a table (of a comma-separated list; none when the table does
+   not exist), TEMPORARY on the database, and CREATE on a schema. #}
+-- statement: role_name
+SELECT quote_ident(current_user::text), quote_ident(current_database()::text)
+-- statement: schema_unusable
+SELECT (NOT has_schema_privilege(dimlog_n.oid, 'USAGE'))::text FROM pg_namespace dimlog_n WHERE dimlog_n.nspname = $1
+-- statement: table_rights_missing
+SELECT string_agg(dimlog_u.dimlog_p, ', ' ORDER BY dimlog_u.dimlog_o)
+FROM unnest(string_to_array($2, ',')) WITH ORDINALITY AS dimlog_u(dimlog_p, dimlog_o)
+WHERE to_regclass($1) IS NOT NULL AND NOT has_table_privilege(to_regclass($1), dimlog_u.dimlog_p)
+-- statement: temp_missing
+SELECT (NOT has_database_privilege(current_database(), 'TEMPORARY'))::text
+-- statement: schema_creatable
+SELECT COALESCE(has_schema_privilege(dimlog_n.oid, 'CREATE'), true)::text
+FROM (SELECT $1::text AS dimlog_s) dimlog_x LEFT JOIN pg_namespace dimlog_n ON dimlog_n.nspname = dimlog_x.dimlog_s
+-- statement: current_schema
+SELECT COALESCE(current_schema()::text, 'public')
+-- statement: owns_tables
+SELECT COALESCE(bool_and(pg_has_role(relowner, 'USAGE')), false)::text FROM pg_class WHERE oid IN (to_regclass($1), to_regclass($2))

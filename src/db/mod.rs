@@ -120,6 +120,10 @@ pub enum DbError {
     /// Another run of the dimension holds its lock and `--no-wait` was given.
     #[error("another run of dimension {0:?} holds its lock; try again later, or drop --no-wait to wait for it")]
     Locked(String),
+    /// The PostgreSQL role lacks rights the command needs (found before anything is
+    /// written): which, on what, and the `GRANT`s that give them.
+    #[error("{0}")]
+    MissingRights(String),
 }
 
 /// A bound value; timestamps bind as `timestamptz` on PostgreSQL and as fixed-width UTC
@@ -213,6 +217,15 @@ impl Conn {
     pub fn set_state_schema(&mut self, schema: Option<String>) {
         if let Conn::Postgres(c) = self {
             c.state_schema = schema;
+        }
+    }
+
+    /// The quoted schema of dimlog's own tables on a PostgreSQL target (see
+    /// [`Conn::set_state_schema`]).
+    pub fn state_schema(&self) -> Option<String> {
+        match self {
+            Conn::Postgres(c) => c.state_schema.clone(),
+            Conn::Sqlite(_) => None,
         }
     }
 

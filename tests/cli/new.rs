@@ -12,6 +12,7 @@ on_both_backends!(
     new_with_several_timestamps_asks_to_pick,
     new_on_a_timestamp_without_time_zone_asks_for_the_zone,
     new_picks_only_a_key_that_is_unique_in_the_data,
+    new_with_odd_names_reads_them_renamed,
 );
 
 const UPPER: &str = "2026-11-01T00:00:00Z";
@@ -396,4 +397,48 @@ async fn new_picks_only_a_key_that_is_unique_in_the_data(mut fx: Fixture) {
             }
         }
     }
+}
+
+/// A key named `Cust No` and a change column named `Last Modified` (issue 20, item 13):
+/// `new` reads the table through `source.query`, renaming them to plain names, says
+/// ready, and the config runs unedited.
+async fn new_with_odd_names_reads_them_renamed(mut fx: Fixture) {
+    fx.exec(&format!(
+        "CREATE TABLE odd_customers (\"Cust No\" integer PRIMARY KEY, email text, \"Last Modified\" {} NOT NULL);
+         INSERT INTO odd_customers VALUES (1, 'ann@example.com', '2026-10-01T09:00:00Z'), (2, 'bob@example.com', '2026-10-01T10:00:00Z')",
+        tstz(&fx)
+    ))
+    .await;
+    let out = new(&fx, "odd_customers", "odd.toml", &["--json"]);
+    assert_code(&out, 0, "new on odd names");
+    let report = json(&out, "new --json");
+    assert_eq!(report["key"], serde_json::json!(["cust_no"]), "{report}");
+    assert_eq!(report["updated_at"], "last_modified", "{report}");
+    assert_eq!(report["ready"], true, "{report}");
+    let toml = generated(&fx, "odd.toml");
+    assert!(toml.contains("query = "), "{toml}");
+    runs_twice(&fx, "odd.toml", 2);
+}
+
+/// A parent table of plain inheritance with a primary key (issue 20, item 13): its key
+/// does not cover the rows of the tables inheriting from it, which a read includes, and
+/// `new` says so (naming them) instead of reporting that the table has no primary key.
+#[tokio::test]
+async fn new_on_an_inheritance_parent_names_the_children() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec(
+        "CREATE TABLE inh_parent (customer_id integer PRIMARY KEY, email text, updated_at timestamptz NOT NULL);
+         CREATE TABLE inh_archive () INHERITS (inh_parent);
+         INSERT INTO inh_parent VALUES (1, 'ann@example.com', '2026-10-01T09:00:00Z');
+         INSERT INTO inh_archive VALUES (1, 'old@example.com', '2026-09-01T09:00:00Z')",
+    )
+    .await;
+    let out = new(&fx, "inh_parent", "inh.toml", &["--json"]);
+    assert_code(&out, 2, "new on an inheritance parent");
+    let report = json(&out, "new --json");
+    let message = report["todo"][0]["message"].as_str().unwrap_or_default().to_string();
+    assert!(message.contains("inh_archive"), "{report}");
+    assert!(message.contains("inherit"), "{report}");
+    assert!(!message.contains("has no primary key"), "{report}");
+    assert!(message.contains("ONLY"), "{report}");
 }

@@ -3,6 +3,7 @@
 //! and dimlog's own tables in an explicit schema whatever the `search_path`.
 
 mod commands;
+mod least_privilege;
 mod rebuild_in_place;
 mod registry;
 mod state_schema;

@@ -1,0 +1,233 @@
+//! What a PostgreSQL role needs on the target, checked from the catalogs before anything
+//! is written, so that a right it lacks is named with the `GRANT` that gives it instead
+//! of failing half-way with "permission denied".
+//!
+//! `dimlog init` is run once by a role that may create tables (the owner); every other
+//! command works with rights on the tables alone (see
+//! `docs/recipes/postgres-to-postgres.md`): no command but `init`, a migration
+//! (`run --accept-config-change`) or a rebuild that must repair the dimension's columns
+//! runs DDL on dimlog's tables.
+
+use crate::config::{Backend, Plan};
+use crate::db::{sql, Conn, DbError, Param};
+
+/// What a command does to the target.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Need {
+    /// `run`, `backfill`, `init`: reads and appends to the log, writes the dimension and
+    /// dimlog's records, uses temporary tables.
+    Load,
+    /// `status`, `history`, `lookup`, `verify` (and the start of `rebuild` and
+    /// `assign-keys`): reads.
+    Read,
+    /// `rebuild`: reads the log, rewrites the dimension, uses temporary tables.
+    Rebuild,
+}
+
+impl Need {
+    fn command(self) -> &'static str {
+        match self {
+            Need::Load => "run",
+            Need::Read => "status, history, lookup and verify",
+            Need::Rebuild => "rebuild",
+        }
+    }
+}
+
+/// A name as SQL text: each part quoted only when it must be.
+pub fn sql_name(name: &str) -> String {
+    name.split('.')
+        .map(|part| {
+            let plain = part.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+                && part
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            if plain {
+                part.to_string()
+            } else {
+                format!("\"{}\"", part.replace('"', "\"\""))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(".")
+}
+
+fn unquote(quoted: &str) -> String {
+    quoted
+        .strip_prefix('"')
+        .and_then(|q| q.strip_suffix('"'))
+        .unwrap_or(quoted)
+        .replace("\"\"", "\"")
+}
+
+/// The session's role and database, quoted where needed.
+async fn role(conn: &mut Conn) -> Result<(String, String), DbError> {
+    let sql = sql::statement(Backend::Postgres, "state", "role_name", &serde_json::json!({}))?;
+    let row = conn
+        .query_text("reading the session's role", &sql, &[])
+        .await?
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    let get = |i: usize| row.get(i).cloned().flatten().unwrap_or_default();
+    Ok((get(0), get(1)))
+}
+
+fn first_text(rows: Vec<crate::db::TextRow>) -> Option<String> {
+    rows.into_iter().next().and_then(|r| r.into_iter().next().flatten())
+}
+
+/// Checks that the role of a PostgreSQL target has what `need` takes on the plan's tables
+/// (those that exist: a missing one is `init`'s business); a no-op on SQLite. Every right
+/// missing is named in one [`DbError::MissingRights`], with the `GRANT`s to run.
+pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbError> {
+    if conn.backend() != Backend::Postgres {
+        return Ok(());
+    }
+    let (role, database) = role(conn).await?;
+    let state_schema = conn
+        .state_schema()
+        .map(|s| unquote(&s))
+        .unwrap_or_else(|| plan.target.state_schema());
+    let t = &plan.target;
+    let mut schemas: Vec<String> = vec![state_schema.clone()];
+    for s in [t.log.schema(), t.dimension.schema()].into_iter().flatten() {
+        if !schemas.iter().any(|x| x == s) {
+            schemas.push(s.to_string());
+        }
+    }
+    let mut grants = Vec::new();
+    let mut unusable = Vec::new();
+    let schema_sql = sql::statement(Backend::Postgres, "state", "schema_unusable", &serde_json::json!({}))?;
+    for s in &schemas {
+        let rows = conn
+            .query_text("checking the role's rights", &schema_sql, &[Param::Text(s.clone())])
+            .await?;
+        if first_text(rows).as_deref() == Some("true") {
+            grants.push(format!("GRANT USAGE ON SCHEMA {} TO {role}", sql_name(s)));
+            unusable.push(s.clone());
+        }
+    }
+    let state = |name: &str| {
+        (
+            format!("{}.{name}", sql_name(&state_schema)),
+            format!("\"{}\".{name}", state_schema.replace('"', "\"\"")),
+        )
+    };
+    let table = |id: &crate::ident::Ident| (sql_name(&id.to_string()), id.quoted());
+    let (log, dim) = (table(&t.log), table(&t.dimension));
+    let tables: Vec<((String, String), &[&str])> = match need {
+        Need::Load => vec![
+            (log, &["SELECT", "INSERT"]),
+            (dim, &["SELECT", "INSERT", "UPDATE", "DELETE"]),
+            (state("dimlog_state"), &["SELECT", "INSERT", "UPDATE"]),
+            (state("dimlog_runs"), &["SELECT", "INSERT", "UPDATE"]),
+            (state("dimlog_dimensions"), &["SELECT", "UPDATE"]),
+        ],
+        Need::Read => vec![
+            (log, &["SELECT"]),
+            (dim, &["SELECT"]),
+            (state("dimlog_state"), &["SELECT"]),
+            (state("dimlog_runs"), &["SELECT"]),
+            (state("dimlog_dimensions"), &["SELECT"]),
+        ],
+        Need::Rebuild => vec![
+            (log, &["SELECT"]),
+            (dim, &["SELECT", "INSERT", "UPDATE", "DELETE"]),
+            (state("dimlog_dimensions"), &["SELECT"]),
+        ],
+    };
+    let table_sql = sql::statement(
+        Backend::Postgres,
+        "state",
+        "table_rights_missing",
+        &serde_json::json!({}),
+    )?;
+    for ((shown, regclass), privileges) in tables {
+        let schema = shown.rsplit_once('.').map(|(s, _)| unquote(s));
+        if schema.is_some_and(|s| unusable.contains(&s)) {
+            // to_regclass would fail on the schema; its USAGE is asked for above, and the
+            // table's rights are checked once it is granted.
+            continue;
+        }
+        let rows = conn
+            .query_text(
+                "checking the role's rights",
+                &table_sql,
+                &[Param::Text(regclass), Param::Text(privileges.join(","))],
+            )
+            .await?;
+        if let Some(missing) = first_text(rows) {
+            grants.push(format!("GRANT {missing} ON {shown} TO {role}"));
+        }
+    }
+    if need != Need::Read {
+        let temp_sql = sql::statement(Backend::Postgres, "state", "temp_missing", &serde_json::json!({}))?;
+        let rows = conn.query_text("checking the role's rights", &temp_sql, &[]).await?;
+        if first_text(rows).as_deref() == Some("true") {
+            grants.push(format!("GRANT TEMPORARY ON DATABASE {database} TO {role}"));
+        }
+    }
+    if grants.is_empty() {
+        return Ok(());
+    }
+    Err(DbError::MissingRights(format!(
+        "the PostgreSQL role {role} of target.url lacks rights that {} needs{}; nothing was written. \
+         Have the tables' owner run: {}; (docs/recipes/postgres-to-postgres.md lists every GRANT a loading role needs)",
+        need.command(),
+        if need == Need::Load {
+            " (a role that owns nothing loads with rights on the tables alone, once an owner has run `dimlog init`)"
+        } else {
+            ""
+        },
+        grants.join("; ")
+    )))
+}
+
+/// Refuses, naming the GRANT, to create `what` (quoted, for the message `shown`) in
+/// `schema` (None: the session's current schema) when the role may not create tables
+/// there: a loading role gets its tables from `dimlog init`, run once by their owner.
+pub async fn check_may_create(conn: &mut Conn, shown: &str, schema: Option<&str>) -> Result<(), DbError> {
+    if conn.backend() != Backend::Postgres {
+        return Ok(());
+    }
+    let schema = match schema {
+        Some(s) => s.to_string(),
+        None => {
+            let sql = sql::statement(Backend::Postgres, "state", "current_schema", &serde_json::json!({}))?;
+            first_text(conn.query_text("finding the current schema", &sql, &[]).await?)
+                .unwrap_or_else(|| "public".into())
+        }
+    };
+    let sql = sql::statement(Backend::Postgres, "state", "schema_creatable", &serde_json::json!({}))?;
+    let rows = conn
+        .query_text("checking the role's rights", &sql, &[Param::Text(schema.clone())])
+        .await?;
+    if first_text(rows).as_deref() != Some("false") {
+        return Ok(());
+    }
+    let (role, _) = role(conn).await?;
+    Err(DbError::MissingRights(format!(
+        "table {shown} does not exist, and the PostgreSQL role {role} of target.url may not create tables in schema {schema}; \
+         nothing was written. Have the tables' owner run `dimlog init` once with this config (a role that owns nothing then \
+         loads with the GRANTs of docs/recipes/postgres-to-postgres.md), or GRANT CREATE ON SCHEMA {schema_sql} TO {role}",
+        schema_sql = sql_name(&schema)
+    )))
+}
+
+/// Whether the session's role owns (or is a member of the owner of) both tables: only
+/// then may a first load drop their indexes and build them once at the end.
+pub async fn owns_tables(conn: &mut Conn, a: &str, b: &str) -> Result<bool, DbError> {
+    if conn.backend() != Backend::Postgres {
+        return Ok(true);
+    }
+    let sql = sql::statement(Backend::Postgres, "state", "owns_tables", &serde_json::json!({}))?;
+    let rows = conn
+        .query_text(
+            "checking who owns the log and the dimension",
+            &sql,
+            &[Param::Text(a.to_string()), Param::Text(b.to_string())],
+        )
+        .await?;
+    Ok(first_text(rows).as_deref() == Some("true"))
+}

@@ -1,0 +1,221 @@
+//! Issue 20, item 7: least privilege on PostgreSQL. An owner role runs `dimlog init` once;
+//! a `dimlog_loader` role that owns nothing, with only the GRANTs of
+//! `docs/recipes/postgres-to-postgres.md`, runs every load (a first load, an incremental
+//! run with changes, a hard-delete reconcile) and every other command; no DDL on dimlog's
+//! tables is left on that path. A role missing one of those grants is told which table
+//! and which GRANT, before anything is written.
+
+use super::{cli_exits, database, text};
+use crate::support::fixture::Fixture;
+
+const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
+
+/// `fx`'s URL with `role` as its user (the test cluster trusts local roles).
+fn url_as(fx: &Fixture, role: &str) -> String {
+    let mut url = url::Url::parse(&fx.target_url).expect("url");
+    url.set_username(role).expect("user");
+    url.set_password(None).expect("password");
+    url.into()
+}
+
+/// Points both the source and the target of the config at `url`.
+fn connect_as(fx: &mut Fixture, url: &str) {
+    let text = fx.config().to_string();
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.starts_with("url = ") {
+            out.push(format!("url = \"{url}\""));
+        } else {
+            out.push(line.to_string());
+        }
+    }
+    fx.set_config(out.join("\n") + "\n");
+}
+
+/// The grants of the recipe for the loader, as the owner (or a superuser) runs them.
+fn documented_grants(loader: &str) -> String {
+    format!(
+        "GRANT USAGE ON SCHEMA dimlog, marts TO \"{loader}\";
+         GRANT SELECT ON public.src_customers TO \"{loader}\";
+         GRANT SELECT, INSERT ON dimlog.customer_versions TO \"{loader}\";
+         GRANT SELECT, INSERT, UPDATE, DELETE ON marts.dim_customer TO \"{loader}\";
+         GRANT SELECT, INSERT, UPDATE ON dimlog.dimlog_state, dimlog.dimlog_runs TO \"{loader}\";
+         GRANT SELECT, UPDATE ON dimlog.dimlog_dimensions TO \"{loader}\";
+         GRANT SELECT, INSERT, UPDATE ON dimlog.dimlog_assigned TO \"{loader}\""
+    )
+}
+
+/// An owner role (owning the schemas `dimlog` and `marts`) and a loader role that owns
+/// nothing; the owner has run `init` with the config pointing at `dimlog.customer_versions`
+/// and `marts.dim_customer`. Returns (owner, loader) role names.
+async fn initialised(fx: &mut Fixture) -> (String, String) {
+    let db = database(fx);
+    let (owner, loader) = (format!("{db}_owner"), format!("{db}_loader"));
+    fx.target_exec(&format!(
+        "CREATE ROLE \"{owner}\" LOGIN; CREATE ROLE \"{loader}\" LOGIN;
+         CREATE SCHEMA dimlog AUTHORIZATION \"{owner}\"; CREATE SCHEMA marts AUTHORIZATION \"{owner}\";
+         GRANT SELECT ON src_customers TO \"{owner}\""
+    ))
+    .await;
+    fx.set_setting("log", "\"dimlog.customer_versions\"");
+    fx.set_setting("dimension", "\"marts.dim_customer\"");
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z'),
+                  (2, 'bob@example.com', 'free', 'DE', '2026-03-02T09:00:00Z'),
+                  (3, 'cy@example.com', 'pro', 'IT', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    let owner_url = url_as(fx, &owner);
+    connect_as(fx, &owner_url);
+    cli_exits(fx, &["init"], 0);
+    (owner, loader)
+}
+
+/// The tables of the target that `role` owns (temporary ones included).
+async fn owned_by(fx: &mut Fixture, role: &str) -> i64 {
+    let rows = fx
+        .target_query(&format!(
+            "SELECT count(*)::text FROM pg_class WHERE relowner = (SELECT oid FROM pg_roles WHERE rolname = '{role}')"
+        ))
+        .await;
+    rows[0][0].as_deref().unwrap_or("0").parse().expect("a count")
+}
+
+/// Every command of a nightly job, as a role that owns nothing and has the documented
+/// grants only.
+#[tokio::test]
+async fn a_role_with_the_documented_grants_runs_every_command() {
+    let mut fx = Fixture::postgres().await;
+    let (_, loader) = initialised(&mut fx).await;
+    fx.target_exec(&documented_grants(&loader)).await;
+    fx.target_exec(&format!(
+        "CREATE TABLE public.facts (customer_id bigint, sold_at timestamptz, customer_sk bigint);
+         INSERT INTO public.facts VALUES (1, '2026-03-02T09:30:00Z', NULL), (9, '2026-03-02T09:30:00Z', NULL);
+         GRANT SELECT, UPDATE ON public.facts TO \"{loader}\""
+    ))
+    .await;
+    let loader_url = url_as(&fx, &loader);
+    connect_as(&mut fx, &loader_url);
+
+    // The first load (straight into the log, PostgreSQL to PostgreSQL).
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 0);
+    assert_eq!(fx.count("marts.dim_customer").await, 3);
+    // An incremental run with a change and a new key.
+    fx.exec(&format!(
+        "UPDATE src_customers SET tier = 'pro', updated_at = '2026-03-02T10:30:00Z' WHERE customer_id = 1;
+         {INSERT} (4, 'dee@example.com', 'free', 'ES', '2026-03-02T10:30:00Z')"
+    ))
+    .await;
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T11:00:00Z"], 0);
+    assert_eq!(fx.count("marts.dim_customer").await, 5);
+    // A hard delete, reconciled.
+    fx.exec("DELETE FROM src_customers WHERE customer_id = 2").await;
+    cli_exits(
+        &fx,
+        &[
+            "run",
+            "--upper",
+            "2026-03-02T12:00:00Z",
+            "--reconcile-deletes",
+            "--allow-mass-delete",
+        ],
+        0,
+    );
+    let current = fx
+        .target_query("SELECT count(*)::text FROM marts.dim_customer WHERE is_current")
+        .await;
+    assert_eq!(current[0][0].as_deref(), Some("3"), "key 2 closed");
+
+    cli_exits(&fx, &["status"], 0);
+    cli_exits(&fx, &["verify"], 0);
+    cli_exits(&fx, &["verify", "--against-source"], 0);
+    cli_exits(&fx, &["history", "--key", "1"], 0);
+    let out = fx.cli(&["lookup", "--key", "1", "--at", "2026-03-02T10:45:00Z"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    cli_exits(
+        &fx,
+        &[
+            "assign-keys",
+            "--facts",
+            "public.facts",
+            "--key-column",
+            "customer_id",
+            "--at-column",
+            "sold_at",
+            "--sk-column",
+            "customer_sk",
+        ],
+        0,
+    );
+    let assigned = fx
+        .target_query("SELECT customer_id::text, customer_sk::text FROM public.facts ORDER BY 1")
+        .await;
+    assert_eq!(assigned[0][1].as_deref(), Some("1"));
+    assert_eq!(assigned[1][1].as_deref(), Some("-1"));
+    cli_exits(&fx, &["rebuild"], 0);
+    cli_exits(&fx, &["verify"], 0);
+    assert_eq!(owned_by(&mut fx, &loader).await, 0, "the loader owns nothing");
+}
+
+/// A loader without INSERT on the log, or without USAGE on the dimension's schema, is
+/// told which table or schema and the GRANT to run; nothing is written.
+#[tokio::test]
+async fn a_missing_grant_names_the_table_and_the_grant() {
+    let mut fx = Fixture::postgres().await;
+    let (_, loader) = initialised(&mut fx).await;
+    fx.target_exec(&documented_grants(&loader)).await;
+    fx.target_exec(&format!("REVOKE INSERT ON dimlog.customer_versions FROM \"{loader}\""))
+        .await;
+    let loader_url = url_as(&fx, &loader);
+    connect_as(&mut fx, &loader_url);
+    let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 1);
+    assert!(
+        stderr.contains(&format!("GRANT INSERT ON dimlog.customer_versions TO {loader}")),
+        "{stderr}"
+    );
+    assert_eq!(fx.count("dimlog.dimlog_runs").await, 0, "nothing written");
+    assert!(!stderr.contains("must be owner"), "{stderr}");
+
+    fx.target_exec(&format!(
+        "GRANT INSERT ON dimlog.customer_versions TO \"{loader}\"; REVOKE USAGE ON SCHEMA marts FROM \"{loader}\""
+    ))
+    .await;
+    let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 1);
+    assert!(
+        stderr.contains(&format!("GRANT USAGE ON SCHEMA marts TO {loader}")),
+        "{stderr}"
+    );
+    let stderr = cli_exits(&fx, &["status"], 1);
+    assert!(
+        stderr.contains(&format!("GRANT USAGE ON SCHEMA marts TO {loader}")),
+        "{stderr}"
+    );
+}
+
+/// Before `init`, a loader that may not create tables is told to have the owner run
+/// `dimlog init`, instead of a bare "permission denied".
+#[tokio::test]
+async fn a_loader_before_init_is_sent_to_init() {
+    let mut fx = Fixture::postgres().await;
+    let db = database(&fx);
+    let loader = format!("{db}_loader");
+    fx.target_exec(&format!(
+        "CREATE ROLE \"{loader}\" LOGIN; CREATE SCHEMA dimlog; CREATE SCHEMA marts;
+         GRANT USAGE ON SCHEMA dimlog, marts TO \"{loader}\"; GRANT SELECT ON src_customers TO \"{loader}\""
+    ))
+    .await;
+    fx.set_setting("log", "\"dimlog.customer_versions\"");
+    fx.set_setting("dimension", "\"marts.dim_customer\"");
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    let loader_url = url_as(&fx, &loader);
+    connect_as(&mut fx, &loader_url);
+    let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 1);
+    assert!(stderr.contains("dimlog init"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("GRANT CREATE ON SCHEMA dimlog TO {loader}")),
+        "{stderr}"
+    );
+}
