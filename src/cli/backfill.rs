@@ -73,7 +73,12 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
     let to = parse_ts("--to", &args.to)?;
     let chunk_micros =
         crate::config::parse_duration("--chunk", &args.chunk).map_err(|e| Error::Usage(e.to_string()))?;
-    let mut session = Session::open(&plan).await?;
+    // A dry run only reads: on PostgreSQL it needs read rights alone, like status.
+    let mut session = if args.dry_run && plan.target.url.backend == crate::config::Backend::Postgres {
+        Session::open_with(&plan, crate::db::Access::QueryOnly).await?
+    } else {
+        Session::open(&plan).await?
+    };
     if args.dry_run {
         let chunks = backfill::plan_chunks(&mut session, &plan, from, to, chunk_micros).await;
         session.close().await;
