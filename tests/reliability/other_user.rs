@@ -371,7 +371,10 @@ async fn a_select_only_role_is_told_which_right_is_missing() {
         let rights: &[&str] = match args[0] {
             "assign-keys" => &["ownership of table facts", "GRANT UPDATE ON"],
             "verify" => &["TEMPORARY on database", "GRANT TEMPORARY ON DATABASE"],
-            "rebuild" => &["GRANT INSERT, UPDATE, DELETE ON dim_customer", "CREATE on schema public"],
+            "rebuild" => &[
+                "GRANT INSERT, UPDATE, DELETE ON dim_customer",
+                "CREATE on schema public",
+            ],
             _ => &["GRANT INSERT ON customer_versions", "CREATE on schema public"],
         };
         for s in ["lacks", "GRANT", "target.url"] {
