@@ -1320,10 +1320,16 @@ fn read_numeric(text: &str) -> Option<Cow<'_, str>> {
             out.push(if i < first { '0' } else { digits[i as usize] as char });
         }
     }
-    if out == t {
-        Some(Cow::Borrowed(t))
+    Some(borrowed_if_same(t, out))
+}
+
+/// `written` itself when the canonical form `out` spells it the same: no allocation
+/// for a key that is already canonical (the common case on a loader's hot path).
+fn borrowed_if_same(written: &str, out: String) -> Cow<'_, str> {
+    if out == written {
+        Cow::Borrowed(written)
     } else {
-        Some(Cow::Owned(out))
+        Cow::Owned(out)
     }
 }
 
@@ -1344,11 +1350,7 @@ fn read_uuid(text: &str) -> Option<Cow<'_, str>> {
         }
         out.push(b.to_ascii_lowercase() as char);
     }
-    if out == text {
-        Some(Cow::Borrowed(text))
-    } else {
-        Some(Cow::Owned(out))
-    }
+    Some(borrowed_if_same(text, out))
 }
 
 fn read_date(text: &str) -> Option<Cow<'_, str>> {
@@ -1365,11 +1367,7 @@ fn read_date(text: &str) -> Option<Cow<'_, str>> {
     }
     let date = chrono::NaiveDate::from_ymd_opt(y.parse().ok()?, m.parse().ok()?, d.parse().ok()?)?;
     let out = date.format("%Y-%m-%d").to_string();
-    if out == text {
-        Some(Cow::Borrowed(text))
-    } else {
-        Some(Cow::Owned(out))
-    }
+    Some(borrowed_if_same(text, out))
 }
 
 /// A lookup the index cannot answer (as opposed to one with no version in effect, which
