@@ -353,37 +353,17 @@ impl DbUrl {
 
 /// `url` without its query parameter `name`, and that parameter's decoded value.
 fn take_query_param(url: &str, name: &str) -> (String, Option<String>) {
-    let Some(q) = url.find('?') else {
-        return (url.to_string(), None);
-    };
-    let (head, query) = url.split_at(q);
-    let (query, fragment) = match query[1..].split_once('#') {
-        Some((q, f)) => (q, format!("#{f}")),
-        None => (&query[1..], String::new()),
-    };
     let mut value = None;
-    let kept: Vec<&str> = query
-        .split('&')
-        .filter(|pair| {
-            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-            if k == name {
-                value = Some(
-                    url::form_urlencoded::parse(format!("v={v}").as_bytes())
-                        .next()
-                        .map(|(_, v)| v.into_owned())
-                        .unwrap_or_default(),
-                );
-                false
-            } else {
-                true
-            }
-        })
-        .collect();
-    let out = if kept.is_empty() {
-        format!("{head}{fragment}")
-    } else {
-        format!("{head}?{}{fragment}", kept.join("&"))
-    };
+    let out = crate::secret::map_query_pairs(url, |pair| {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if k != name {
+            return Some(pair.to_string());
+        }
+        value = url::form_urlencoded::parse(format!("v={v}").as_bytes())
+            .next()
+            .map(|(_, v)| v.into_owned());
+        None
+    });
     (out, value)
 }
 

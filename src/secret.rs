@@ -224,38 +224,41 @@ pub fn strip(url: &str) -> (String, bool) {
 /// parameter the driver does not read (`sslpassword`, …) is left out, because the driver
 /// logs an unknown parameter together with its value. Returns the names left out.
 pub fn for_driver(url: &str) -> (String, Vec<String>) {
+    let mut dropped = Vec::new();
+    let url = map_query_pairs(url, |pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        let decoded = decode(name);
+        if decoded == "password" {
+            Some(pair.to_string())
+        } else if decoded.eq_ignore_ascii_case("password") {
+            Some(format!("password={value}"))
+        } else if is_secret_name(name) {
+            dropped.push(decoded.into_owned());
+            None
+        } else {
+            Some(pair.to_string())
+        }
+    });
+    (url, dropped)
+}
+
+/// The URL with each `name=value` pair of its query replaced by what `keep` returns for
+/// it (`None` leaves it out), the fragment kept; no `?` when no pair is left.
+pub fn map_query_pairs(url: &str, mut keep: impl FnMut(&str) -> Option<String>) -> String {
     let Some(q) = url.find('?') else {
-        return (url.to_string(), Vec::new());
+        return url.to_string();
     };
     let (head, query) = url.split_at(q);
     let (query, fragment) = match query[1..].split_once('#') {
         Some((q, f)) => (q, format!("#{f}")),
         None => (&query[1..], String::new()),
     };
-    let mut dropped = Vec::new();
-    let pairs: Vec<String> = query
-        .split('&')
-        .filter_map(|pair| {
-            let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-            let decoded = decode(name);
-            if decoded == "password" {
-                Some(pair.to_string())
-            } else if decoded.eq_ignore_ascii_case("password") {
-                Some(format!("password={value}"))
-            } else if is_secret_name(name) {
-                dropped.push(decoded.into_owned());
-                None
-            } else {
-                Some(pair.to_string())
-            }
-        })
-        .collect();
-    let url = if pairs.is_empty() {
+    let pairs: Vec<String> = query.split('&').filter_map(&mut keep).collect();
+    if pairs.is_empty() {
         format!("{head}{fragment}")
     } else {
         format!("{head}?{}{fragment}", pairs.join("&"))
-    };
-    (url, dropped)
+    }
 }
 
 #[cfg(test)]
