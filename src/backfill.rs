@@ -193,6 +193,15 @@ pub async fn run(
             continue;
         }
         observer.chunk_started(i + 1, all.len(), chunk);
+        // A connection lost in an earlier chunk fails that chunk alone.
+        if let Err(e) = session.reconnect_lost(plan).await {
+            outcome.outcome = "failed".into();
+            outcome.error = Some(e.to_string());
+            stop = opts.fail_fast;
+            observer.chunk_finished(&outcome);
+            outcomes.push(outcome);
+            continue;
+        }
         let run_opts = RunOptions {
             kind: RunKind::Backfill,
             role: role.clone(),

@@ -20,10 +20,9 @@ use std::cmp::Ordering;
 
 /// Creates the session-temporary staging table of a load.
 pub async fn create_staging(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
-    if conn.backend() == crate::config::Backend::Sqlite {
-        let drop = sql::statement(conn.backend(), "stage", "drop", ctx)?;
-        conn.execute_script("stage/drop", &drop).await?;
-    }
+    // The staging tables live as long as the session: drop what an earlier load left.
+    let drop = sql::statement(conn.backend(), "stage", "drop", ctx)?;
+    conn.execute_script("stage/drop", &drop).await?;
     run_named(conn, "stage", &["raw"], ctx).await
 }
 

@@ -10,6 +10,7 @@ use crate::config::{Backend, ConfigError, HardDeletes, Plan};
 use crate::db::{Access, Conn, DbError};
 use crate::detect::{stage_row, ColumnKind, StagedRow};
 use crate::extract::{self, Layout, SourceSchema, Window};
+use crate::rights::Need;
 use crate::state::{self, RunBounds, RunCounts, RunKind};
 use crate::tables::{self, SqlContext};
 use crate::ts::Micros;
@@ -137,6 +138,10 @@ pub struct Session {
     /// to be written ([`Session::create_target`]); until then `target` is an empty
     /// in-memory database standing in for it.
     deferred: Option<crate::config::DbUrl>,
+    /// How the target was opened and which rights were checked, to open it again the
+    /// same way when its connection is lost ([`Session::reconnect_lost`]).
+    target_access: Access,
+    target_need: Need,
 }
 
 impl Session {
@@ -154,11 +159,38 @@ impl Session {
         Session::open_with(plan, Access::Create).await
     }
 
+    /// [`Session::open_with`] for work that reads both sides and compares them in
+    /// temporary tables alone (a dry run, [`RunOptions::dry_run`]; `verify` against the
+    /// source): the target's rights are checked for reading and for temporary tables,
+    /// not for loading.
+    pub async fn open_to_compare(plan: &Plan, target: Access) -> Result<Session, Error> {
+        Session::open_checked(plan, target, Need::Compare).await
+    }
+
+    /// Opens again whichever connection no longer answers (killed by an operator, a
+    /// restarted server, a failover), as it was opened; a connection that answers is
+    /// kept. A backfill calls it before each chunk, and a failed run before it records
+    /// its failure, so that one lost connection fails one run, not every one after it.
+    pub async fn reconnect_lost(&mut self, plan: &Plan) -> Result<(), Error> {
+        if self.deferred.is_none() && !self.target.is_alive().await {
+            tracing::info!("the connection to the target was lost; connecting again");
+            let fresh = open_target(plan, self.target_access, self.target_need).await?;
+            drop(std::mem::replace(&mut self.target, fresh));
+        }
+        if let Some(source) = self.source.as_mut() {
+            if !source.is_alive().await {
+                tracing::info!("the connection to the source was lost; connecting again");
+                self.source = Some(open_source(plan).await?);
+            }
+        }
+        Ok(())
+    }
+
     /// Creates the SQLite target file that [`Session::open`] left uncreated (a no-op when
     /// the file existed, or on PostgreSQL).
     pub async fn create_target(&mut self, plan: &Plan) -> Result<(), Error> {
         if self.deferred.take().is_some() {
-            let real = open_target(plan, Access::Create).await?;
+            let real = open_target(plan, Access::Create, self.target_need).await?;
             let stand_in = std::mem::replace(&mut self.target, real);
             let _ = stand_in.close().await;
         }
@@ -184,6 +216,11 @@ impl Session {
     /// [`Access::Create`], a target whose SQLite file does not exist is
     /// [`Error::NotLoaded`].
     pub async fn open_with(plan: &Plan, target: Access) -> Result<Session, Error> {
+        Session::open_checked(plan, target, Need::for_access(target)).await
+    }
+
+    async fn open_checked(plan: &Plan, target: Access, need: Need) -> Result<Session, Error> {
+        let access = target;
         crate::db::refuse_unwritable(&plan.target.url, target)?;
         let mut source = open_source(plan).await?;
         let layout = async {
@@ -207,7 +244,7 @@ impl Session {
                 .await
                 .map(Conn::Sqlite)
                 .map_err(Error::from),
-            None => open_target(plan, target).await,
+            None => open_target(plan, target, need).await,
         };
         let target = match target {
             Ok(t) => t,
@@ -229,6 +266,8 @@ impl Session {
             layout,
             ctx,
             deferred,
+            target_access: access,
+            target_need: need,
         })
     }
 
@@ -241,7 +280,7 @@ impl Session {
     /// [`Error::NotLoaded`].
     pub async fn open_target(plan: &Plan, access: Access) -> Result<Session, Error> {
         crate::db::refuse_unwritable(&plan.target.url, access)?;
-        let mut target = open_target(plan, access).await?;
+        let mut target = open_target(plan, access, Need::for_access(access)).await?;
         let layout = async {
             let record = tables::existing_record(&mut target, plan).await?;
             Ok::<_, Error>(record.layout(plan, target.backend())?)
@@ -268,6 +307,8 @@ impl Session {
             layout,
             ctx,
             deferred: None,
+            target_access: access,
+            target_need: Need::for_access(access),
         })
     }
 
@@ -319,9 +360,10 @@ pub async fn open_source(plan: &Plan) -> Result<Conn, Error> {
         })
 }
 
-/// Connects to the target with `access`; a SQLite file that does not exist (and may not
-/// be created) means the dimension was never loaded there.
-async fn open_target(plan: &Plan, access: Access) -> Result<Conn, Error> {
+/// Connects to the target with `access`, checking the rights `need` names; a SQLite file
+/// that does not exist (and may not be created) means the dimension was never loaded
+/// there.
+async fn open_target(plan: &Plan, access: Access, need: Need) -> Result<Conn, Error> {
     let mut conn = Conn::open(&plan.target.url, access).await.map_err(|e| match e {
         DbError::NoDatabase { path } => Error::NotLoaded(tables::not_loaded_file(plan, path)),
         other => Error::from(other),
@@ -339,13 +381,15 @@ async fn open_target(plan: &Plan, access: Access) -> Result<Conn, Error> {
         }
         // Every right the command needs on the tables that exist, named at once with
         // the GRANTs that give them, before anything is read or written.
-        let need = match access {
-            Access::Create => crate::rights::Need::Load,
-            _ => crate::rights::Need::Read,
-        };
         if let Err(e) = crate::rights::check(&mut conn, plan, need).await {
             let _ = conn.close().await;
             return Err(e.into());
+        }
+        if !access.is_read_only() {
+            if let Err(e) = conn.tune_for_loads().await {
+                let _ = conn.close().await;
+                return Err(e.into());
+            }
         }
     }
     Ok(conn)
@@ -454,8 +498,8 @@ pub async fn run(
             check_first_window(session, plan, upper, clock, opts.upper.is_some()).await?;
         }
         // A dry run writes nothing, not even the tables or a SQLite file: it creates the
-        // tables inside the load's transaction, which it rolls back, in an in-memory
-        // database standing in for a file that does not exist.
+        // tables inside a transaction it rolls back, in an in-memory database standing in
+        // for a file that does not exist.
         if !opts.dry_run && session.target_deferred() {
             session.create_target(plan).await?;
             state::lock(&mut session.target, plan, opts.wait).await?;
@@ -491,9 +535,26 @@ pub async fn run(
                 return Err(e);
             }
         };
-        if !opts.dry_run {
+        // Where the lock is the transaction (SQLite) the load runs in it from here on.
+        // Elsewhere it reads the source first and opens its transaction only for its
+        // writes (see `load`); a dry run of a loaded dimension whose columns did not
+        // change ends the transaction of its checks here, having written nothing, and
+        // then only reads. (One that created the tables to compare with, or changes the
+        // column sets, keeps that transaction and rolls it back.)
+        let lock_is_a_transaction = session.target.lock_is_a_transaction();
+        let in_transaction = if opts.dry_run {
+            if lock_is_a_transaction || never_loaded || migration.is_some() {
+                true
+            } else {
+                session.target.rollback().await;
+                false
+            }
+        } else if lock_is_a_transaction {
             session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
-        }
+            true
+        } else {
+            false
+        };
         let mut bounds = RunBounds::default();
         match load(
             session,
@@ -503,6 +564,7 @@ pub async fn run(
             (started, source_clock, first_window_checked),
             &mut bounds,
             migration.as_ref(),
+            in_transaction,
         )
         .await
         {
@@ -514,16 +576,25 @@ pub async fn run(
                 // Refusals of the config or the window (exit 2) read nothing: there is
                 // no run to record, as for config errors found before the load.
                 if !opts.dry_run && !committed && !matches!(e, Error::Db(DbError::Locked(_))) && e.exit_code() != 2 {
-                    let _ = state::record_failure(
-                        &mut session.target,
-                        plan,
-                        opts.kind,
-                        &opts.role,
-                        bounds,
-                        started,
-                        &e.to_string(),
-                    )
-                    .await;
+                    let failure = e.to_string();
+                    // A lost connection (the usual cause of such a failure) is opened
+                    // again to record it: `backfill --only-failed` finds chunks by it.
+                    for attempt in 0..2 {
+                        let recorded = state::record_failure(
+                            &mut session.target,
+                            plan,
+                            opts.kind,
+                            &opts.role,
+                            bounds,
+                            started,
+                            &failure,
+                        )
+                        .await
+                        .is_ok();
+                        if recorded || attempt > 0 || session.reconnect_lost(plan).await.is_err() {
+                            break;
+                        }
+                    }
                 }
                 Err(e)
             }
@@ -534,6 +605,14 @@ pub async fn run(
     result
 }
 
+/// One load, in two phases. First it reads: the source (checks, the window, the key
+/// list), and the log and the dimension to compare with, into the session's temporary
+/// tables. Only then does it write, in one transaction of the target: the run's record,
+/// a column-set change, classification, the append, the rebuild, the watermark. Where
+/// the lock is the transaction (SQLite, `in_transaction`), both phases run in it; else
+/// the transaction opens between them, so it never waits on the source, and a dry run
+/// opens one only to classify in temporary tables, and rolls it back.
+#[allow(clippy::too_many_arguments)]
 async fn load(
     session: &mut Session,
     plan: &Plan,
@@ -544,6 +623,7 @@ async fn load(
     (started, source_clock, first_window_checked): (Micros, Option<Micros>, bool),
     bounds: &mut RunBounds,
     migration: Option<&(tables::DimensionRecord, tables::ConfigChange)>,
+    in_transaction: bool,
 ) -> Result<RunReport, Error> {
     let fp = opts.failpoint.as_deref();
     let watermark_before = state::watermark(&mut session.target, plan, &opts.role).await?;
@@ -576,17 +656,7 @@ async fn load(
     };
     bounds.low = window.low;
     bounds.upper = Some(window.high);
-    let run_id = if opts.dry_run {
-        0
-    } else {
-        state::start_run(&mut session.target, plan, opts.kind, &opts.role, started).await?
-    };
 
-    if let Some((stored, change)) = migration {
-        observer.phase("migrating the column sets");
-        let wanted = tables::DimensionRecord::from_layout(&session.layout);
-        tables::apply_change(&mut session.target, plan, &session.ctx, stored, &wanted, change).await?;
-    }
     observer.phase("checking the source");
     extract::check_null_updated_at(
         session.source.as_mut().expect("source connection"),
@@ -611,6 +681,44 @@ async fn load(
     // the window over the log are skipped (the rows and numbers are the general path's).
     let first_load = migration.is_none() && log::is_empty(&mut session.target, &session.ctx).await?;
     let one_row_per_key = first_load && !session.ctx.history_all;
+    let both_postgres = session.target.backend() == Backend::Postgres
+        && session.source.as_ref().map(Conn::backend) == Some(Backend::Postgres);
+    let portable = session.layout.key_order_is_portable();
+    // Dropping and building indexes, and the log's load defaults, need the tables' owner:
+    // a role with rights on them alone loads a first time with the indexes in place.
+    let owner = first_load && rights::owns_tables(&mut session.target, &session.ctx.log, &session.ctx.dim).await?;
+    // A first load of one row per key from PostgreSQL copies the source straight into
+    // the log, inside the transaction: the COPY keeps it busy while the source answers.
+    let straight_into_log =
+        !opts.dry_run && one_row_per_key && session.ctx.unique_key && both_postgres && portable && owner;
+    let read = if straight_into_log {
+        None
+    } else {
+        let reading = Reading {
+            plan,
+            opts,
+            window: &window,
+            observer,
+            first_load,
+            one_row_per_key,
+            migration: migration.is_some(),
+        };
+        Some(read_changes(session, &reading).await?)
+    };
+
+    if !in_transaction {
+        session.target.begin().await?;
+    }
+    let run_id = if opts.dry_run {
+        0
+    } else {
+        state::start_run(&mut session.target, plan, opts.kind, &opts.role, started).await?
+    };
+    if let Some((stored, change)) = migration {
+        observer.phase("migrating the column sets");
+        let wanted = tables::DimensionRecord::from_layout(&session.layout);
+        tables::apply_change(&mut session.target, plan, &session.ctx, stored, &wanted, change).await?;
+    }
     let step = Step {
         plan,
         opts,
@@ -619,16 +727,9 @@ async fn load(
         observer,
         read_through: watermark_before,
     };
-    let both_postgres = session.target.backend() == Backend::Postgres
-        && session.source.as_ref().map(Conn::backend) == Some(Backend::Postgres);
-    let portable = session.layout.key_order_is_portable();
-    // Dropping and building indexes, and the log's load defaults, need the tables' owner:
-    // a role with rights on them alone loads a first time with the indexes in place.
-    let owner = first_load && rights::owns_tables(&mut session.target, &session.ctx.log, &session.ctx.dim).await?;
-    let loaded = if one_row_per_key && session.ctx.unique_key && both_postgres && portable && owner {
-        first_load_into_log(session, &step).await?
-    } else {
-        stage_and_append(session, &step, migration, (first_load, owner), one_row_per_key).await?
+    let loaded = match read {
+        None => first_load_into_log(session, &step).await?,
+        Some(read) => write_changes(session, &step, read, migration, (first_load, owner), one_row_per_key).await?,
     };
     failpoint::check(fp, "after_rebuild").await?;
     let Loaded {
@@ -728,40 +829,100 @@ struct Loaded {
     rehashed: i64,
 }
 
-/// The general path: stage and dedupe the window, reconcile deletes, classify against
-/// the log, append, and rebuild the touched keys (or, on a first load, fill the empty
-/// dimension and build its indexes once).
-async fn stage_and_append(
+/// What the reading phase of a load needs.
+struct Reading<'a> {
+    plan: &'a Plan,
+    opts: &'a RunOptions,
+    window: &'a Window,
+    observer: &'a dyn Observer,
+    first_load: bool,
+    one_row_per_key: bool,
+    /// Whether the run changes the column sets.
+    migration: bool,
+}
+
+/// What the reading phase staged, for the writing phase.
+struct Read {
+    rows_read: i64,
+    rows_after_dedupe: i64,
+    max_read: Option<Micros>,
+    beyond_upper: extract::FutureRows,
+    reconciled: i64,
+}
+
+/// The general path's reads, before the load's transaction on PostgreSQL: stage and
+/// dedupe the window, set aside a change feed's history, reconcile deletes, and read the
+/// rows of keys no window read. Writes only the session's temporary tables.
+async fn read_changes(session: &mut Session, r: &Reading<'_>) -> Result<Read, Error> {
+    let fp = r.opts.failpoint.as_deref();
+    dedupe::create_staging(&mut session.target, &session.ctx).await?;
+
+    r.observer.phase("reading");
+    let Staged {
+        rows_read,
+        max_read,
+        beyond_upper,
+    } = stage_window(session, r.plan, r.window, r.observer).await?;
+    failpoint::check(fp, "after_extract").await?;
+
+    r.observer.phase("deduplicating");
+    let rows_after_dedupe = dedupe::dedupe(&mut session.target, &session.ctx, rows_read, !r.one_row_per_key).await?;
+    failpoint::check(fp, "after_dedupe").await?;
+
+    // On a change feed, events read before the last accepted column change are history
+    // under the column sets of their time (issue 21): no later read compares them again.
+    // (An accepted change itself keeps each key's newest event read: see `write_changes`.)
+    if session.ctx.history_all && !r.first_load && !r.migration {
+        if let Some(through) = state::watermark(&mut session.target, r.plan, log::COLUMNS_CHANGED).await? {
+            log::drop_feed_history(&mut session.target, &session.ctx, through).await?;
+        }
+    }
+    let reconcile_now = r.opts.reconcile_deletes || r.plan.hard_deletes == HardDeletes::Reconcile;
+    let reconciled = if reconcile_now {
+        r.observer.phase("reconciling deletes");
+        let source = session.source.take().expect("source connection present");
+        let (source, result) = reconcile::stage_missing_keys(
+            source,
+            &mut session.target,
+            r.plan,
+            &session.layout,
+            &session.ctx,
+            r.window.high,
+            r.opts.allow_mass_delete,
+        )
+        .await;
+        session.source = Some(source);
+        result?
+    } else {
+        reconcile::Reconciled::default()
+    };
+    if reconciled.unseen > 0 {
+        r.observer.phase("reading the rows of keys no window read");
+        stage_unseen(session, r.plan, r.window, r.observer).await?;
+    }
+    Ok(Read {
+        rows_read,
+        rows_after_dedupe,
+        max_read,
+        beyond_upper,
+        reconciled: reconciled.missing,
+    })
+}
+
+/// The general path's writes, in the load's transaction: a column-set change's carried
+/// versions, classification against the log, the append, and the rebuild of the touched
+/// keys (or, on a first load, filling the empty dimension and building its indexes once).
+/// A dry run classifies and stops there.
+async fn write_changes(
     session: &mut Session,
     step: &Step<'_>,
+    read: Read,
     migration: Option<&(tables::DimensionRecord, tables::ConfigChange)>,
     // A first load, and whether the role owns the tables (and may drop their indexes).
     (first_load, owner): (bool, bool),
     one_row_per_key: bool,
 ) -> Result<Loaded, Error> {
     let fp = step.opts.failpoint.as_deref();
-    dedupe::create_staging(&mut session.target, &session.ctx).await?;
-
-    step.observer.phase("reading");
-    let Staged {
-        rows_read,
-        max_read,
-        beyond_upper,
-    } = stage_window(session, step.plan, step.window, step.observer).await?;
-    failpoint::check(fp, "after_extract").await?;
-
-    step.observer.phase("deduplicating");
-    let rows_after_dedupe = dedupe::dedupe(&mut session.target, &session.ctx, rows_read, !one_row_per_key).await?;
-    failpoint::check(fp, "after_dedupe").await?;
-
-    // On a change feed, events read before the last accepted column change are history
-    // under the column sets of their time (issue 21): no later read compares them again.
-    // (An accepted change itself keeps each key's newest event read, below.)
-    if session.ctx.history_all && !first_load && migration.is_none() {
-        if let Some(through) = state::watermark(&mut session.target, step.plan, log::COLUMNS_CHANGED).await? {
-            log::drop_feed_history(&mut session.target, &session.ctx, through).await?;
-        }
-    }
     // A config change on a change feed: the events read before it are history under the
     // old column set; only each key's newest one stays, as the key's state, and the
     // watermark is remembered as the change's.
@@ -811,30 +972,6 @@ async fn stage_and_append(
         )
         .await?;
     }
-    let reconcile_now = step.opts.reconcile_deletes || step.plan.hard_deletes == HardDeletes::Reconcile;
-    let reconciled = if reconcile_now {
-        step.observer.phase("reconciling deletes");
-        let source = session.source.take().expect("source connection present");
-        let (source, result) = reconcile::stage_missing_keys(
-            source,
-            &mut session.target,
-            step.plan,
-            &session.layout,
-            &session.ctx,
-            step.window.high,
-            step.opts.allow_mass_delete,
-        )
-        .await;
-        session.source = Some(source);
-        result?
-    } else {
-        reconcile::Reconciled::default()
-    };
-    if reconciled.unseen > 0 {
-        step.observer.phase("reading the rows of keys no window read");
-        stage_unseen(session, step).await?;
-    }
-    let reconciled = reconciled.missing;
 
     step.observer.phase("detecting changes");
     let changes = if one_row_per_key {
@@ -843,7 +980,7 @@ async fn stage_and_append(
         log::classify(&mut session.target, &session.ctx, step.window.high).await?
     };
     let loaded_at = now();
-    if changes.total > 0 {
+    if changes.total > 0 && !step.opts.dry_run {
         let dropped = if first_load && owner {
             Some(tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?)
         } else if first_load {
@@ -876,17 +1013,17 @@ async fn stage_and_append(
             rebuild::rebuild_touched(&mut session.target, &session.ctx).await?;
         }
     }
-    if let Some((_, change)) = migration {
+    if let (Some((_, change)), false) = (migration, step.opts.dry_run) {
         step.observer.phase("rebuilding the dimension for the new column sets");
         rebuild::rebuild_all(&mut session.target, &session.ctx, &change.no_longer_written()).await?;
     }
     Ok(Loaded {
-        rows_read,
-        rows_after_dedupe,
-        max_read,
-        beyond_upper,
+        rows_read: read.rows_read,
+        rows_after_dedupe: read.rows_after_dedupe,
+        max_read: read.max_read,
+        beyond_upper: read.beyond_upper,
         changes,
-        reconciled,
+        reconciled: read.reconciled,
         rehashed,
     })
 }
@@ -895,13 +1032,15 @@ async fn stage_and_append(
 /// adds the rows of the keys reconciliation listed in `dimlog_unseen` to the load
 /// (deduplicated by the usual rule). Only runs when there are such keys: rows stamped
 /// behind every window, which only a comparison of key lists can find.
-async fn stage_unseen(session: &mut Session, step: &Step<'_>) -> Result<(), Error> {
+async fn stage_unseen(
+    session: &mut Session,
+    plan: &Plan,
+    window: &Window,
+    observer: &dyn Observer,
+) -> Result<(), Error> {
     dedupe::recreate_raw(&mut session.target, &session.ctx).await?;
-    let whole = Window {
-        low: None,
-        ..*step.window
-    };
-    stage_window(session, step.plan, &whole, step.observer).await?;
+    let whole = Window { low: None, ..*window };
+    stage_window(session, plan, &whole, observer).await?;
     dedupe::add_unseen(&mut session.target, &session.ctx).await?;
     Ok(())
 }

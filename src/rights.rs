@@ -22,6 +22,19 @@ pub enum Need {
     Read,
     /// `rebuild`: reads the log, rewrites the dimension, uses temporary tables.
     Rebuild,
+    /// A dry run, `verify` against the source: reads, and compares in temporary tables.
+    Compare,
+}
+
+impl Need {
+    /// What a command opening the target with `access` needs: a command that may write
+    /// loads; one that only reads, reads.
+    pub fn for_access(access: crate::db::Access) -> Need {
+        match access {
+            crate::db::Access::Create => Need::Load,
+            _ => Need::Read,
+        }
+    }
 }
 
 impl Need {
@@ -30,6 +43,7 @@ impl Need {
             Need::Load => "run",
             Need::Read => "status, history, lookup and verify",
             Need::Rebuild => "rebuild",
+            Need::Compare => "a dry run (and verify against the source)",
         }
     }
 }
@@ -124,7 +138,7 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
             (state("dimlog_runs"), &["SELECT", "INSERT", "UPDATE"]),
             (state("dimlog_dimensions"), &["SELECT", "UPDATE"]),
         ],
-        Need::Read => vec![
+        Need::Read | Need::Compare => vec![
             (log, &["SELECT"]),
             (dim, &["SELECT"]),
             (state("dimlog_state"), &["SELECT"]),

@@ -12,7 +12,7 @@ WHERE EXISTS (SELECT 1 FROM dimlog_unseen dimlog_u WHERE {{ keys|eqs("dimlog_u",
 ORDER BY {{ keys|cols("dimlog_r") }}, dimlog_r.valid_from DESC{% if tiebreak %}, dimlog_r.dimlog_tiebreak DESC NULLS LAST{% endif %}, dimlog_r.is_deleted DESC, dimlog_r.row_hash DESC
 {% endmacro %}
 -- statement: dedupe
-CREATE TEMP TABLE dimlog_stage ON COMMIT DROP AS
+CREATE TEMP TABLE dimlog_stage AS
 {{ newest_rows(false) }}
 -- statement: adopt
 ALTER TABLE dimlog_raw RENAME TO dimlog_stage

@@ -9,13 +9,13 @@ CREATE TEMP TABLE dimlog_source_keys (
 {% if deleted_flag %}
     dimlog_live boolean
 {% endif %}
-) ON COMMIT DROP
+)
 -- statement: analyze
 ANALYZE dimlog_source_keys
 {# Missing: current in the dimension, not live in the source (gone, or its row flagged
    deleted where no window reads it), and not in this load. #}
 -- statement: missing
-CREATE TEMP TABLE dimlog_missing ON COMMIT DROP AS
+CREATE TEMP TABLE dimlog_missing AS
 SELECT {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from
 FROM {{ dim }} dimlog_d
 WHERE dimlog_d.is_current
@@ -27,7 +27,7 @@ WHERE dimlog_d.is_current
    keys are taken away with EXCEPT, a set operation: an anti-join against the unanalysed
    stage was planned as a nested loop (13 s for 20k restored keys). #}
 -- statement: unseen
-CREATE TEMP TABLE dimlog_unseen ON COMMIT DROP AS
+CREATE TEMP TABLE dimlog_unseen AS
 SELECT {{ keys|cols("dimlog_s") }}
 FROM dimlog_source_keys dimlog_s
 WHERE {% if deleted_flag %}dimlog_s.dimlog_live AND {% endif %}NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE {{ keys|eqs("dimlog_d", "dimlog_s") }} AND dimlog_d.is_current)

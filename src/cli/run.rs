@@ -39,7 +39,11 @@ pub struct RunArgs {
 pub async fn run(global: &GlobalArgs, args: RunArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
     let upper = args.upper.as_deref().map(|u| parse_ts("--upper", u)).transpose()?;
-    let mut session = Session::open(&plan).await?;
+    let mut session = if args.dry_run {
+        Session::open_to_compare(&plan, crate::db::Access::Create).await?
+    } else {
+        Session::open(&plan).await?
+    };
     let opts = RunOptions {
         kind: if args.full_refresh {
             RunKind::FullRefresh

@@ -20,7 +20,7 @@ pub struct VerifyArgs {
 pub async fn run(global: &GlobalArgs, args: VerifyArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
     let mut session = if args.against_source {
-        Session::open_with(&plan, Access::ReadWrite).await?
+        Session::open_to_compare(&plan, Access::ReadWrite).await?
     } else {
         Session::open_target(&plan, Access::QueryOnly).await?
     };

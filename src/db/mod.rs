@@ -237,6 +237,39 @@ impl Conn {
         }
     }
 
+    /// True where a dimension's lock is the write transaction itself (SQLite's `BEGIN
+    /// IMMEDIATE`), so a load reads its source inside that transaction; false where the
+    /// lock belongs to the session (PostgreSQL's advisory lock) and a load opens its
+    /// transaction only once it has read the source, since a server may end a session
+    /// idle in a transaction (`idle_in_transaction_session_timeout`) while a slow source
+    /// answers.
+    pub fn lock_is_a_transaction(&self) -> bool {
+        matches!(self, Conn::Sqlite(_))
+    }
+
+    /// Whether the connection still answers (a killed session, a restarted server or a
+    /// failover leave a connection that fails every statement).
+    pub async fn is_alive(&mut self) -> bool {
+        self.execute_script("checking the connection", "SELECT 1").await.is_ok()
+    }
+
+    /// Settings for the statements of a load, for the session: the load's reads run
+    /// before its transaction opens, and sort and hash as much as its writes do (no JIT
+    /// compilation for statements that run once; larger sort and hash memory; random
+    /// reads priced as on SSDs). A no-op on SQLite.
+    pub async fn tune_for_loads(&mut self) -> Result<(), DbError> {
+        match self {
+            Conn::Sqlite(_) => Ok(()),
+            Conn::Postgres(_) => {
+                self.execute_script(
+                    "setting the session up for a load",
+                    "SET jit = off; SET work_mem = '256MB'; SET maintenance_work_mem = '256MB'; SET random_page_cost = 1.1",
+                )
+                .await
+            }
+        }
+    }
+
     /// Whether the server has `MERGE` (PostgreSQL 15 and later), which lets a rebuild
     /// write only the dimension rows that changed instead of deleting and re-inserting
     /// every row of a touched key.
@@ -319,7 +352,15 @@ impl Conn {
                  SET LOCAL random_page_cost = 1.1"
             }
         };
-        self.execute_script("begin transaction", sql).await
+        self.execute_script("begin transaction", sql).await?;
+        self.note_transaction(true);
+        Ok(())
+    }
+
+    fn note_transaction(&mut self, open: bool) {
+        if let Conn::Postgres(c) = self {
+            c.in_transaction = open;
+        }
     }
 
     /// Starts a transaction that only reads, on one snapshot of the database, and takes
@@ -334,12 +375,16 @@ impl Conn {
                  SET LOCAL random_page_cost = 1.1"
             }
         };
-        self.execute_script("begin a read-only transaction", sql).await
+        self.execute_script("begin a read-only transaction", sql).await?;
+        self.note_transaction(true);
+        Ok(())
     }
 
     /// Commits the run's transaction.
     pub async fn commit(&mut self) -> Result<(), DbError> {
-        self.execute_script("commit", "COMMIT").await
+        let committed = self.execute_script("commit", "COMMIT").await;
+        self.note_transaction(false);
+        committed
     }
 
     /// Ends the transaction by its outcome: commit on success, roll back on error.
@@ -358,7 +403,11 @@ impl Conn {
 
     /// Rolls back; errors are ignored because the connection is dropped afterwards anyway.
     pub async fn rollback(&mut self) {
+        if matches!(self, Conn::Postgres(c) if !c.in_transaction) {
+            return;
+        }
         let _ = self.execute_script("rollback", "ROLLBACK").await;
+        self.note_transaction(false);
     }
 
     /// Opens `COPY table (columns) FROM STDIN` on PostgreSQL, for COPY text that is

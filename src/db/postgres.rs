@@ -13,6 +13,9 @@ pub struct PgConn {
     /// Quoted schema of dimlog's own tables; `None`: as `search_path` finds them (a
     /// source connection, which never names them).
     pub state_schema: Option<String>,
+    /// Whether [`super::Conn::begin`] opened a transaction that was not ended yet: a
+    /// `ROLLBACK` outside one only draws the server's warning.
+    pub in_transaction: bool,
 }
 
 impl PgConn {
@@ -21,6 +24,7 @@ impl PgConn {
         PgConn {
             conn,
             state_schema: None,
+            in_transaction: false,
         }
     }
 

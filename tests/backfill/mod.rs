@@ -5,6 +5,7 @@
 
 mod cli;
 mod library;
+mod reconnect;
 
 use dimlog::backfill::{self, BackfillObserver, BackfillOptions, ChunkOutcome, Selection};
 use dimlog::pipeline::{Observer, Session};

@@ -3,9 +3,11 @@
 //! and dimlog's own tables in an explicit schema whatever the `search_path`.
 
 mod commands;
+mod dry_run;
 mod least_privilege;
 mod rebuild_in_place;
 mod registry;
+mod slow_source;
 mod state_schema;
 
 use crate::support::fixture::Fixture;
