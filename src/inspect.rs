@@ -112,10 +112,9 @@ pub async fn history(
     layout: &Layout,
     key: &[String],
 ) -> Result<Vec<HistoryRow>, DbError> {
-    // The key in canonical form, as every way in reads it (lookup::canonical_key).
-    let Some(key) = crate::lookup::resolve_key(conn, ctx, key).await? else {
-        return Ok(vec![]);
-    };
+    // The key in canonical form, as every way in reads it (lookup::canonical_key): on
+    // SQLite, each spelling of it the log holds.
+    let spellings = crate::lookup::resolve_key(conn, ctx, key).await?;
     #[derive(Serialize)]
     struct KeyContext<'a> {
         #[serde(flatten)]
@@ -127,9 +126,17 @@ pub async fn history(
         key_casts: crate::lookup::key_casts(ctx),
     };
     let sql = sql::statement(conn.backend(), "inspect", "history", &kctx)?;
-    let params: Vec<Param> = key.iter().map(|k| Param::Text(k.clone())).collect();
-    let rows = conn.query_text("reading the key's history", &sql, &params).await?;
+    let mut rows = Vec::new();
+    for key in &spellings {
+        let params: Vec<Param> = key.iter().map(|k| Param::Text(k.clone())).collect();
+        rows.extend(conn.query_text("reading the key's history", &sql, &params).await?);
+    }
     let names: Vec<String> = layout.attrs().iter().map(|c| c.bare.clone()).collect();
+    if spellings.len() > 1 {
+        // Each spelling's rows come oldest first (fixed-width UTC text sorts by time).
+        let at = names.len() + 1;
+        rows.sort_by(|a, b| a[at].cmp(&b[at]));
+    }
     let bytes: Vec<bool> = layout
         .attrs()
         .iter()

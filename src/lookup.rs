@@ -33,8 +33,8 @@ pub async fn lookup_one(conn: &mut Conn, ctx: &SqlContext, key: &[String], at: M
         Backend::Postgres => {
             let mut params = Vec::with_capacity(key.len() + 1);
             for (k, c) in key.iter().zip(cols) {
-                match read_key(c.kind, k) {
-                    Some(v) => params.push(Param::Text(v.into_owned())),
+                match pg_key_value(c, k) {
+                    Some(v) => params.push(Param::Text(v)),
                     None => return Ok(None),
                 }
             }
@@ -78,18 +78,21 @@ pub async fn lookup_one(conn: &mut Conn, ctx: &SqlContext, key: &[String], at: M
     }
 }
 
-/// The key to bind where a statement compares the key columns with bound values (as
-/// `history` does): on PostgreSQL each part in canonical form (cast to the column's
-/// type there); on SQLite the spelling the log holds of the key that is `key` in
-/// canonical form. `None` when there is no such key (on PostgreSQL: a part that is no
-/// spelling of a value of its integer, numeric, uuid or date column).
-pub async fn resolve_key(conn: &mut Conn, ctx: &SqlContext, key: &[String]) -> Result<Option<Vec<String>>, DbError> {
+/// The keys to bind where a statement compares the key columns with bound values (as
+/// `history` does): on PostgreSQL, one, each part in canonical form (cast to the
+/// column's type there); on SQLite, every spelling the log holds of the key that is
+/// `key` in canonical form (SQLite may hold one value in several). None when there is
+/// no such key (on PostgreSQL: a part that is no spelling of a value of its integer,
+/// numeric, uuid or date column, or out of the column's range).
+pub async fn resolve_key(conn: &mut Conn, ctx: &SqlContext, key: &[String]) -> Result<Vec<Vec<String>>, DbError> {
     let cols = &key_cols(conn.backend(), ctx);
     match conn.backend() {
         Backend::Postgres => Ok(key
             .iter()
             .zip(cols)
-            .map(|(k, c)| read_key(c.kind, k).map(Cow::into_owned))
+            .map(|(k, c)| pg_key_value(c, k))
+            .collect::<Option<Vec<String>>>()
+            .into_iter()
             .collect()),
         Backend::Sqlite => {
             let wanted: Vec<Cow<'_, str>> = key.iter().zip(cols).map(|(k, c)| canonical_key(c.kind, k)).collect();
@@ -107,11 +110,11 @@ pub async fn resolve_key(conn: &mut Conn, ctx: &SqlContext, key: &[String]) -> R
                     .zip(&wanted)
                     .all(|((v, c), w)| v.as_deref().is_some_and(|v| canonical_key(c.kind, v) == *w))
             };
-            let exact = rows
+            Ok(rows
                 .iter()
-                .position(|r| r.iter().zip(key).all(|(v, k)| v.as_deref() == Some(k.as_str())));
-            let found = exact.or_else(|| rows.iter().position(same));
-            Ok(found.map(|i| rows[i].iter().map(|v| v.clone().unwrap_or_default()).collect()))
+                .filter(|r| same(r))
+                .map(|r| r.iter().map(|v| v.clone().unwrap_or_default()).collect())
+                .collect())
         }
     }
 }
@@ -154,7 +157,13 @@ pub(crate) fn sqlite_key_filters(
                 filters.push(format!("{c} = ?{n}"));
                 params.push(Param::I64(v.parse().expect("a canonical integer")));
             }
-            (ColumnKind::Numeric, Some(v)) if v != "NaN" => {
+            (ColumnKind::Numeric, Some(v)) if matches!(v.as_ref(), "NaN" | "Infinity" | "-Infinity") => {
+                // Held as text (or, for an infinity, a REAL) in any spelling: the
+                // candidates are compared in canonical form by the caller.
+                filters.push(format!("typeof({c}) IN ('text', 'real') AND ?{n} IS NOT NULL"));
+                params.push(Param::Text(v.into_owned()));
+            }
+            (ColumnKind::Numeric, Some(v)) => {
                 filters.push(format!("CAST({c} AS REAL) = CAST(?{n} AS REAL)"));
                 params.push(Param::Text(v.into_owned()));
             }
@@ -165,7 +174,7 @@ pub(crate) fn sqlite_key_filters(
                 params.push(Param::Text(v.replace('-', "")));
             }
             (ColumnKind::Date, Some(v)) => {
-                filters.push(format!("instr(CAST({c} AS TEXT), ?{n}) > 0"));
+                filters.push(format!("instr(lower(CAST({c} AS TEXT)), ?{n}) > 0"));
                 params.push(Param::Text(v[..4].to_string()));
             }
             (kind, Some(v)) if !has_spellings(kind) => {
@@ -179,6 +188,38 @@ pub(crate) fn sqlite_key_filters(
         }
     }
     (filters, params)
+}
+
+/// PostgreSQL: the kind of a type for comparing a fact's key with a key column: types of
+/// one family compare value for value as the key's canonical form does (any integer
+/// width; any text type; `numeric` of any precision); any other type only with itself.
+fn pg_type_family(type_name: &str) -> String {
+    let base = pg_cast_type(type_name);
+    match base.as_str() {
+        "smallint" | "integer" | "bigint" | "int2" | "int4" | "int8" => "integer".into(),
+        "text" | "character varying" | "varchar" | "bpchar" | "name" => "text".into(),
+        "numeric" | "decimal" => "numeric".into(),
+        _ => base,
+    }
+}
+
+/// PostgreSQL: a key part in canonical form, to be cast to its column's type; `None`
+/// when it is no value of that type (no spelling of one, or out of the range of a
+/// `smallint` or `integer` column), so that it finds no key rather than failing.
+fn pg_key_value(col: &crate::extract::Col, key: &str) -> Option<String> {
+    let value = read_key(col.kind, key)?;
+    if col.kind == ColumnKind::Int {
+        let n: i64 = value.parse().ok()?;
+        let fits = match pg_cast_type(&col.target_type).as_str() {
+            "smallint" | "int2" => i16::try_from(n).is_ok(),
+            "integer" | "int" | "int4" => i32::try_from(n).is_ok(),
+            _ => true,
+        };
+        if !fits {
+            return None;
+        }
+    }
+    Some(value.into_owned())
 }
 
 /// PostgreSQL: the type a key value is cast to before it is compared with the key
@@ -411,6 +452,22 @@ pub enum AssignError {
         values: &'static str,
         /// One of them.
         example: String,
+    },
+    /// A fact key column's type is of another kind than the dimension's key column's
+    /// (PostgreSQL), so the database would compare them by rules other than the key's
+    /// canonical form (or not at all).
+    #[error("the key column `{column}` of {table} is {type_name}, but the dimension's key column `{key_column}` is {key_type}; PostgreSQL would compare them by its own rules, not as every other way in reads the key, so nothing was written. Give the column the key's type (ALTER TABLE {table} ALTER COLUMN {column} TYPE {key_type} USING {column}::{key_type}), or assign through a table that has it")]
+    KeyTypeMismatch {
+        /// The fact key column.
+        column: String,
+        /// The fact table.
+        table: String,
+        /// Its type.
+        type_name: String,
+        /// The dimension's key column it stands for.
+        key_column: String,
+        /// That column's type.
+        key_type: String,
     },
     /// The timestamp column's type holds no points in time (PostgreSQL).
     #[error("the timestamp column `{column}` of {table} is {type_name}, not a timestamp; nothing was written. Name a timestamptz column (or a timestamp column, with source.timezone)")]
@@ -662,6 +719,18 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         }
     }
     if backend == Backend::Postgres {
+        for (c, key) in spec.key_columns.iter().zip(&ctx.key_defs) {
+            let (name, type_name) = find(c).cloned().unwrap_or_default();
+            if pg_type_family(&type_name) != pg_type_family(&key.target_type) {
+                return Err(AssignError::KeyTypeMismatch {
+                    column: name,
+                    table: spec.facts.to_string(),
+                    type_name,
+                    key_column: key.bare.clone(),
+                    key_type: key.target_type.clone(),
+                });
+            }
+        }
         let (name, type_name) = find(&spec.at_column).cloned().unwrap_or_default();
         match pg_at_kind(&type_name) {
             None => {
@@ -1205,10 +1274,13 @@ fn canonical_int(s: &str) -> Option<i64> {
 /// - numeric (exact decimal): the shortest exact form: no `+`, no leading zeros before
 ///   the point (`0.5`, not `.5`), no trailing zeros after it and no point for a whole
 ///   number, no `-0`; an exponent is applied (`1.00`, `1.0`, `01`, `100e-2` → `1`;
-///   `-.01` → `-0.01`; `NaN` in any case → `NaN`);
+///   `-.01` → `-0.01`; `NaN` in any case → `NaN`; `inf`, `Infinity` in any case →
+///   `Infinity`, with `-` for the negative one), as PostgreSQL prints them;
 /// - uuid: 32 lowercase hex digits in groups 8-4-4-4-12 (from upper case, braces, or
 ///   hyphens elsewhere or none);
-/// - date: `YYYY-MM-DD` (from `2026-1-1`, `2026-01-1`);
+/// - date: `YYYY-MM-DD` (from `2026-1-1`, `2026-01-1`), with ` BC` for a year before the
+///   common era and more digits for a year after 9999; `infinity` and `-infinity` in any
+///   case, as PostgreSQL prints them;
 /// - every other kind (text above all): the text as it is, byte for byte.
 ///
 /// Surrounding whitespace is ignored for integers, numerics, uuids and dates. Text that
@@ -1264,17 +1336,18 @@ fn read_int(text: &str) -> Option<Cow<'_, str>> {
 fn read_numeric(text: &str) -> Option<Cow<'_, str>> {
     let t = text.trim_ascii();
     if t.eq_ignore_ascii_case("nan") {
-        return Some(if t == "NaN" {
-            Cow::Borrowed(t)
-        } else {
-            Cow::Borrowed("NaN")
-        });
+        return Some(borrowed_if_same(text, "NaN".into()));
     }
     let (negative, rest) = match t.as_bytes().first()? {
         b'-' => (true, &t[1..]),
         b'+' => (false, &t[1..]),
         _ => (false, t),
     };
+    // PostgreSQL's infinite numerics (`Infinity`, `inf`, any case, either sign).
+    if rest.eq_ignore_ascii_case("infinity") || rest.eq_ignore_ascii_case("inf") {
+        let out = if negative { "-Infinity" } else { "Infinity" };
+        return Some(borrowed_if_same(text, out.into()));
+    }
     let (mantissa, exponent) = match rest.find(['e', 'E']) {
         Some(i) => {
             let e = &rest[i + 1..];
@@ -1355,18 +1428,47 @@ fn read_uuid(text: &str) -> Option<Cow<'_, str>> {
 
 fn read_date(text: &str) -> Option<Cow<'_, str>> {
     let t = text.trim_ascii();
+    if t.eq_ignore_ascii_case("infinity") || t.eq_ignore_ascii_case("+infinity") {
+        return Some(borrowed_if_same(text, "infinity".into()));
+    }
+    if t.eq_ignore_ascii_case("-infinity") {
+        return Some(borrowed_if_same(text, "-infinity".into()));
+    }
+    // PostgreSQL's era suffix: ` BC` for years before the common era (` AD` is implied).
+    let era = t.len().checked_sub(3).and_then(|i| t.get(i..)).unwrap_or("");
+    let (t, bc) = if era.eq_ignore_ascii_case(" bc") {
+        (&t[..t.len() - 3], true)
+    } else if era.eq_ignore_ascii_case(" ad") {
+        (&t[..t.len() - 3], false)
+    } else {
+        (t, false)
+    };
     let mut parts = t.split('-');
     let (y, m, d) = (parts.next()?, parts.next()?, parts.next()?);
     if parts.next().is_some()
-        || y.len() != 4
+        || !(4..=7).contains(&y.len())
         || !(1..=2).contains(&m.len())
         || !(1..=2).contains(&d.len())
         || !y.bytes().chain(m.bytes()).chain(d.bytes()).all(|b| b.is_ascii_digit())
     {
         return None;
     }
-    let date = chrono::NaiveDate::from_ymd_opt(y.parse().ok()?, m.parse().ok()?, d.parse().ok()?)?;
-    let out = date.format("%Y-%m-%d").to_string();
+    let (year, month, day): (i64, u32, u32) = (y.parse().ok()?, m.parse().ok()?, d.parse().ok()?);
+    // Proleptic Gregorian, as PostgreSQL counts: 1 BC is astronomical year 0, a leap year.
+    let astronomical = if bc { 1 - year } else { year };
+    let leap =
+        astronomical.rem_euclid(4) == 0 && (astronomical.rem_euclid(100) != 0 || astronomical.rem_euclid(400) == 0);
+    let days = match month {
+        1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,
+        4 | 6 | 9 | 11 => 30,
+        2 if leap => 29,
+        2 => 28,
+        _ => return None,
+    };
+    if year == 0 || day == 0 || day > days {
+        return None;
+    }
+    let out = format!("{year:04}-{month:02}-{day:02}{}", if bc { " BC" } else { "" });
     Some(borrowed_if_same(text, out))
 }
 
@@ -1715,6 +1817,21 @@ mod tests {
         assert_eq!(c(Date, "2026-1-1"), "2026-01-01");
         assert_eq!(c(Date, "2026-01-1"), "2026-01-01");
         assert_eq!(c(Date, "2026-02-30"), "2026-02-30", "no date: compared as it is");
+        assert_eq!(c(Date, "INFINITY"), "infinity");
+        assert_eq!(c(Date, " -Infinity "), "-infinity");
+        assert_eq!(c(Date, "0044-3-15 bc"), "0044-03-15 BC");
+        assert_eq!(c(Date, "2026-01-01 AD"), "2026-01-01");
+        assert_eq!(c(Date, "12026-1-1"), "12026-01-01");
+        assert_eq!(c(Date, "0001-02-29 BC"), "0001-02-29 BC", "1 BC is a leap year");
+        assert_eq!(c(Date, "0002-02-29 BC"), "0002-02-29 BC", "no date: compared as it is");
+        assert_eq!(c(Date, "2000-02-29"), "2000-02-29");
+        assert_eq!(read_key(Date, "1900-02-29"), None);
+        assert_eq!(read_key(Date, "0000-01-01"), None);
+        assert_eq!(c(Numeric, "inf"), "Infinity");
+        assert_eq!(c(Numeric, "+INFINITY"), "Infinity");
+        assert_eq!(c(Numeric, "-inf"), "-Infinity");
+        assert!(matches!(canonical_key(Numeric, "Infinity"), Cow::Borrowed(_)));
+        assert!(matches!(canonical_key(Date, "0044-03-15 BC"), Cow::Borrowed(_)));
         assert_eq!(c(Text, " 07 "), " 07 ");
         assert_eq!(read_key(Int, "x"), None);
         assert_eq!(read_key(Text, "x").as_deref(), Some("x"));

@@ -35,6 +35,9 @@ enum Kind {
     Text,
     Uuid,
     Date,
+    /// An exact decimal without a scale (PostgreSQL `numeric`, SQLite `DECIMAL`): it may
+    /// hold `Infinity`, `-Infinity` and `NaN`, which `numeric(10,2)` refuses.
+    Decimal,
 }
 
 const TEXTS: [&str; 8] = ["a", "A", "a b", "07", "x=y", "é", "-1", "1.0"];
@@ -49,7 +52,22 @@ enum Value {
     Uuid(u128),
     /// Days after 2026-01-01.
     Date(i64),
+    /// A value outside the ordinary forms of its kind: see [`SPECIALS`].
+    Special(usize),
 }
+
+/// Values of date and decimal keys beyond ordinary numbers and days, each with the
+/// spellings PostgreSQL reads as it: dates `infinity`, `-infinity`, a date before the
+/// common era and one after year 9999; decimals `Infinity`, `-Infinity` and `NaN`.
+const SPECIALS: [(Kind, &[&str]); 7] = [
+    (Kind::Date, &["infinity", "Infinity", "INFINITY"]),
+    (Kind::Date, &["-infinity", "-Infinity", "-INFINITY"]),
+    (Kind::Date, &["0044-03-15 BC", "0044-3-15 BC", "0044-03-15 bc"]),
+    (Kind::Date, &["12026-01-01", "12026-1-1", "12026-01-1"]),
+    (Kind::Decimal, &["Infinity", "infinity", "inf", "+Infinity", "INF"]),
+    (Kind::Decimal, &["-Infinity", "-inf", "-INFINITY"]),
+    (Kind::Decimal, &["NaN", "nan", "NAN"]),
+];
 
 impl Value {
     /// The value in one of its spellings (`form` picks one; every form reads as the same
@@ -86,6 +104,10 @@ impl Value {
                 }
             }
             Value::Text(i) => TEXTS[i].to_string(),
+            Value::Special(i) => {
+                let spellings = SPECIALS[i].1;
+                spellings[form as usize % spellings.len()].to_string()
+            }
             Value::Uuid(u) => {
                 let hex = format!("{u:032x}");
                 let hyphens = format!(
@@ -132,7 +154,14 @@ fn value(kind: Kind) -> BoxedStrategy<Value> {
             .boxed(),
         Kind::Text => (0..TEXTS.len()).prop_map(Value::Text).boxed(),
         Kind::Uuid => any::<u128>().prop_map(Value::Uuid).boxed(),
-        Kind::Date => (0..800i64).prop_map(Value::Date).boxed(),
+        Kind::Date => {
+            prop_oneof![4 => (0..800i64).prop_map(Value::Date), 1 => (0..4usize).prop_map(Value::Special)].boxed()
+        }
+        Kind::Decimal => prop_oneof![
+            (-300..300i64).prop_map(Value::Numeric),
+            (4..7usize).prop_map(Value::Special)
+        ]
+        .boxed(),
     }
 }
 
@@ -206,6 +235,7 @@ fn case() -> impl Strategy<Value = Case> {
         Just(vec![Kind::Text]),
         Just(vec![Kind::Uuid]),
         Just(vec![Kind::Date]),
+        Just(vec![Kind::Decimal]),
         Just(vec![Kind::Text, Kind::Numeric]),
     ];
     kinds
@@ -237,11 +267,13 @@ fn column_type(backend: Backend, kind: Kind) -> &'static str {
         (Backend::Postgres, Kind::Text) => "text",
         (Backend::Postgres, Kind::Uuid) => "uuid",
         (Backend::Postgres, Kind::Date) => "date",
+        (Backend::Postgres, Kind::Decimal) => "numeric",
         (Backend::Sqlite, Kind::Int) => "INTEGER",
         (Backend::Sqlite, Kind::Numeric) => "DECIMAL(10,2)",
         (Backend::Sqlite, Kind::Text) => "TEXT",
         (Backend::Sqlite, Kind::Uuid) => "UUID",
         (Backend::Sqlite, Kind::Date) => "DATE",
+        (Backend::Sqlite, Kind::Decimal) => "DECIMAL",
     }
 }
 
@@ -519,6 +551,65 @@ async fn issue_spellings(backend: Backend) {
     }
 }
 
+/// Every special value of [`SPECIALS`], stored in one spelling and looked up in each of
+/// the others, beside an ordinary key and a special value that is no key.
+fn special_cases() -> Vec<Case> {
+    let key = |values: Vec<Value>, stored: u8, looked_up: u8| Key {
+        values,
+        stored,
+        looked_up,
+    };
+    let mut cases = Vec::new();
+    for (i, (kind, spellings)) in SPECIALS.iter().enumerate() {
+        for looked_up in 0..spellings.len() as u8 {
+            let stored = (looked_up + 1) % spellings.len() as u8;
+            let ordinary = match kind {
+                Kind::Date => Value::Date(3),
+                _ => Value::Numeric(250),
+            };
+            // The last key is no key: another special value of the same kind.
+            let other = (0..SPECIALS.len())
+                .find(|j| *j != i && SPECIALS[*j].0 == *kind)
+                .expect("another special value");
+            cases.push(Case {
+                kinds: vec![*kind],
+                keys: vec![
+                    key(vec![Value::Special(i)], stored, looked_up),
+                    key(vec![ordinary], 0, 1),
+                    key(vec![Value::Special(other)], 0, looked_up),
+                ],
+                text_facts: looked_up % 2 == 0,
+            });
+        }
+    }
+    cases
+}
+
+async fn special_values(backend: Backend) {
+    let database = match backend {
+        Backend::Postgres => Some(crate::support::pg::fresh_database().await),
+        Backend::Sqlite => None,
+    };
+    for case in special_cases() {
+        if let Err(e) = run_case(backend, database.as_deref(), &case).await {
+            panic!("{case:?}\n{e}");
+        }
+    }
+}
+
+/// Issue 21: `lookup` and `history` used to give `-1` (or nothing) for dates `infinity`,
+/// `-infinity` and before the common era, decimals `Infinity` and SQLite's `nan` in
+/// another letter case, where the Index and `assign-keys` found the key.
+#[tokio::test]
+async fn special_values_agree_sqlite() {
+    special_values(Backend::Sqlite).await;
+}
+
+#[tokio::test]
+async fn special_values_agree_postgres() {
+    special_values(Backend::Postgres).await;
+}
+
 #[tokio::test]
 async fn the_issues_spellings_sqlite() {
     issue_spellings(Backend::Sqlite).await;
@@ -648,4 +739,145 @@ async fn numeric_keys_from_postgres_on_a_sqlite_target_are_text() {
     let want: Vec<i64> = cases.iter().map(|(_, w)| *w).collect();
     assert_eq!(assigned, want, "assign-keys");
     let _ = conn.close().await;
+}
+
+/// A key value out of its column's range (`3000000000` for an `integer` key, `99999` for
+/// a `smallint` one) is no key: `lookup` gives -1 and `history` no versions, as the Index
+/// does, instead of failing with the database's range error.
+#[tokio::test]
+async fn a_value_out_of_the_columns_range_is_no_key() {
+    for (column_type, out_of_range) in [
+        ("integer", "3000000000"),
+        ("smallint", "99999"),
+        ("integer", "-2147483649"),
+    ] {
+        let mut fx = Fixture::postgres().await;
+        fx.exec(&format!(
+            "CREATE TABLE src_keys (k1 {column_type} PRIMARY KEY, email text, tier text, country text, \
+             is_deleted boolean NOT NULL DEFAULT false, updated_at timestamptz NOT NULL)"
+        ))
+        .await;
+        fx.set_setting("table", "\"src_keys\"");
+        fx.set_setting("key", "[\"k1\"]");
+        fx.exec(&format!(
+            "INSERT INTO src_keys (k1, email, tier, country, updated_at) VALUES (7, 'e0', 'pro', 'FR', '{LOADED}')"
+        ))
+        .await;
+        fx.run(UPPER).await;
+        let key = format!("--key=k1={out_of_range}");
+        let out = fx.cli(&["lookup", &key, "--at", AT, "--json"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{column_type} {out_of_range}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(v["surrogate_key"], UNKNOWN, "{column_type} {out_of_range}: {v}");
+        let out = fx.cli(&["history", &key, "--json"]);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{column_type} {out_of_range}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(
+            v["versions"],
+            serde_json::json!([]),
+            "{column_type} {out_of_range}: {v}"
+        );
+        let index = Index::open(&fx.plan()).await.expect("the index");
+        assert_eq!(index.lookup(&[out_of_range], ts(AT)), Ok(UNKNOWN));
+        assert_ne!(index.lookup(&["7"], ts(AT)), Ok(UNKNOWN));
+    }
+}
+
+/// A SQLite dimension may hold one value under several spellings (a `DATE` key written
+/// `2026-01-01` by one row and `2026-1-1` by another are two keys to SQLite, one to every
+/// way in): `history --key` shows the versions of every spelling, whichever is typed.
+#[tokio::test]
+async fn history_shows_every_spelling_of_a_sqlite_key() {
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(
+        "CREATE TABLE src_keys (k1 DATE PRIMARY KEY, email TEXT, tier TEXT, country TEXT, \
+         is_deleted BOOLEAN NOT NULL DEFAULT false, updated_at TEXT NOT NULL)",
+    )
+    .await;
+    fx.set_setting("table", "\"src_keys\"");
+    fx.set_setting("key", "[\"k1\"]");
+    fx.exec(&format!(
+        "INSERT INTO src_keys (k1, email, tier, country, updated_at) VALUES \
+         ('2026-01-01', 'e0', 'pro', 'FR', '{LOADED}'), ('2026-1-1', 'e1', 'free', 'DE', '{LOADED}')"
+    ))
+    .await;
+    fx.run(UPPER).await;
+    for typed in ["2026-01-01", "2026-1-1", "2026-01-1"] {
+        let key = format!("--key=k1={typed}");
+        let out = fx.cli(&["history", &key, "--json"]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let sks: BTreeSet<i64> = v["versions"]
+            .as_array()
+            .expect("versions")
+            .iter()
+            .filter_map(|r| r["surrogate_key"].as_i64())
+            .collect();
+        assert_eq!(sks.len(), 2, "{typed}: {v}");
+    }
+}
+
+/// `assign-keys` on PostgreSQL compares the facts' key columns with the key's as
+/// PostgreSQL compares their types, which may differ from the canonical forms every
+/// other way in uses (a `double precision` fact `1.0000000001` and a `bigint` key, a
+/// `text` fact `ABC…` and a `uuid` key): a key column of another kind of type is refused
+/// up front, naming the column, its type and the key's type, and nothing is written.
+#[tokio::test]
+async fn assign_keys_refuses_fact_key_columns_of_another_type() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec(&format!(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES (7, 'e0', 'pro', 'FR', '{LOADED}')"
+    ))
+    .await;
+    fx.run(UPPER).await;
+    for (fact_type, refused) in [
+        ("double precision", true),
+        ("text", true),
+        ("numeric(12,0)", true),
+        ("integer", false),
+        ("bigint", false),
+    ] {
+        fx.target_exec(&format!(
+            "DROP TABLE IF EXISTS facts; CREATE TABLE facts (customer_id {fact_type}, ordered_at timestamptz);
+             INSERT INTO facts VALUES ('7', '{AT}')"
+        ))
+        .await;
+        let out = fx.cli(&[
+            "assign-keys",
+            "--facts",
+            "facts",
+            "--key-column",
+            "customer_id",
+            "--at-column",
+            "ordered_at",
+            "--sk-column",
+            "customer_sk",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if refused {
+            assert_eq!(out.status.code(), Some(2), "{fact_type}: {stderr}");
+            for needle in ["customer_id", fact_type, "bigint"] {
+                assert!(
+                    stderr.contains(needle),
+                    "{fact_type}: does not name {needle:?}: {stderr}"
+                );
+            }
+            let has_sk = fx
+                .target_query("SELECT count(*)::text FROM information_schema.columns WHERE table_name = 'facts' AND column_name = 'customer_sk'")
+                .await;
+            assert_eq!(has_sk[0][0].as_deref(), Some("0"), "{fact_type}: nothing is written");
+        } else {
+            assert_eq!(out.status.code(), Some(0), "{fact_type}: {stderr}");
+        }
+    }
 }
