@@ -1650,15 +1650,30 @@ impl Index {
                 given: key.len(),
             });
         }
+        if let ([ColumnKind::Int], [one]) = (self.kinds.as_slice(), key) {
+            return Ok(self.lookup_int_key(one, at));
+        }
         Ok(self.lookup_canonical(&self.joined(key), at))
+    }
+
+    /// The hot path of a one-column integer key: one parse, no text in between (an
+    /// integer in canonical form is looked up by its value; any other spelling goes the
+    /// general way).
+    fn lookup_int_key(&self, key: &str, at: Micros) -> i64 {
+        match canonical_int(key) {
+            Some(n) => self.in_effect(self.ints.get(n, &self.steps), at),
+            None => self.lookup_canonical(&canonical_key(ColumnKind::Int, key), at),
+        }
     }
 
     /// Like [`Index::lookup`], for a key already joined with [`KEY_SEPARATOR`] (saves an
     /// allocation per composite-key fact whose parts are canonical).
     pub fn lookup_joined(&self, key: &str, at: Micros) -> i64 {
         // One column: no split, and no allocation for a key already canonical.
-        if let [kind] = self.kinds.as_slice() {
-            return self.lookup_canonical(&canonical_key(*kind, key), at);
+        match self.kinds.as_slice() {
+            [ColumnKind::Int] => return self.lookup_int_key(key, at),
+            [kind] => return self.lookup_canonical(&canonical_key(*kind, key), at),
+            _ => {}
         }
         if self.kinds.iter().any(|k| has_spellings(*k)) {
             let parts: Vec<&str> = key.split(KEY_SEPARATOR).collect();
@@ -1678,6 +1693,11 @@ impl Index {
                 .get(key)
                 .map(|&(start, len)| &self.steps[start as usize..(start + len) as usize]),
         };
+        self.in_effect(steps, at)
+    }
+
+    /// The surrogate key of a key's steps in effect at `at`.
+    fn in_effect(&self, steps: Option<&[Step]>, at: Micros) -> i64 {
         let Some(steps) = steps else {
             return UNKNOWN;
         };
