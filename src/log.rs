@@ -13,7 +13,7 @@ use crate::ts::Micros;
 use serde::Serialize;
 
 /// What one load appends.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Changes {
     /// New versions (new surrogate keys), late ones included.
     pub versions: i64,
@@ -33,6 +33,12 @@ pub struct Changes {
     pub type1_updates: i64,
     /// Every log row to append.
     pub total: i64,
+    /// Deletes dropped for want of room: stamped at a live version's instant, they move
+    /// 1 µs later, where the key had another live version. Never logged.
+    pub dropped_deletes: i64,
+    /// The first of them: each key (as text) and the delete's own stamp.
+    #[serde(skip)]
+    pub dropped_delete_examples: Vec<(Vec<String>, Micros)>,
 }
 
 /// Classifies the staged rows into `dimlog_changes` and counts them. With
@@ -43,8 +49,21 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Resul
         // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`).
         run_named(conn, "classify", &["history"], ctx).await?;
     }
-    // A delete at the same instant as a live version moves 1 µs after it (issue 21).
-    run_named(conn, "classify", &["shift_deletes", "drop_hidden_deletes"], ctx).await?;
+    // A delete at the same instant as a live version moves 1 µs after it (issue 21);
+    // one that lands on another live version has no room, and is dropped and reported.
+    run_named(conn, "classify", &["shift_deletes"], ctx).await?;
+    let drop = sql::statement(conn.backend(), "classify", "drop_hidden_deletes", ctx)?;
+    let dropped = conn.query_text("dropping deletes with no room", &drop, &[]).await?;
+    let key_count = ctx.keys.len();
+    let dropped_delete_examples = dropped
+        .iter()
+        .take(DROPPED_EXAMPLES)
+        .map(|r| {
+            let key = r[..key_count].iter().map(|v| v.clone().unwrap_or_default()).collect();
+            let moved = r[key_count].as_deref().and_then(|t| Micros::parse(t, None).ok());
+            (key, moved.map_or(Micros(0), |m| m.plus(-1)))
+        })
+        .collect();
     let revived = if ctx.history_all {
         0
     } else {
@@ -61,8 +80,13 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Resul
         total: at(5),
         unseen_deletes: at(6),
         revived,
+        dropped_deletes: dropped.len() as i64,
+        dropped_delete_examples,
     })
 }
+
+/// How many dropped deletes a run names.
+const DROPPED_EXAMPLES: usize = 5;
 
 /// Spec 1.4, "Revival": with `history = "latest"` a staged row is its key's state now, so
 /// a live row stamped behind its key's tombstone (restored from a backup, re-inserted

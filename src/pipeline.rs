@@ -105,6 +105,12 @@ pub struct RunReport {
     /// Deletes of keys with no version before them (never seen): they close nothing and
     /// are not counted in `tombstones`; their tombstones are logged all the same.
     pub unseen_deletes: i64,
+    /// Deletes dropped for want of room: stamped at a live version's instant, each moved
+    /// 1 µs later (to keep that version's surrogate key) onto another live version of
+    /// its key. Never logged; not counted in `tombstones`.
+    pub dropped_deletes: i64,
+    /// The first few of them: the key (one value per key column) and the delete's stamp.
+    pub dropped_delete_keys: Vec<DroppedDelete>,
     /// Current versions carried over to a changed Type 2 column set (no version).
     pub rehashed: i64,
     /// The accepted change of column sets, in words.
@@ -120,6 +126,15 @@ pub struct RunReport {
     pub error: Option<String>,
     /// True when nothing was committed on purpose.
     pub dry_run: bool,
+}
+
+/// A delete the run dropped (see [`RunReport::dropped_deletes`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct DroppedDelete {
+    /// The natural key, one value per key column.
+    pub key: Vec<String>,
+    /// The delete's stamp.
+    pub at: Micros,
 }
 
 /// Open connections and the validated layout of one dimension; reused by backfill
@@ -792,6 +807,15 @@ async fn load(
         reconciled_deletes: reconciled,
         type1_updates: changes.type1_updates,
         unseen_deletes: changes.unseen_deletes,
+        dropped_deletes: changes.dropped_deletes,
+        dropped_delete_keys: changes
+            .dropped_delete_examples
+            .iter()
+            .map(|(key, at)| DroppedDelete {
+                key: key.clone(),
+                at: *at,
+            })
+            .collect(),
         rehashed,
         config_change: migration.map(|(_, c)| c.describe()),
         status: if opts.dry_run {

@@ -27,7 +27,8 @@ FROM dimlog_history dimlog_h
 WHERE {{ keys|eqs("dimlog_s", "dimlog_h") }} AND dimlog_h.valid_from = dimlog_s.valid_from
   AND dimlog_s.is_deleted AND NOT dimlog_h.is_deleted
 {# A moved delete that lands on another live version (one logged, or one staged by this
-   load, 1 µs later) would replace that one: there is no room for it, and it is dropped. #}
+   load, 1 µs later) would replace that one: there is no room for it, and it is dropped;
+   its key and (moved) time are returned, for the run to report. #}
 -- statement: drop_hidden_deletes
 DELETE FROM dimlog_stage dimlog_s
 WHERE dimlog_s.is_deleted
@@ -35,6 +36,7 @@ WHERE dimlog_s.is_deleted
                WHERE {{ keys|eqs("dimlog_h", "dimlog_s") }} AND dimlog_h.valid_from = dimlog_s.valid_from AND NOT dimlog_h.is_deleted)
        OR EXISTS (SELECT 1 FROM dimlog_stage dimlog_o
                   WHERE {{ keys|eqs("dimlog_o", "dimlog_s") }} AND dimlog_o.valid_from = dimlog_s.valid_from AND NOT dimlog_o.is_deleted))
+RETURNING {% for k in keys %}{{ k }}::text, {% endfor %}{{ "valid_from"|pgts }}
 {# Restored keys (spec 1.4, "Revival"; history = "latest", where a staged row is the key's
    state now). For each staged key with a tombstone in its history: its newest effective
    row, the newest tombstone, and the first row after that tombstone (the key's return).

@@ -71,6 +71,9 @@ pub async fn run(global: &GlobalArgs, args: RunArgs, out: &Output) -> Result<i32
     if let Some(warning) = future_rows_warning(&report) {
         super::output::eprint_line("warning", &warning);
     }
+    if let Some(warning) = dropped_deletes_warning(&report, &plan) {
+        super::output::eprint_line("warning", &warning);
+    }
     if out.json {
         out.print_json(&report);
     } else {
@@ -98,6 +101,34 @@ pub fn log_summary(r: &RunReport) {
         "run {}",
         r.status
     );
+}
+
+/// What to say of deletes the run dropped for want of room (never silent), naming the
+/// first keys; nothing when there are none.
+pub fn dropped_deletes_warning(r: &RunReport, plan: &crate::config::Plan) -> Option<String> {
+    if r.dropped_deletes == 0 {
+        return None;
+    }
+    let names: Vec<&str> = plan.source.key.iter().map(|k| k.name()).collect();
+    let examples: Vec<String> = r
+        .dropped_delete_keys
+        .iter()
+        .map(|d| {
+            let key: Vec<String> = names.iter().zip(&d.key).map(|(n, v)| format!("{n}={v}")).collect();
+            format!("{} at {}", key.join(", "), d.at)
+        })
+        .collect();
+    let (n, s, was) = match r.dropped_deletes {
+        1 => (1, "", "was"),
+        n => (n, "s", "were"),
+    };
+    Some(format!(
+        "{n} delete{s} {was} dropped and not logged ({}{}): each is stamped at the same instant as a live version of its key, \
+         so it would move 1 µs later to keep that version's surrogate key, but the key has another live version there. \
+         If the key is really deleted, stamp its delete later than its last version (docs/concepts/deletes.md)",
+        examples.join("; "),
+        if r.dropped_deletes as usize > examples.len() { "; …" } else { "" }
+    ))
 }
 
 /// What to say of the source rows stamped after the upper bound (spec section 1: counted

@@ -17,6 +17,7 @@ on_both_backends!(
     verify_reports_a_surrogate_key_missing_from_the_dimension,
     a_delete_of_a_key_never_seen_is_counted_apart,
     a_feed_delete_of_a_key_never_seen_closes_a_late_version,
+    a_delete_with_no_room_is_dropped_and_counted,
 );
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
@@ -245,4 +246,35 @@ async fn a_feed_delete_of_a_key_never_seen_closes_a_late_version(mut fx: Fixture
         "the late version is closed by the delete logged before it"
     );
     assert_verify_passes(&fx, false);
+}
+
+/// A feed delete at a version's own instant moves 1 µs later; when the key has another
+/// live version exactly there, there is no room and the delete is dropped: counted in the
+/// run's report (`dropped_deletes`) and warned about, never silent. The versions stay.
+async fn a_delete_with_no_room_is_dropped_and_counted(mut fx: Fixture) {
+    fx.use_feed().await;
+    fx.set_setting("lookback", "\"1h\"");
+    fx.exec(&format!(
+        "{FEED_INSERT} (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z'),
+                       (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:20:00Z'),
+                       (1, 'ann@example.com', 'gold', 'FR', '2026-03-02T09:20:00.000001Z')"
+    ))
+    .await;
+    fx.run("2026-03-02T09:50:00Z").await;
+    let before = rows_of(&mut fx, "1").await;
+    fx.exec("UPDATE src_feed SET is_deleted = true WHERE customer_id = 1 AND updated_at = '2026-03-02T09:20:00Z'")
+        .await;
+    let r = fx.run("2026-03-02T10:00:00Z").await;
+    assert_eq!((r.counts.tombstones, r.dropped_deletes), (0, 1), "{r:?}");
+    assert_eq!(rows_of(&mut fx, "1").await, before, "the versions stay");
+    fx.assert_dimension_derives_from_log().await;
+    let out = fx.cli(&["run", "--upper", "2026-03-02T10:05:00Z", "--json"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["dropped_deletes"], 1, "{v}");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("1 delete") && stderr.contains("dropped") && stderr.contains("customer_id"),
+        "no warning: {stderr}"
+    );
 }
