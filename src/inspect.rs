@@ -82,6 +82,12 @@ pub fn key_values(layout: &Layout, args: &[String]) -> Result<Vec<String>, Error
             _ => return Ok(vec![arg.clone()]),
         }
     }
+    if let [name] = names.as_slice() {
+        return Err(Error::Usage(format!(
+            "--key given {} times, but the key has one column (`{name}`): give one value",
+            args.len()
+        )));
+    }
     let mut values: Vec<Option<String>> = vec![None; names.len()];
     for a in args {
         let Some((k, v)) = a.split_once('=') else {
@@ -96,6 +102,12 @@ pub fn key_values(layout: &Layout, args: &[String]) -> Result<Vec<String>, Error
                 names.join(", ")
             )));
         };
+        if values[i].is_some() {
+            return Err(Error::Usage(format!(
+                "--key {a:?}: key column `{k}` is given twice; give each of ({}) once",
+                names.join(", ")
+            )));
+        }
         values[i] = Some(v.to_string());
     }
     values

@@ -197,7 +197,8 @@ fn pg_type_family(type_name: &str) -> String {
     let base = pg_cast_type(type_name);
     match base.as_str() {
         "smallint" | "integer" | "bigint" | "int2" | "int4" | "int8" => "integer".into(),
-        "text" | "character varying" | "varchar" | "bpchar" | "name" => "text".into(),
+        // Not `character(n)`: PostgreSQL compares it without its trailing blanks.
+        "text" | "character varying" | "varchar" | "name" => "text".into(),
         "numeric" | "decimal" => "numeric".into(),
         _ => base,
     }
@@ -452,6 +453,17 @@ pub enum AssignError {
         values: &'static str,
         /// One of them.
         example: String,
+    },
+    /// The fact key columns have the key columns' types in another order (PostgreSQL):
+    /// most likely given in another order than `source.key`.
+    #[error("the key columns of {table} were given as ({given}), whose types are those of the dimension's key ({key}) in another order; nothing was written. Give the fact key columns in the order of source.key: ({key})")]
+    KeyColumnOrder {
+        /// The fact key columns, as given.
+        given: String,
+        /// The dimension's key columns, in order.
+        key: String,
+        /// The fact table.
+        table: String,
     },
     /// A fact key column's type is of another kind than the dimension's key column's
     /// (PostgreSQL), so the database would compare them by rules other than the key's
@@ -719,8 +731,40 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         }
     }
     if backend == Backend::Postgres {
-        for (c, key) in spec.key_columns.iter().zip(&ctx.key_defs) {
-            let (name, type_name) = find(c).cloned().unwrap_or_default();
+        let fact_types: Vec<(String, String)> = spec
+            .key_columns
+            .iter()
+            .map(|c| find(c).cloned().unwrap_or_default())
+            .collect();
+        let families = |types: &mut dyn Iterator<Item = &String>| {
+            let mut f: Vec<String> = types.map(|t| pg_type_family(t)).collect();
+            f.sort();
+            f
+        };
+        let in_order = fact_types
+            .iter()
+            .zip(&ctx.key_defs)
+            .all(|((_, t), k)| pg_type_family(t) == pg_type_family(&k.target_type));
+        if !in_order
+            && families(&mut fact_types.iter().map(|(_, t)| t))
+                == families(&mut ctx.key_defs.iter().map(|k| &k.target_type))
+        {
+            return Err(AssignError::KeyColumnOrder {
+                given: fact_types
+                    .iter()
+                    .map(|(n, _)| n.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                key: ctx
+                    .key_defs
+                    .iter()
+                    .map(|k| k.bare.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                table: spec.facts.to_string(),
+            });
+        }
+        for ((name, type_name), key) in fact_types.into_iter().zip(&ctx.key_defs) {
             if pg_type_family(&type_name) != pg_type_family(&key.target_type) {
                 return Err(AssignError::KeyTypeMismatch {
                     column: name,
@@ -1352,7 +1396,8 @@ fn read_numeric(text: &str) -> Option<Cow<'_, str>> {
         Some(i) => {
             let e = &rest[i + 1..];
             let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
-            if digits.is_empty() || digits.len() > 4 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            // PostgreSQL's numeric reaches 10^131071 and 10^-16383.
+            if digits.is_empty() || digits.len() > 6 || !digits.bytes().all(|b| b.is_ascii_digit()) {
                 return None;
             }
             (&rest[..i], e.parse::<i64>().ok()?)
@@ -1605,7 +1650,10 @@ impl Index {
         let ints = groups.keys().filter(|k| canonical_int(k).is_some()).count();
         self.ints = IntTable::with_capacity(ints);
         for (key, mut group) in groups {
-            group.sort_unstable_by_key(|s| s.from);
+            // One value held under two spellings (SQLite) may have two versions from one
+            // instant: the higher surrogate key, the newer version, wins, as in `lookup`
+            // and `assign-keys`.
+            group.sort_unstable_by_key(|s| (s.from, s.sk));
             let start = steps.len() as u32;
             for (i, v) in group.iter().enumerate() {
                 steps.push(Step { from: v.from, sk: v.sk });
@@ -1847,6 +1895,8 @@ mod tests {
         assert_eq!(c(Date, "2000-02-29"), "2000-02-29");
         assert_eq!(read_key(Date, "1900-02-29"), None);
         assert_eq!(read_key(Date, "0000-01-01"), None);
+        assert_eq!(c(Numeric, "1e10000"), format!("1{}", "0".repeat(10000)));
+        assert_eq!(c(Numeric, "-25e-10001"), format!("-0.{}25", "0".repeat(9999)));
         assert_eq!(c(Numeric, "inf"), "Infinity");
         assert_eq!(c(Numeric, "+INFINITY"), "Infinity");
         assert_eq!(c(Numeric, "-inf"), "-Infinity");

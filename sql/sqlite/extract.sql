@@ -4,7 +4,10 @@
    up to 14 h), and exactly in Rust after each value is parsed. #}
 {# Byte strings read as PostgreSQL's bytea text (`\x` and hex), so they hash and load as
    the bytes they are; every other value as text, which must be UTF-8. #}
-{% macro text(c) %}{% if c.kind == "bytes" %}CASE WHEN {{ c.name }} IS NULL THEN NULL ELSE '\x' || lower(hex({{ c.name }})) END {% else %}CAST({{ c.name }} AS TEXT){% endif %}{% endmacro %}
+{# A value as text. A double (storage class REAL) in the fewest digits, 15 to 17, that
+   give the same double back: SQLite's own text has 15, and would read two keys as one
+   (`0.30000000000000004` and `0.3`) or a change in the last digits as none. #}
+{% macro text(c) %}{% if c.kind == "bytes" %}CASE WHEN {{ c.name }} IS NULL THEN NULL ELSE '\x' || lower(hex({{ c.name }})) END {% else %}{{ c.name|text }}{% endif %}{% endmacro %}
 {# A change-column value the loose window cannot place: not text, not read by julianday,
    not shaped like a date (julianday reads bare numbers as Julian day numbers), or a date
    SQLite would roll over (2026-02-30). Such rows are read whatever the window, so the

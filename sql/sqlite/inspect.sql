@@ -2,7 +2,7 @@
    PostgreSQL shows bytea (`\x` and hex), whether or not they happen to be UTF-8. #}
 {% macro key_filter(p) %}{% for c in key_defs %}{{ p }}{{ c.name }} = ?{{ loop.index }}{{ " AND " if not loop.last }}{% endfor %}{% endmacro %}
 -- statement: history
-SELECT CAST(dimlog_x.dimlog_sk AS TEXT), {% for c in attrs %}CASE WHEN typeof(dimlog_x.{{ c }}) = 'blob' THEN '\x' || lower(hex(dimlog_x.{{ c }})) ELSE CAST(dimlog_x.{{ c }} AS TEXT) END, {% endfor %}dimlog_x.valid_from, dimlog_x.valid_to,
+SELECT CAST(dimlog_x.dimlog_sk AS TEXT), {% for c in attrs %}CASE WHEN typeof(dimlog_x.{{ c }}) = 'blob' THEN '\x' || lower(hex(dimlog_x.{{ c }})) ELSE {{ ("dimlog_x." ~ c)|text }} END, {% endfor %}dimlog_x.valid_from, dimlog_x.valid_to,
        CASE WHEN dimlog_x.is_current THEN 'true' ELSE 'false' END, CASE WHEN dimlog_x.is_deleted THEN 'true' ELSE 'false' END, CAST(dimlog_x.load_id AS TEXT)
 FROM (
     SELECT dimlog_d.{{ sk }} AS dimlog_sk{% for c in attrs %}, dimlog_d.{{ c }}{% endfor %}, dimlog_d.valid_from, dimlog_d.valid_to, dimlog_d.is_current, 0 AS is_deleted, dimlog_d.load_id

@@ -6,12 +6,13 @@
    to 6 digits. #}
 {# `at(x)`: a fact's timestamp as fixed-width UTC text, or NULL when it is no usable
    timestamp (NULL, a number, text that is not a time, a time without a zone). RFC 3339
-   text with `Z` or `±hh:mm` whose date and time exist is read here (`fast_ok`); every
+   text with `Z` or `±hh:mm` whose date and time exist is read here (`fast_ok`, never
+   NULL: a time strftime cannot read, like a leap second `23:59:60`, goes to Rust); every
    other text was read in Rust, by the parser `lookup --at` and the extract use (with
    source.timezone for a time without a zone), into `dimlog_at_parsed`. #}
 {% macro fast_ok(x) %}(typeof({{ x }}) = 'text'
   AND {{ x }} GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][T ][0-9][0-9]:[0-9][0-9]:[0-9][0-9]*'
-  AND strftime('%Y-%m-%dT%H:%M:%S', substr({{ x }}, 1, 19)) = replace(substr({{ x }}, 1, 19), ' ', 'T')
+  AND strftime('%Y-%m-%dT%H:%M:%S', substr({{ x }}, 1, 19)) IS replace(substr({{ x }}, 1, 19), ' ', 'T')
   AND ((length({{ x }}) = 20 AND {{ x }} GLOB '*Z')
        OR (length({{ x }}) = 25 AND {{ x }} GLOB '*[+-][0-9][0-9]:[0-9][0-9]')
        OR (substr({{ x }}, 20, 1) = '.' AND {{ x }} GLOB '*Z' AND length({{ x }}) > 21
@@ -28,13 +29,13 @@
    the rows whose key may be the one given in another spelling; their keys are compared
    in canonical form in Rust. #}
 -- statement: one
-SELECT {% for k in keys %}CAST(dimlog_d.{{ k }} AS TEXT), {% endfor %}CAST(dimlog_d.{{ sk }} AS TEXT) FROM {{ dim }} dimlog_d
+SELECT {% for k in keys %}{{ ("dimlog_d." ~ k)|text }}, {% endfor %}CAST(dimlog_d.{{ sk }} AS TEXT) FROM {{ dim }} dimlog_d
 WHERE {% for f in key_filters %}{{ f }} AND {% endfor %}dimlog_d.valid_from <= ?1 AND ?1 < dimlog_d.valid_to
-ORDER BY dimlog_d.valid_from DESC
+ORDER BY dimlog_d.valid_from DESC, dimlog_d.{{ sk }} DESC
 {# The spellings the log holds of keys that may be one key in another spelling (see
    `one`), for `history`. #}
 -- statement: key_spellings
-SELECT DISTINCT {% for k in keys %}CAST(dimlog_d.{{ k }} AS TEXT){% if not loop.last %}, {% endif %}{% endfor %} FROM {{ log }} dimlog_d
+SELECT DISTINCT {% for k in keys %}{{ ("dimlog_d." ~ k)|text }}{% if not loop.last %}, {% endif %}{% endfor %} FROM {{ log }} dimlog_d
 WHERE {% for f in key_filters %}{{ f }}{% if not loop.last %} AND {% endif %}{% endfor %}
 -- statement: fact_columns
 SELECT name, type FROM pragma_table_info(?1)
@@ -52,20 +53,20 @@ CREATE INDEX temp.dimlog_key_map_k ON dimlog_key_map ({% for k in fact_keys %}di
 -- statement: drop_key_map
 DROP TABLE IF EXISTS temp.dimlog_key_map
 -- statement: fact_keys
-SELECT DISTINCT {% for k in fact_keys %}CAST({{ k }} AS TEXT){% if not loop.last %}, {% endif %}{% endfor %} FROM {{ facts }}
+SELECT DISTINCT {% for k in fact_keys %}{{ k|text }}{% if not loop.last %}, {% endif %}{% endfor %} FROM {{ facts }}
 WHERE {% for k in fact_keys %}{{ k }} IS NOT NULL AND typeof({{ k }}) <> 'blob'{% if not loop.last %} AND {% endif %}{% endfor %}
 -- statement: assign
 UPDATE {{ facts }}
 SET {{ fact_sk }} = COALESCE((
     SELECT dimlog_m.dimlog_sk FROM temp.dimlog_key_map dimlog_m
-    WHERE {% for k in fact_keys %}dimlog_m.dimlog_k{{ loop.index0 }} = CAST({{ facts }}.{{ k }} AS TEXT) AND {% endfor %}dimlog_m.dimlog_from <= {{ at(facts ~ "." ~ fact_at) }}
+    WHERE {% for k in fact_keys %}dimlog_m.dimlog_k{{ loop.index0 }} = {{ (facts ~ "." ~ k)|text }} AND {% endfor %}dimlog_m.dimlog_from <= {{ at(facts ~ "." ~ fact_at) }}
       AND {{ at(facts ~ "." ~ fact_at) }} < dimlog_m.dimlog_to
-    ORDER BY dimlog_m.dimlog_from DESC LIMIT 1
+    ORDER BY dimlog_m.dimlog_from DESC, dimlog_m.dimlog_sk DESC LIMIT 1
 ), -1)
 -- statement: counts
 SELECT sum({{ fact_sk }} <> -1), sum({{ fact_sk }} = -1), sum({{ at(facts ~ "." ~ fact_at) }} IS NULL) FROM {{ facts }}
 -- statement: first_unknown
-SELECT {% for k in fact_keys %}CAST({{ k }} AS TEXT), {% endfor %}{{ at(facts ~ "." ~ fact_at) }} FROM {{ facts }} WHERE {{ fact_sk }} = -1
+SELECT {% for k in fact_keys %}{{ k|text }}, {% endfor %}{{ at(facts ~ "." ~ fact_at) }} FROM {{ facts }} WHERE {{ fact_sk }} = -1
 ORDER BY {{ at(facts ~ "." ~ fact_at) }}{% for k in fact_keys %}, {{ k }}{% endfor %} LIMIT 1
 {# The facts whose timestamp is read in Rust: text that `fast_ok` does not take. #}
 -- statement: at_to_parse
@@ -77,11 +78,11 @@ DROP TABLE IF EXISTS temp.dimlog_at_parsed
 {# The first fact (by key) without a usable timestamp: its key, the type of the value
    (SQLite's typeof) and the value. #}
 -- statement: first_bad
-SELECT {% for k in fact_keys %}CAST({{ k }} AS TEXT), {% endfor %}typeof({{ fact_at }}), CAST({{ fact_at }} AS TEXT)
+SELECT {% for k in fact_keys %}{{ k|text }}, {% endfor %}typeof({{ fact_at }}), CAST({{ fact_at }} AS TEXT)
 FROM {{ facts }} WHERE {{ at(facts ~ "." ~ fact_at) }} IS NULL
 ORDER BY {% for k in fact_keys %}{{ k }}, {% endfor %}{{ fact_at }} IS NOT NULL, CAST({{ fact_at }} AS TEXT) LIMIT 1
 -- statement: index_rows
-SELECT {% for k in keys %}CAST(dimlog_d.{{ k }} AS TEXT), {% endfor %}dimlog_d.valid_from, dimlog_d.valid_to, CAST(dimlog_d.{{ sk }} AS TEXT)
+SELECT {% for k in keys %}{{ ("dimlog_d." ~ k)|text }}, {% endfor %}dimlog_d.valid_from, dimlog_d.valid_to, CAST(dimlog_d.{{ sk }} AS TEXT)
 FROM {{ dim }} dimlog_d
 ORDER BY {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from
 {# Which surrogate-key columns assign-keys filled, per dimension: a column it did not fill

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, clap::Args)]
 pub struct HistoryArgs {
     /// The natural key: VALUE for a one-column key, else COLUMN=VALUE once per column.
-    #[arg(long = "key", value_name = "K[=V]", required = true, num_args = 1..)]
+    #[arg(long = "key", value_name = "K[=V]", required = true, num_args = 1.., allow_negative_numbers = true)]
     pub key: Vec<String>,
     /// table (text on stdout) or svg (a timeline, to --out or stdout).
     #[arg(long, value_enum, default_value = "table")]

@@ -23,7 +23,7 @@ pub enum Unknown {
 #[derive(Debug, clap::Args)]
 pub struct LookupArgs {
     /// The natural key: VALUE for a one-column key, else COLUMN=VALUE once per column.
-    #[arg(long = "key", value_name = "K[=V]", required = true, num_args = 1..)]
+    #[arg(long = "key", value_name = "K[=V]", required = true, num_args = 1.., allow_negative_numbers = true)]
     pub key: Vec<String>,
     /// The fact's timestamp (RFC 3339).
     #[arg(long, value_name = "TS")]

@@ -144,6 +144,7 @@ pub fn hint(e: &Error) -> Option<String> {
             A::OwnedFactTable { .. } => "--facts names your staged fact table, never one of dimlog's tables",
             A::AtNotTimestamp { .. } => "--at-column names the facts' timestamp column",
             A::KeyTypeMismatch { .. } => "--key-column names fact columns of the key's types",
+            A::KeyColumnOrder { .. } => "repeat --key-column once per column of source.key, in that order",
             A::BadTimestamps { .. } => {
                 "fix those facts, or rerun with --unknown -1 to give them the unknown member -1 (they are counted)"
             }

@@ -71,6 +71,16 @@ fn environment() -> &'static Environment<'static> {
                 .collect::<Vec<_>>()
                 .join(" AND ")
         });
+        // `text`: a SQLite value as text; a double (storage class REAL) in the fewest
+        // digits, 15 to 17, that give the same double back (SQLite's own text has 15,
+        // and would make `0.30000000000000004` the key `0.3`).
+        env.add_filter("text", |expr: String| -> String {
+            format!(
+                "CASE WHEN typeof({expr}) <> 'real' OR CAST(CAST({expr} AS TEXT) AS REAL) = {expr} THEN CAST({expr} AS TEXT) \
+                 WHEN CAST(printf('%!.16g', {expr}) AS REAL) = {expr} THEN printf('%!.16g', {expr}) \
+                 ELSE printf('%!.17g', {expr}) END"
+            )
+        });
         // `pgts`: a PostgreSQL timestamptz expression as dimlog's fixed-width UTC text.
         env.add_filter("pgts", |expr: String| -> String {
             format!("to_char(({expr}) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')")

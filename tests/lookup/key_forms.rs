@@ -881,3 +881,189 @@ async fn assign_keys_refuses_fact_key_columns_of_another_type() {
         }
     }
 }
+
+/// SQLite keeps a `DECIMAL` or `REAL` value as a binary double, and its own text of one
+/// has 15 digits: `0.30000000000000004` and `0.3` would read as one key `0.3`, and a
+/// change in the 16th or 17th digit would go unseen. dimlog reads such a value in the
+/// fewest digits that give the same double back, so two keys stay two keys, each found
+/// by every way in, and a change in the last digit is a version.
+#[tokio::test]
+async fn sqlite_doubles_are_read_to_their_last_digit() {
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(
+        "CREATE TABLE src_keys (k1 DECIMAL(10,2) PRIMARY KEY, email TEXT, tier TEXT, country REAL, \
+         is_deleted BOOLEAN NOT NULL DEFAULT false, updated_at TEXT NOT NULL)",
+    )
+    .await;
+    fx.set_setting("table", "\"src_keys\"");
+    fx.set_setting("key", "[\"k1\"]");
+    fx.exec(&format!(
+        "INSERT INTO src_keys (k1, email, tier, country, updated_at) VALUES \
+         (0.30000000000000004, 'e0', 'pro', 0.1, '{LOADED}'), (0.3, 'e1', 'free', 0.1, '{LOADED}'), \
+         (3.141592653589793, 'e2', 'free', 0.1, '{LOADED}')"
+    ))
+    .await;
+    let r = fx.run(UPPER).await;
+    assert_eq!((r.counts.rows_after_dedupe, r.counts.versions), (3, 3), "{r:?}");
+    let index = Index::open(&fx.plan()).await.expect("the index");
+    let mut seen = BTreeSet::new();
+    for key in ["0.30000000000000004", "0.3", "3.141592653589793"] {
+        let arg = format!("--key=k1={key}");
+        let out = fx.cli(&["lookup", &arg, "--at", AT, "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        let sk = v["surrogate_key"].as_i64().expect("a surrogate key");
+        assert_ne!(sk, UNKNOWN, "{key}: {v}");
+        assert_eq!(index.lookup(&[key], ts(AT)), Ok(sk), "{key}");
+        seen.insert(sk);
+    }
+    assert_eq!(seen.len(), 3, "three keys, three surrogate keys");
+    // A change in the 17th digit of a tracked REAL column is a change.
+    fx.exec("UPDATE src_keys SET country = 0.30000000000000004 - 0.2, updated_at = '2026-03-01T00:40:00Z' WHERE email = 'e0'")
+        .await;
+    let r = fx.run("2026-03-01T01:30:00Z").await;
+    assert_eq!(r.counts.versions, 1, "{r:?}");
+}
+
+/// Two spellings of one value in a SQLite dimension with versions from the same instant:
+/// every way in takes the higher surrogate key (the newer version), so `lookup`,
+/// `assign-keys` and the Index agree; and a fact stamped in a leap second
+/// (`23:59:60`, read as the next second, as `run` and `lookup --at` read it) gets the
+/// same key from `assign-keys` in every spelling.
+#[tokio::test]
+async fn sqlite_ties_and_leap_seconds_agree() {
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(
+        "CREATE TABLE src_keys (k1 UUID PRIMARY KEY, email TEXT, tier TEXT, country TEXT, \
+         is_deleted BOOLEAN NOT NULL DEFAULT false, updated_at TEXT NOT NULL)",
+    )
+    .await;
+    fx.set_setting("table", "\"src_keys\"");
+    fx.set_setting("key", "[\"k1\"]");
+    let (upper, lower) = (
+        "A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11",
+        "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11",
+    );
+    fx.exec(&format!(
+        "INSERT INTO src_keys (k1, email, tier, country, updated_at) VALUES \
+         ('{upper}', 'e0', 'pro', 'FR', '2026-01-01T12:00:00Z'), ('{lower}', 'e1', 'free', 'DE', '2026-01-01T12:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-01-02T01:00:00Z").await;
+    let index = Index::open(&fx.plan()).await.expect("the index");
+    let at = "2026-01-01T23:59:60Z";
+    let by_index = index.lookup(&[lower], ts("2026-01-02T00:00:00Z")).expect("one part");
+    assert_ne!(by_index, UNKNOWN);
+    for spelling in [upper, lower] {
+        let arg = format!("--key=k1={spelling}");
+        let out = fx.cli(&["lookup", &arg, "--at", at, "--json"]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(v["surrogate_key"], by_index, "{spelling}: {v}");
+    }
+    fx.target_exec(&format!(
+        "CREATE TABLE facts (fact_id INTEGER, k1 TEXT, ordered_at TEXT);
+         INSERT INTO facts VALUES (1, '{upper}', '2026-01-01T23:59:60Z'), (2, '{lower}', '2026-01-01 23:59:60Z'),
+                                  (3, '{upper}', '2026-01-01T23:59:60+00:00'), (4, '{lower}', '2026-01-01t23:59:60z')"
+    ))
+    .await;
+    let out = fx.cli(&[
+        "assign-keys",
+        "--facts",
+        "facts",
+        "--key-column",
+        "k1",
+        "--at-column",
+        "ordered_at",
+        "--sk-column",
+        "customer_sk",
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let assigned: Vec<Option<String>> = fx
+        .target_query("SELECT CAST(customer_sk AS TEXT) FROM facts ORDER BY fact_id")
+        .await
+        .into_iter()
+        .map(|r| r[0].clone())
+        .collect();
+    assert_eq!(assigned, vec![Some(by_index.to_string()); 4]);
+}
+
+/// `--key` given twice for one column is a usage error naming the column (it used to
+/// look up the last value given), and a negative key needs no `=`.
+#[tokio::test]
+async fn a_key_column_given_twice_is_refused() {
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(&format!(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES (-5, 'e0', 'pro', 'FR', '{LOADED}')"
+    ))
+    .await;
+    fx.run(UPPER).await;
+    for cmd in ["lookup", "history"] {
+        let mut args = vec![cmd, "--key", "7", "--key", "8"];
+        if cmd == "lookup" {
+            args.extend(["--at", AT]);
+        }
+        let out = fx.cli(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{cmd}: {stderr}");
+        assert!(
+            stderr.contains("customer_id") && stderr.contains("2 times"),
+            "{cmd}: {stderr}"
+        );
+        let mut args = vec![cmd, "--key", "customer_id=7", "--key", "customer_id=8"];
+        if cmd == "lookup" {
+            args.extend(["--at", AT]);
+        }
+        assert_eq!(fx.cli(&args).status.code(), Some(2), "{cmd}");
+    }
+    let out = fx.cli(&["lookup", "--key", "-5", "--at", AT]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
+}
+
+/// Fact key columns given in another order than `source.key`, whose types match the
+/// key's in that other order, are refused with a message that says so (not one that
+/// would have the user retype a good column).
+#[tokio::test]
+async fn fact_key_columns_in_another_order_are_named() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec(
+        "CREATE TABLE src_keys (t text, n bigint, email text, tier text, country text, \
+         is_deleted boolean NOT NULL DEFAULT false, updated_at timestamptz NOT NULL, PRIMARY KEY (t, n))",
+    )
+    .await;
+    fx.set_setting("table", "\"src_keys\"");
+    fx.set_setting("key", "[\"t\", \"n\"]");
+    fx.exec(&format!(
+        "INSERT INTO src_keys (t, n, email, tier, country, updated_at) VALUES ('a', 1, 'e0', 'pro', 'FR', '{LOADED}')"
+    ))
+    .await;
+    fx.run(UPPER).await;
+    fx.target_exec(&format!(
+        "CREATE TABLE facts (t text, n bigint, ordered_at timestamptz); INSERT INTO facts VALUES ('a', 1, '{AT}')"
+    ))
+    .await;
+    let args = |first: &'static str, second: &'static str| {
+        vec![
+            "assign-keys",
+            "--facts",
+            "facts",
+            "--key-column",
+            first,
+            "--key-column",
+            second,
+            "--at-column",
+            "ordered_at",
+            "--sk-column",
+            "customer_sk",
+        ]
+    };
+    let out = fx.cli(&args("n", "t"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("another order") && stderr.contains("(t, n)"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("ALTER TABLE"), "{stderr}");
+    let out = fx.cli(&args("t", "n"));
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
