@@ -832,7 +832,64 @@ pub async fn check_tables_present(
         )
         .into());
     }
+    if registered {
+        check_log_complete(conn, plan).await?;
+    }
     Ok(())
+}
+
+/// Refuses a log that holds fewer rows than dimlog appended to it: emptied (`TRUNCATE`),
+/// replaced by an empty copy, or cut short. Log ids run from 1 without gaps and the
+/// record keeps the next one, so the log's newest id says whether its newest rows are
+/// there. Loading into such a log would give keys second current versions, and a
+/// rebuild from it would empty the dimension, which then holds the only copy of the
+/// history: neither is done, and the error says to restore the log.
+async fn check_log_complete(conn: &mut Conn, plan: &Plan) -> Result<(), InitError> {
+    let backend = conn.backend();
+    let record = sql::statement(backend, "state", "dimension_get", &serde_json::json!({}))?;
+    let rows = conn
+        .query_text("reading dimlog_dimensions", &record, &[Param::Text(plan.name.clone())])
+        .await?;
+    let Some(appended) = rows
+        .first()
+        .and_then(|r| r.get(6).cloned().flatten())
+        .and_then(|v| v.parse::<i64>().ok())
+        .map(|next| next - 1)
+    else {
+        return Ok(());
+    };
+    let last = sql::statement(
+        backend,
+        "tables",
+        "log_last_id",
+        &serde_json::json!({ "log": plan.target.log.quoted() }),
+    )?;
+    let held = conn
+        .query_i64s("checking the log's newest rows", &last, &[])
+        .await?
+        .first()
+        .copied()
+        .unwrap_or(0);
+    if held >= appended {
+        return Ok(());
+    }
+    let what = if held == 0 {
+        "it is empty (truncated, or replaced by an empty table)".to_string()
+    } else {
+        format!("its newest log id is {held}: rows were deleted")
+    };
+    Err(ConfigError::invalid(
+        "target.log",
+        format!(
+            "the log {} of dimension `{}` is missing rows: dimlog appended log ids 1 to {appended}, and {what}. \
+             The log is the dimension's history; dimlog neither loads into it nor rebuilds the dimension from it \
+             (a rebuild would drop the dimension's rows that the log lost). Restore the log from a backup \
+             (the dimension still holds its rows; `dimlog verify` checks them once the log is back), \
+             or, to start dimension `{}` over, delete its rows from dimlog_dimensions, dimlog_state and dimlog_runs",
+            plan.target.log, plan.name, plan.name
+        ),
+    )
+    .into())
 }
 
 /// Refuses tables registered to another dimension name: two names on one log would

@@ -617,7 +617,15 @@ async fn rebuild_diff(
         }
     }
     for d in tables.dim_columns {
-        if !rebuilt.iter().any(|c| same_column(tables.backend, &c.name, &d.name)) {
+        if rebuilt.iter().any(|c| same_column(tables.backend, &c.name, &d.name)) {
+            continue;
+        }
+        // A column the user added (not one of the log's, nor a `current_` twin of one)
+        // is theirs: a rebuild keeps it, and it is no fault. A column of the log's that
+        // dimlog no longer writes is.
+        let of_the_log = |name: &str| tables.has(tables.log_columns, name);
+        let dimlogs = of_the_log(&d.name) || d.name.strip_prefix("current_").is_some_and(of_the_log);
+        if dimlogs {
             examples.push(format!("column {}: in {dim}, not in a fresh rebuild", d.name));
         }
     }

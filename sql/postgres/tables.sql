@@ -111,6 +111,10 @@ WHERE dimlog_x.indrelid = to_regclass('{{ dim }}') AND '"' || replace(dimlog_i.r
 SELECT count(*)::text FROM pg_constraint WHERE contype = 'f' AND confrelid = to_regclass($1)
 {# Whether a table exists, and which other table of its schema holds one of the
    indexes dimlog names after it (a table renamed away keeps them). #}
+{# The newest log id the log holds: a log cut short or emptied holds fewer than dimlog
+   appended (dimlog_dimensions.next_log_id - 1). Read through the primary key. #}
+-- statement: log_last_id
+SELECT COALESCE(max(log_id), 0)::text FROM {{ log }}
 -- statement: table_exists
 SELECT (to_regclass('{{ table }}') IS NOT NULL)::int::text
 -- statement: index_owner

@@ -77,6 +77,9 @@ SELECT 'the foreign key of table ' || dimlog_t.name FROM sqlite_master dimlog_t,
 WHERE dimlog_t.type = 'table' AND dimlog_f."table" = '{{ dim_plain }}' COLLATE NOCASE
 {# Whether a table exists, and which other table holds one of the indexes dimlog names
    after it (a table renamed away keeps them). #}
+{# The newest log id the log holds (see the PostgreSQL statement). #}
+-- statement: log_last_id
+SELECT CAST(COALESCE(max(log_id), 0) AS TEXT) FROM {{ log }}
 -- statement: table_exists
 SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name = '{{ plain }}' COLLATE NOCASE
 -- statement: index_owner

@@ -10,6 +10,7 @@ on_both_backends!(
     a_missing_log_is_an_error_naming_it,
     a_dropped_dimension_is_rebuilt_whole_never_in_part,
     a_dimension_renamed_away_is_named_as_the_cause,
+    an_emptied_or_cut_log_is_refused_by_every_command,
 );
 
 /// With the log renamed away, `run`, `rebuild` and `verify` exit 2 naming the log and
@@ -72,4 +73,52 @@ async fn a_dimension_renamed_away_is_named_as_the_cause(mut fx: Fixture) {
         .await;
     fx.run("2026-03-02T12:00:00Z").await;
     fx.assert_dimension_derives_from_log().await;
+}
+
+/// A log emptied (`TRUNCATE`), replaced by an empty copy, or cut short (its newest rows
+/// deleted) holds fewer rows than dimlog appended (`dimlog_dimensions` records the next
+/// log id). `run`, `rebuild`, `verify`, `status` and `init` exit 2 naming the log and
+/// how many rows it lacks, and never advise a rebuild from it: a rebuild would empty the
+/// dimension, the only copy left of the history. Nothing is written.
+async fn an_emptied_or_cut_log_is_refused_by_every_command(mut fx: Fixture) {
+    loaded(&mut fx).await;
+    let dimension = fx.dump_dimension().await;
+    let emptied = match fx.backend {
+        dimlog::config::Backend::Postgres => "TRUNCATE customer_versions",
+        dimlog::config::Backend::Sqlite => "DELETE FROM customer_versions",
+    };
+    for damage in [
+        emptied,
+        "DELETE FROM customer_versions WHERE log_id = (SELECT max(log_id) FROM customer_versions)",
+    ] {
+        let log = fx.dump_log().await;
+        let backup = "CREATE TABLE log_backup AS SELECT * FROM customer_versions";
+        fx.target_exec(backup).await;
+        fx.target_exec(damage).await;
+        for args in [
+            &["run", "--upper", "2026-03-02T12:00:00Z"][..],
+            &["rebuild"],
+            &["verify"],
+            &["status"],
+            &["init"],
+        ] {
+            let stderr = cli_exits(&fx, args, 2);
+            for needle in ["customer_versions", "missing", "backup"] {
+                assert!(
+                    stderr.contains(needle),
+                    "{damage}: {args:?}: {needle:?} not in: {stderr}"
+                );
+            }
+            assert!(!stderr.contains("run `dimlog rebuild`"), "{damage}: {args:?}: {stderr}");
+        }
+        assert_eq!(
+            fx.dump_dimension().await,
+            dimension,
+            "{damage}: the dimension is as it was"
+        );
+        fx.target_exec("DELETE FROM customer_versions; INSERT INTO customer_versions SELECT * FROM log_backup; DROP TABLE log_backup")
+            .await;
+        assert_eq!(fx.dump_log().await, log);
+        cli_exits(&fx, &["verify"], 0);
+    }
 }
