@@ -808,7 +808,70 @@ pub async fn check_tables_present(
             )
             .into());
         }
-        if !registered || (role == "dimension" && dimension_may_be_missing) {
+        if !registered {
+            continue;
+        }
+        // The config names another table than the one the dimension was built with.
+        let own = sql::statement(backend, "state", "dimension_own_tables", &serde_json::json!({}))?;
+        let built_with = conn
+            .query_text("reading dimlog_dimensions", &own, &[Param::Text(plan.name.clone())])
+            .await?
+            .into_iter()
+            .next()
+            .and_then(|r| r.get(usize::from(role == "dimension")).cloned().flatten());
+        if let Some(built_with) = built_with.filter(|b| *b != table.to_string()) {
+            return Err(ConfigError::invalid(
+                setting,
+                format!(
+                    "{setting} is {table}, which does not exist, but dimension `{name}` was built with {role} {built_with} \
+                     (dimlog_dimensions): set {setting} back to {built_with}. To move the {role}, rename the table \
+                     (ALTER TABLE {built_with} RENAME TO …) and set log_table/dimension_table in its dimlog_dimensions row to match; \
+                     dimlog creates no new {role} beside it",
+                    name = plan.name,
+                ),
+            )
+            .into());
+        }
+        // The table is elsewhere: moved to another schema, or found only through another
+        // role's search_path (an unqualified name).
+        let named = sql::statement(backend, "tables", "tables_named", &names)?;
+        let elsewhere: Vec<String> = conn
+            .query_text("looking for the table in other schemas", &named, &[Param::Text(bare.to_string())])
+            .await?
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().flatten())
+            .collect();
+        if !elsewhere.is_empty() {
+            let path = sql::statement(backend, "tables", "search_path", &names)?;
+            let path = conn
+                .query_text("reading the search_path", &path, &[])
+                .await?
+                .into_iter()
+                .next()
+                .and_then(|r| r.into_iter().next().flatten())
+                .unwrap_or_default();
+            let found: Vec<String> = elsewhere.iter().map(|schema| format!("{schema}.{bare}")).collect();
+            let why = if table.schema().is_some() {
+                "it looks moved (ALTER TABLE … SET SCHEMA): move it back, or".to_string()
+            } else {
+                format!(
+                    "{setting} names no schema, so each session finds it through its own search_path (here: {path}), \
+                     and the session that built the dimension had another one: qualify the name, that is"
+                )
+            };
+            return Err(ConfigError::invalid(
+                setting,
+                format!(
+                    "the {role} table {table} of dimension `{name}` is not where this session looks for it (search_path: {path}), \
+                     but {} exists; {why} set {setting} = \"{}\". dimlog creates no new {role} beside it",
+                    found.join(", "),
+                    found[0],
+                    name = plan.name,
+                ),
+            )
+            .into());
+        }
+        if role == "dimension" && dimension_may_be_missing {
             continue;
         }
         let advice = if role == "log" {

@@ -115,6 +115,13 @@ SELECT count(*)::text FROM pg_constraint WHERE contype = 'f' AND confrelid = to_
    appended (dimlog_dimensions.next_log_id - 1). Read through the primary key. #}
 -- statement: log_last_id
 SELECT COALESCE(max(log_id), 0)::text FROM {{ log }}
+{# The schemas holding a table of this name, for a registered table the session's
+   search_path (or the configured schema) does not find. #}
+-- statement: tables_named
+SELECT dimlog_n.nspname::text FROM pg_class dimlog_c JOIN pg_namespace dimlog_n ON dimlog_n.oid = dimlog_c.relnamespace
+WHERE dimlog_c.relname = $1 AND dimlog_c.relkind IN ('r', 'p') ORDER BY 1
+-- statement: search_path
+SELECT current_setting('search_path')
 -- statement: table_exists
 SELECT (to_regclass('{{ table }}') IS NOT NULL)::int::text
 -- statement: index_owner

@@ -80,6 +80,11 @@ WHERE dimlog_t.type = 'table' AND dimlog_f."table" = '{{ dim_plain }}' COLLATE N
 {# The newest log id the log holds (see the PostgreSQL statement). #}
 -- statement: log_last_id
 SELECT CAST(COALESCE(max(log_id), 0) AS TEXT) FROM {{ log }}
+{# One schema on SQLite: a table is where it is, or nowhere. #}
+-- statement: tables_named
+SELECT '' WHERE 0 AND ?1 IS NULL
+-- statement: search_path
+SELECT ''
 -- statement: table_exists
 SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name = '{{ plain }}' COLLATE NOCASE
 -- statement: index_owner

@@ -180,10 +180,23 @@ fn privilege_hint(e: &Error) -> Option<String> {
             "the PostgreSQL role lacks CREATE on schema {schema}, which dimlog needs to create its tables (and TEMPORARY on the database, for its work tables), \
              even for a dry run: GRANT CREATE ON SCHEMA {schema} TO {role}, or run as a role that has it; a role that may only read can run status, history, lookup and verify"
         )
+    } else if let (Some(table), Error::Extract(_)) = (on("table"), e) {
+        // Read on the source's connection: its role needs SELECT, nothing more.
+        format!(
+            "the PostgreSQL role of source.url may not read table {table}: GRANT SELECT ON {table} TO the role of source.url \
+             (dimlog only reads the source)"
+        )
+    } else if let (Some(table), Error::Assign(_)) = (on("table"), e) {
+        format!(
+            "the PostgreSQL role lacks a right on table {table}: assign-keys needs SELECT and UPDATE on the fact table \
+             (and SELECT, INSERT, UPDATE on dimlog_assigned): GRANT SELECT, UPDATE ON {table} TO {role}, or the rights \
+             docs/recipes/postgres-to-postgres.md lists"
+        )
     } else if let Some(table) = on("table") {
         format!(
-            "the PostgreSQL role lacks a right on table {table}: the target's role needs SELECT, INSERT, UPDATE and DELETE on dimlog's tables \
-             (GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {role}), the source's role SELECT on the source table"
+            "the PostgreSQL role lacks a right on table {table}: the target's role needs the rights docs/recipes/postgres-to-postgres.md \
+             lists on dimlog's tables (GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {role} covers them all), the source's role \
+             SELECT on the source table"
         )
     } else if let Some(database) = on("database").or_else(|| {
         message

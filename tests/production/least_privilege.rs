@@ -192,6 +192,25 @@ async fn a_missing_grant_names_the_table_and_the_grant() {
     );
 }
 
+/// A source role without SELECT on the source table is told to GRANT SELECT to the role
+/// of `source.url`, not write rights to the target's role.
+#[tokio::test]
+async fn a_source_without_select_names_the_source_grant() {
+    let mut fx = Fixture::postgres().await;
+    let (_, loader) = initialised(&mut fx).await;
+    fx.target_exec(&documented_grants(&loader)).await;
+    fx.target_exec(&format!("REVOKE SELECT ON public.src_customers FROM \"{loader}\""))
+        .await;
+    let loader_url = url_as(&fx, &loader);
+    connect_as(&mut fx, &loader_url);
+    let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 1);
+    assert!(
+        stderr.contains("GRANT SELECT ON src_customers TO the role of source.url"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("INSERT"), "{stderr}");
+}
+
 /// Before `init`, a loader that may not create tables is told to have the owner run
 /// `dimlog init`, instead of a bare "permission denied".
 #[tokio::test]
