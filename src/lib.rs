@@ -168,7 +168,7 @@ impl Error {
             Error::Usage(_) => "usage",
             Error::Extract(extract::ExtractError::Window(_)) => "window",
             Error::NotLoaded(_) => "not-loaded",
-            Error::Db(db::DbError::Locked(_)) => "locked",
+            Error::Db(db::DbError::Locked { .. }) => "locked",
             Error::Db(
                 db::DbError::Connect { .. }
                 | db::DbError::ConnectTimeout { .. }
@@ -182,7 +182,7 @@ impl Error {
             Error::Discrepancy(_) => "discrepancy",
             Error::Unknown(_) => "unknown-member",
             Error::Assign(e) => match e.as_ref() {
-                lookup::AssignError::Db(db::DbError::Locked(_)) => "locked",
+                lookup::AssignError::Db(db::DbError::Locked { .. }) => "locked",
                 lookup::AssignError::Db(_) => "database",
                 lookup::AssignError::AtNoZone { .. } => "config",
                 lookup::AssignError::BadTimestamps { .. } => "bad-timestamp",

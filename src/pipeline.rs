@@ -590,7 +590,8 @@ pub async fn run(
                 let committed = matches!(e, Error::Failpoint("after_commit"));
                 // Refusals of the config or the window (exit 2) read nothing: there is
                 // no run to record, as for config errors found before the load.
-                if !opts.dry_run && !committed && !matches!(e, Error::Db(DbError::Locked(_))) && e.exit_code() != 2 {
+                if !opts.dry_run && !committed && !matches!(e, Error::Db(DbError::Locked { .. })) && e.exit_code() != 2
+                {
                     let failure = e.to_string();
                     // A lost connection (the usual cause of such a failure) is opened
                     // again to record it: `backfill --only-failed` finds chunks by it.
@@ -1356,14 +1357,38 @@ pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Resu
         loop {
             session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
             if bounded {
-                tables::run_named(&mut session.target, "state", &["lock_wait"], &session.ctx).await?;
+                // With --no-wait, a lock another session holds on the tables fails the
+                // rebuild at once, as the dimension's own lock does.
+                let limit = if wait { "lock_wait" } else { "lock_no_wait" };
+                tables::run_named(&mut session.target, "state", &[limit], &session.ctx).await?;
             }
             match rebuild::rebuild_all(&mut session.target, &session.ctx, &[]).await {
                 Ok(()) => break session.target.commit().await.map_err(Error::from),
                 Err(e) => {
                     session.target.rollback().await;
                     if bounded && is_lock_timeout(&e) {
-                        report_lock_holders(&mut session.target, &session.ctx).await;
+                        let holders = lock_holders(&mut session.target, &session.ctx).await;
+                        let dim = session.ctx.dim.replace("\".\"", ".").trim_matches('"').to_string();
+                        if !wait {
+                            let holder = if holders.is_empty() {
+                                format!(" (a lock on {dim})")
+                            } else {
+                                format!(" (a lock on {dim}, held by {})", holders.join(", "))
+                            };
+                            break Err(Error::Db(DbError::Locked {
+                                dimension: plan.name.clone(),
+                                holder,
+                            }));
+                        }
+                        if holders.is_empty() {
+                            tracing::warn!("the rebuild of {dim} has waited 5 s for a lock (it was released meanwhile); trying again");
+                        } else {
+                            tracing::warn!(
+                                "the rebuild of {dim} is waiting for a lock held by {}; it goes on as soon as that is released \
+                                 (the session's COMMIT or ROLLBACK, or pg_terminate_backend(pid))",
+                                holders.join(", ")
+                            );
+                        }
                         bounded = false;
                         continue;
                     }
@@ -1384,7 +1409,9 @@ fn is_lock_timeout(e: &Error) -> bool {
 
 /// Says (a warning on stderr) who holds the locks a rebuild waits for: session, lock
 /// mode, table, application, user and state; never a query's text.
-async fn report_lock_holders(conn: &mut Conn, ctx: &SqlContext) {
+/// The sessions holding a lock the rebuild waits for, each as `session PID (MODE on
+/// TABLE; application …, user …, STATE)`.
+async fn lock_holders(conn: &mut Conn, ctx: &SqlContext) -> Vec<String> {
     let holders = match crate::db::sql::statement(Backend::Postgres, "state", "lock_holders", ctx) {
         Ok(sql) => conn
             .query_text("finding who holds the dimension's locks", &sql, &[])
@@ -1393,28 +1420,23 @@ async fn report_lock_holders(conn: &mut Conn, ctx: &SqlContext) {
         Err(_) => Vec::new(),
     };
     let text = |v: &Option<String>| v.clone().unwrap_or_default();
-    let list: Vec<String> = holders
+    holders
         .iter()
         .map(|r| {
+            let state = text(&r[5]);
             format!(
-                "session {} ({} on {}; application {:?}, user {:?}, {})",
+                "session {} ({} on {}; application {:?}, user {:?}{})",
                 text(&r[0]),
                 text(&r[1]),
                 text(&r[2]),
                 text(&r[3]),
                 text(&r[4]),
-                text(&r[5])
+                if state.is_empty() {
+                    String::new()
+                } else {
+                    format!(", {state}")
+                }
             )
         })
-        .collect();
-    let dim = ctx.dim.replace("\".\"", ".").trim_matches('"').to_string();
-    if list.is_empty() {
-        tracing::warn!("the rebuild of {dim} has waited 5 s for a lock (it was released meanwhile); trying again");
-    } else {
-        tracing::warn!(
-            "the rebuild of {dim} is waiting for a lock held by {}; it goes on as soon as that is released \
-             (the session's COMMIT or ROLLBACK, or pg_terminate_backend(pid))",
-            list.join(", ")
-        );
-    }
+        .collect()
 }

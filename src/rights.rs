@@ -40,8 +40,8 @@ impl Need {
 impl Need {
     fn command(self) -> &'static str {
         match self {
-            Need::Load => "run",
-            Need::Read => "status, history, lookup and verify",
+            Need::Load => "loading (run, backfill)",
+            Need::Read => "reading the dimension (every command)",
             Need::Rebuild => "rebuild",
             Need::Compare => "a dry run (and verify against the source)",
         }

@@ -62,7 +62,11 @@ pub async fn lock(conn: &mut Conn, plan: &Plan, wait: bool) -> Result<(), DbErro
                 let sql = sql::statement(Backend::Postgres, "state", "try_lock", &empty())?;
                 let got = conn.query_text("taking the dimension's lock", &sql, &[id]).await?;
                 if got.first().and_then(|r| r.first().cloned().flatten()).as_deref() != Some("true") {
-                    return Err(DbError::Locked(plan.name.clone()));
+                    let holder = lock_holder(conn, plan).await;
+                    return Err(DbError::Locked {
+                        dimension: plan.name.clone(),
+                        holder,
+                    });
                 }
             }
         }
@@ -90,11 +94,49 @@ pub async fn unlock(conn: &mut Conn, plan: &Plan) {
     }
 }
 
+/// Who holds the dimension's lock on PostgreSQL, as ` (session …)` for
+/// [`DbError::Locked`]: the session's pid, application, user and since when, and how to
+/// end it if the dimlog that opened it is gone (a killed client's session lives on
+/// until its statement ends). Empty when the database does not say.
+async fn lock_holder(conn: &mut Conn, plan: &Plan) -> String {
+    let Ok(sql) = sql::statement(Backend::Postgres, "state", "lock_holder", &empty()) else {
+        return String::new();
+    };
+    let rows = conn
+        .query_text(
+            "finding who holds the dimension's lock",
+            &sql,
+            &[Param::I64(lock_id(plan))],
+        )
+        .await
+        .unwrap_or_default();
+    let Some(r) = rows.first() else {
+        return String::new();
+    };
+    let v = |i: usize| r.get(i).cloned().flatten().unwrap_or_default();
+    let state = if v(3).is_empty() {
+        String::new()
+    } else {
+        format!(", {}", v(3))
+    };
+    format!(
+        " (session {pid}: application {app:?}, user {user:?}, connected since {since}{state}; if the dimlog that opened it is gone, \
+         end it with SELECT pg_terminate_backend({pid}))",
+        pid = v(0),
+        app = v(1),
+        user = v(2),
+        since = v(4),
+    )
+}
+
 /// Maps SQLite's "database is locked" to [`DbError::Locked`].
 pub fn locked_or(err: DbError, plan: &Plan) -> DbError {
     let text = err.to_string();
     if text.contains("database is locked") || text.contains("(code: 5)") {
-        DbError::Locked(plan.name.clone())
+        DbError::Locked {
+            dimension: plan.name.clone(),
+            holder: String::new(),
+        }
     } else {
         err
     }

@@ -836,7 +836,11 @@ pub async fn check_tables_present(
         // role's search_path (an unqualified name).
         let named = sql::statement(backend, "tables", "tables_named", &names)?;
         let elsewhere: Vec<String> = conn
-            .query_text("looking for the table in other schemas", &named, &[Param::Text(bare.to_string())])
+            .query_text(
+                "looking for the table in other schemas",
+                &named,
+                &[Param::Text(bare.to_string())],
+            )
             .await?
             .into_iter()
             .filter_map(|r| r.into_iter().next().flatten())

@@ -3,6 +3,15 @@
 SELECT pg_advisory_lock($1)
 -- statement: try_lock
 SELECT pg_try_advisory_lock($1)::text
+{# The session holding a dimension's advisory lock ($1): pg_locks splits the 64-bit key
+   into classid (high 32 bits) and objid (low 32 bits). #}
+-- statement: lock_holder
+SELECT dimlog_a.pid::text, COALESCE(dimlog_a.application_name, ''), COALESCE(dimlog_a.usename::text, ''),
+       COALESCE(dimlog_a.state, ''), COALESCE({{ "dimlog_a.backend_start"|pgts }}, '')
+FROM pg_locks dimlog_l JOIN pg_stat_activity dimlog_a ON dimlog_a.pid = dimlog_l.pid
+WHERE dimlog_l.locktype = 'advisory' AND dimlog_l.granted AND dimlog_l.objsubid = 1
+  AND ((dimlog_l.classid::bigint << 32) | dimlog_l.objid::bigint) = $1
+LIMIT 1
 -- statement: unlock
 SELECT pg_advisory_unlock($1)
 -- statement: watermark_get
@@ -70,6 +79,8 @@ ORDER BY 1
    (then it waits on, without a limit). #}
 -- statement: lock_wait
 SET LOCAL lock_timeout = '5s'
+-- statement: lock_no_wait
+SET LOCAL lock_timeout = '200ms'
 {# Who holds a lock that a rebuild waits for: a lock on the dimension that conflicts
    with writing it, or an ACCESS EXCLUSIVE lock on the log (which it reads). No query
    text: it may hold values. #}

@@ -118,8 +118,13 @@ pub enum DbError {
         folder: Option<std::path::PathBuf>,
     },
     /// Another run of the dimension holds its lock and `--no-wait` was given.
-    #[error("another run of dimension {0:?} holds its lock; try again later, or drop --no-wait to wait for it")]
-    Locked(String),
+    #[error("another run of dimension {dimension:?} holds its lock{holder}; try again later, or drop --no-wait to wait for it")]
+    Locked {
+        /// The dimension.
+        dimension: String,
+        /// Who holds the lock, as ` (session …)`, when the database says (else empty).
+        holder: String,
+    },
     /// The PostgreSQL role lacks rights the command needs (found before anything is
     /// written): which, on what, and the `GRANT`s that give them.
     #[error("{0}")]

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use super::{loaded, text};
+use super::{cli_exits, loaded, text};
 use crate::support::fixture::{on_both_backends, Fixture};
 
 on_both_backends!(status_lists_the_newest_runs_first);
@@ -83,4 +83,46 @@ async fn commands_do_not_wait_for_a_run_of_another_dimension() {
     }
     let _ = other.execute_script("other run", "ROLLBACK").await;
     assert!(waited.is_empty(), "waited for another dimension's run: {waited:?}");
+}
+
+/// `rebuild --no-wait` while another session holds a lock on the dimension that
+/// conflicts with writing it (`LOCK TABLE … IN SHARE MODE`) exits 1 at once, naming the
+/// session, instead of waiting.
+#[tokio::test]
+async fn rebuild_no_wait_does_not_wait_for_a_table_lock() {
+    let mut fx = Fixture::postgres().await;
+    loaded(&mut fx).await;
+    let mut other = dimlog::db::Conn::connect(&fx.plan().target.url).await.expect("connect");
+    other
+        .execute_script("reader", "BEGIN; LOCK TABLE dim_customer IN SHARE MODE")
+        .await
+        .expect("lock the dimension");
+    let config = fx.config_path();
+    let dir = fx.dir().to_path_buf();
+    let child = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_dimlog"))
+            .arg("--config")
+            .arg(config)
+            .args(["rebuild", "--no-wait"])
+            .current_dir(dir)
+            .env_remove("DIMLOG_TARGET_URL")
+            .env_remove("DIMLOG_SOURCE_URL")
+            .output()
+            .expect("run dimlog")
+    });
+    let out = match tokio::time::timeout(Duration::from_secs(15), child).await {
+        Ok(out) => out.expect("join"),
+        Err(_) => {
+            other.execute_script("reader", "ROLLBACK").await.expect("rollback");
+            panic!("rebuild --no-wait waited for the table lock");
+        }
+    };
+    other.execute_script("reader", "ROLLBACK").await.expect("rollback");
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("ShareLock on dim_customer") && stderr.contains("session"),
+        "{stderr}"
+    );
+    cli_exits(&fx, &["rebuild", "--no-wait"], 0);
 }

@@ -130,12 +130,14 @@ async fn an_emptied_or_cut_log_is_refused_by_every_command(mut fx: Fixture) {
 async fn a_log_elsewhere_or_renamed_in_the_config_is_named() {
     let mut fx = Fixture::postgres().await;
     loaded(&mut fx).await;
-    fx.target_exec("CREATE SCHEMA w4; ALTER TABLE customer_versions SET SCHEMA w4").await;
+    fx.target_exec("CREATE SCHEMA w4; ALTER TABLE customer_versions SET SCHEMA w4")
+        .await;
     let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T12:00:00Z"], 2);
     assert!(stderr.contains("w4.customer_versions"), "{stderr}");
     assert!(stderr.contains("search_path"), "{stderr}");
     assert!(!stderr.contains("delete its rows"), "no advice to start over: {stderr}");
-    fx.target_exec("ALTER TABLE w4.customer_versions SET SCHEMA public").await;
+    fx.target_exec("ALTER TABLE w4.customer_versions SET SCHEMA public")
+        .await;
     fx.set_setting("log", "\"brand_new_log\"");
     let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T12:00:00Z"], 2);
     assert!(

@@ -153,6 +153,13 @@ async fn no_wait_exits_1_while_the_lock_is_held(mut fx: Fixture) {
             && out.stderr.contains("--no-wait"),
         "{out:?}"
     );
+    if fx.backend == dimlog::config::Backend::Postgres {
+        // Whose lock it is, and how to end a session whose dimlog is gone.
+        assert!(
+            out.stderr.contains("application \"dimlog:customer\"") && out.stderr.contains("pg_terminate_backend("),
+            "{out:?}"
+        );
+    }
     let json = cli::run(&config, &["run", "--no-wait", "--json", "--upper", UPPER]);
     assert_eq!(json.code, Some(1), "{json:?}");
     let v: serde_json::Value = serde_json::from_str(json.stdout.trim()).expect("one JSON object");
