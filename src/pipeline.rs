@@ -1337,6 +1337,7 @@ async fn copy_through<'p>(
 /// commits, and what users added to the dimension stays.
 pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Result<(), Error> {
     crate::rights::check(&mut session.target, plan, crate::rights::Need::Rebuild).await?;
+    tables::check_log_complete(&mut session.target, plan, true).await?;
     state::lock(&mut session.target, plan, wait).await?;
     let result = async {
         match tables::init_for_rebuild(&mut session.target, plan, &session.layout).await {

@@ -900,7 +900,7 @@ pub async fn check_tables_present(
         .into());
     }
     if registered {
-        check_log_complete(conn, plan).await?;
+        check_log_complete(conn, plan, false).await?;
     }
     Ok(())
 }
@@ -911,7 +911,11 @@ pub async fn check_tables_present(
 /// there. Loading into such a log would give keys second current versions, and a
 /// rebuild from it would empty the dimension, which then holds the only copy of the
 /// history: neither is done, and the error says to restore the log.
-async fn check_log_complete(conn: &mut Conn, plan: &Plan) -> Result<(), InitError> {
+///
+/// Every command checks the newest log id (read through the primary key); `verify` and
+/// `rebuild`, which read the whole log anyway, also count its rows (`count_rows`), so
+/// rows deleted from the middle are found too.
+pub async fn check_log_complete(conn: &mut Conn, plan: &Plan, count_rows: bool) -> Result<(), InitError> {
     let backend = conn.backend();
     let record = sql::statement(backend, "state", "dimension_get", &serde_json::json!({}))?;
     let rows = conn
@@ -937,13 +941,29 @@ async fn check_log_complete(conn: &mut Conn, plan: &Plan) -> Result<(), InitErro
         .first()
         .copied()
         .unwrap_or(0);
-    if held >= appended {
-        return Ok(());
-    }
-    let what = if held == 0 {
+    let what = if held == 0 && appended > 0 {
         "it is empty (truncated, or replaced by an empty table)".to_string()
-    } else {
+    } else if held < appended {
         format!("its newest log id is {held}: rows were deleted")
+    } else if count_rows {
+        let count = sql::statement(
+            backend,
+            "tables",
+            "log_row_count",
+            &serde_json::json!({ "log": plan.target.log.quoted() }),
+        )?;
+        let rows = conn
+            .query_i64s("counting the log's rows", &count, &[])
+            .await?
+            .first()
+            .copied()
+            .unwrap_or(0);
+        if rows >= appended {
+            return Ok(());
+        }
+        format!("it holds {rows} rows: {} were deleted", appended - rows)
+    } else {
+        return Ok(());
     };
     Err(ConfigError::invalid(
         "target.log",

@@ -305,6 +305,9 @@ pub async fn verify(
     observer: &dyn Observer,
 ) -> Result<VerifyReport, Error> {
     crate::tables::check_registered(&mut session.target, plan, &session.layout).await?;
+    // A log that lost rows would make every dimension row it no longer holds look wrong,
+    // and the advice would be a rebuild that drops them: refused, naming the log.
+    crate::tables::check_log_complete(&mut session.target, plan, true).await?;
     if against_source {
         // The source's rows are staged in temporary tables.
         session.target.begin().await?;

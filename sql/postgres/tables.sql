@@ -122,6 +122,8 @@ SELECT dimlog_n.nspname::text FROM pg_class dimlog_c JOIN pg_namespace dimlog_n 
 WHERE dimlog_c.relname = $1 AND dimlog_c.relkind IN ('r', 'p') ORDER BY 1
 -- statement: search_path
 SELECT current_setting('search_path')
+-- statement: log_row_count
+SELECT count(*)::text FROM {{ log }}
 -- statement: table_exists
 SELECT (to_regclass('{{ table }}') IS NOT NULL)::int::text
 -- statement: index_owner

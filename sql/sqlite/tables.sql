@@ -85,6 +85,8 @@ SELECT CAST(COALESCE(max(log_id), 0) AS TEXT) FROM {{ log }}
 SELECT '' WHERE 0 AND ?1 IS NULL
 -- statement: search_path
 SELECT ''
+-- statement: log_row_count
+SELECT CAST(count(*) AS TEXT) FROM {{ log }}
 -- statement: table_exists
 SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name = '{{ plain }}' COLLATE NOCASE
 -- statement: index_owner

@@ -78,7 +78,8 @@ async fn a_dimension_renamed_away_is_named_as_the_cause(mut fx: Fixture) {
 /// A log emptied (`TRUNCATE`), replaced by an empty copy, or cut short (its newest rows
 /// deleted) holds fewer rows than dimlog appended (`dimlog_dimensions` records the next
 /// log id). `run`, `rebuild`, `verify`, `status` and `init` exit 2 naming the log and
-/// how many rows it lacks, and never advise a rebuild from it: a rebuild would empty the
+/// how many rows it lacks (rows deleted from the middle: `rebuild` and `verify`, which
+/// read the whole log), and never advise a rebuild from it: a rebuild would empty the
 /// dimension, the only copy left of the history. Nothing is written.
 async fn an_emptied_or_cut_log_is_refused_by_every_command(mut fx: Fixture) {
     loaded(&mut fx).await;
@@ -87,21 +88,27 @@ async fn an_emptied_or_cut_log_is_refused_by_every_command(mut fx: Fixture) {
         dimlog::config::Backend::Postgres => "TRUNCATE customer_versions",
         dimlog::config::Backend::Sqlite => "DELETE FROM customer_versions",
     };
-    for damage in [
-        emptied,
-        "DELETE FROM customer_versions WHERE log_id = (SELECT max(log_id) FROM customer_versions)",
-    ] {
+    let newest = "DELETE FROM customer_versions WHERE log_id = (SELECT max(log_id) FROM customer_versions)";
+    let oldest = "DELETE FROM customer_versions WHERE log_id = 1";
+    for damage in [emptied, newest, oldest] {
         let log = fx.dump_log().await;
         let backup = "CREATE TABLE log_backup AS SELECT * FROM customer_versions";
         fx.target_exec(backup).await;
         fx.target_exec(damage).await;
-        for args in [
-            &["run", "--upper", "2026-03-02T12:00:00Z"][..],
-            &["rebuild"],
-            &["verify"],
-            &["status"],
-            &["init"],
-        ] {
+        // Rows deleted from the middle are found by the commands that read the whole
+        // log: verify, and rebuild, the one that would lose them.
+        let commands: &[&[&str]] = if damage == oldest {
+            &[&["rebuild"], &["verify"]]
+        } else {
+            &[
+                &["run", "--upper", "2026-03-02T12:00:00Z"],
+                &["rebuild"],
+                &["verify"],
+                &["status"],
+                &["init"],
+            ]
+        };
+        for args in commands.iter().copied() {
             let stderr = cli_exits(&fx, args, 2);
             for needle in ["customer_versions", "missing", "backup"] {
                 assert!(
