@@ -902,7 +902,16 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
                 .split_last()
                 .map(|(a, k)| (a.clone(), k.to_vec()))
                 .unwrap_or((None, vec![]));
-            let key: Vec<String> = key.into_iter().map(|v| v.unwrap_or_else(|| "NULL".into())).collect();
+            // Each part named by its column, text quoted: `(t="a, b", n=1)` is unambiguous.
+            let key: Vec<String> = key
+                .into_iter()
+                .zip(&ctx.key_defs)
+                .map(|(v, c)| match v {
+                    None => format!("{}=NULL", c.bare),
+                    Some(v) if has_spellings(c.kind) || c.kind == ColumnKind::Float => format!("{}={v}", c.bare),
+                    Some(v) => format!("{}={v:?}", c.bare),
+                })
+                .collect();
             return Err(AssignError::Unknown {
                 count: report.facts_unknown,
                 dimension: ctx.dim.replace('"', ""),

@@ -186,11 +186,15 @@ impl Session {
     /// restarted server, a failover), as it was opened; a connection that answers is
     /// kept. A backfill calls it before each chunk, and a failed run before it records
     /// its failure, so that one lost connection fails one run, not every one after it.
-    pub async fn reconnect_lost(&mut self, plan: &Plan) -> Result<(), Error> {
+    /// Returns whether the target's connection was replaced (its session locks are gone
+    /// with the old one).
+    pub async fn reconnect_lost(&mut self, plan: &Plan) -> Result<bool, Error> {
+        let mut replaced = false;
         if self.deferred.is_none() && !self.target.is_alive().await {
             tracing::info!("the connection to the target was lost; connecting again");
             let fresh = open_target(plan, self.target_access, self.target_need).await?;
             drop(std::mem::replace(&mut self.target, fresh));
+            replaced = true;
         }
         if let Some(source) = self.source.as_mut() {
             if !source.is_alive().await {
@@ -198,7 +202,7 @@ impl Session {
                 self.source = Some(open_source(plan).await?);
             }
         }
-        Ok(())
+        Ok(replaced)
     }
 
     /// Creates the SQLite target file that [`Session::open`] left uncreated (a no-op when
@@ -471,6 +475,8 @@ pub async fn run(
 ) -> Result<RunReport, Error> {
     let started = now();
     state::lock(&mut session.target, plan, opts.wait).await?;
+    // Set when the target's connection was lost and replaced: the lock went with it.
+    let mut lock_lost = false;
     let result = async {
         // The window is checked before anything is written, the tables included: a run
         // refused by it leaves a never-loaded target as it was (its `upper` later than the
@@ -607,8 +613,12 @@ pub async fn run(
                         )
                         .await
                         .is_ok();
-                        if recorded || attempt > 0 || session.reconnect_lost(plan).await.is_err() {
+                        if recorded || attempt > 0 {
                             break;
+                        }
+                        match session.reconnect_lost(plan).await {
+                            Ok(replaced) => lock_lost |= replaced,
+                            Err(_) => break,
                         }
                     }
                 }
@@ -617,7 +627,9 @@ pub async fn run(
         }
     }
     .await;
-    state::unlock(&mut session.target, plan).await;
+    if !lock_lost {
+        state::unlock(&mut session.target, plan).await;
+    }
     result
 }
 

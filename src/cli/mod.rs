@@ -221,11 +221,8 @@ fn privilege_hint(e: &Error) -> Option<String> {
 
 /// Parses a timestamp flag (RFC 3339 with an offset).
 pub fn parse_ts(flag: &str, text: &str) -> Result<crate::ts::Micros, Error> {
-    crate::ts::Micros::parse(text, None).map_err(|e| {
-        Error::Usage(format!(
-            "{flag} {text:?}: {e}; give an RFC 3339 time with an offset, e.g. 2026-10-05T09:30:00Z"
-        ))
-    })
+    // The parser's message already says which form it expects.
+    crate::ts::Micros::parse(text, None).map_err(|e| Error::Usage(format!("{flag}: {e}")))
 }
 
 /// The failpoint named by `DIMLOG_FAILPOINT` (only honoured with the `failpoints` feature).

@@ -139,7 +139,7 @@ async fn unknown_error_writes_nothing(mut fx: Fixture) {
         assert_code(&out, 1, "assign-keys --unknown error");
         let stderr = text(&out.stderr);
         assert!(
-            stderr.contains("3 facts have no version") && stderr.contains("first: key (42) at 2026-03-02"),
+            stderr.contains("3 facts have no version") && stderr.contains("first: key (customer_id=42) at 2026-03-02"),
             "the message must count the unknown facts and name the earliest one's key: {stderr}"
         );
         assert_eq!(
