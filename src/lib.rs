@@ -149,6 +149,8 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Config(_) | Error::Usage(_) | Error::NotLoaded(_) => 2,
+            // Like the other refusals of a damaged log (config errors naming target.log).
+            Error::Db(db::DbError::LogLostVersions(_)) => 2,
             Error::Extract(extract::ExtractError::Config(_) | extract::ExtractError::Window(_)) => 2,
             Error::Discrepancy(_) => 3,
             Error::Assign(e) => match e.as_ref() {
@@ -165,10 +167,11 @@ impl Error {
     pub fn kind(&self) -> &'static str {
         match self {
             Error::Config(_) | Error::Extract(extract::ExtractError::Config(_)) => "config",
+            Error::Db(db::DbError::LogLostVersions(_)) => "config",
             Error::Usage(_) => "usage",
             Error::Extract(extract::ExtractError::Window(_)) => "window",
             Error::NotLoaded(_) => "not-loaded",
-            Error::Db(db::DbError::Locked { .. }) => "locked",
+            Error::Db(db::DbError::Locked { .. } | db::DbError::TableLocked { .. }) => "locked",
             Error::Db(
                 db::DbError::Connect { .. }
                 | db::DbError::ConnectTimeout { .. }

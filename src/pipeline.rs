@@ -596,7 +596,10 @@ pub async fn run(
                 let committed = matches!(e, Error::Failpoint("after_commit"));
                 // Refusals of the config or the window (exit 2) read nothing: there is
                 // no run to record, as for config errors found before the load.
-                if !opts.dry_run && !committed && !matches!(e, Error::Db(DbError::Locked { .. })) && e.exit_code() != 2
+                if !opts.dry_run
+                    && !committed
+                    && !matches!(e, Error::Db(DbError::Locked { .. } | DbError::TableLocked { .. }))
+                    && e.exit_code() != 2
                 {
                     let failure = e.to_string();
                     // A lost connection (the usual cause of such a failure) is opened
@@ -1383,15 +1386,12 @@ pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Resu
                         let holders = lock_holders(&mut session.target, &session.ctx).await;
                         let dim = session.ctx.dim.replace("\".\"", ".").trim_matches('"').to_string();
                         if !wait {
-                            let holder = if holders.is_empty() {
-                                format!(" (a lock on {dim})")
+                            let holders = if holders.is_empty() {
+                                String::new()
                             } else {
-                                format!(" (a lock on {dim}, held by {})", holders.join(", "))
+                                format!(" (held by {})", holders.join(", "))
                             };
-                            break Err(Error::Db(DbError::Locked {
-                                dimension: plan.name.clone(),
-                                holder,
-                            }));
+                            break Err(Error::Db(DbError::TableLocked { table: dim, holders }));
                         }
                         if holders.is_empty() {
                             tracing::warn!("the rebuild of {dim} has waited 5 s for a lock (it was released meanwhile); trying again");

@@ -39,6 +39,37 @@ const MERGE: [&str; 3] = ["delete_stale", "update_changed", "insert_missing"];
 /// inserted. Elsewhere the same is done by a delete, an update and an insert.
 pub async fn rebuild_touched(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
     run_named(conn, "rebuild", &["touched"], ctx).await?;
+    // Surrogate keys never vanish: a touched key's version the log lost stops the load.
+    let lost = sql::statement(conn.backend(), "rebuild", "lost_versions", ctx)?;
+    let lost = conn
+        .query_text("checking the log still holds the touched keys' versions", &lost, &[])
+        .await?;
+    if !lost.is_empty() {
+        let n = ctx.keys.len();
+        let shown: Vec<String> = lost
+            .iter()
+            .map(|r| {
+                let key: Vec<String> = r[..n]
+                    .iter()
+                    .map(|v| v.clone().unwrap_or_else(|| "NULL".into()))
+                    .collect();
+                format!(
+                    "key ({}): surrogate key {}",
+                    key.join(", "),
+                    r[n].clone().unwrap_or_default()
+                )
+            })
+            .collect();
+        return Err(DbError::LogLostVersions(format!(
+            "the log {} no longer holds versions that the dimension {} has ({}{}): rows were deleted from the log. \
+             Nothing was loaded, since rebuilding these keys from the log would drop those versions. Restore the log from a \
+             backup (`dimlog verify` then checks it)",
+            ctx.log.replace('"', ""),
+            ctx.dim.replace('"', ""),
+            shown.join("; "),
+            if lost.len() >= 5 { "; …" } else { "" }
+        )));
+    }
     let merge = Merge { ctx, touched: true };
     if conn.backend() == Backend::Sqlite {
         run_named(

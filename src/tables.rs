@@ -882,7 +882,8 @@ pub async fn check_tables_present(
             format!(
                 "dimlog does not create an empty log in its place, which would give every key a second current version and lose its history. \
                  Restore it (from a backup, or rename it back), or set target.log to where it is now; to start dimension `{name}` over instead, \
-                 delete its rows from dimlog_dimensions, dimlog_state and dimlog_runs",
+                 drop its dimension and delete its rows from dimlog_dimensions, dimlog_state and dimlog_runs (surrogate keys then start \
+                 again at 1: facts holding the old ones must be assigned again)",
                 name = plan.name
             )
         } else {
@@ -901,8 +902,67 @@ pub async fn check_tables_present(
     }
     if registered {
         check_log_complete(conn, plan, false).await?;
+        check_key_counter(conn, plan).await?;
     }
     Ok(())
+}
+
+/// Refuses a `next_surrogate_key` in `dimlog_dimensions` at or below a surrogate key the
+/// dimension holds (an edit by hand): the next load would give new versions keys that
+/// belong to other versions. Read through the dimension's primary key; a missing
+/// dimension (to be rebuilt) is skipped.
+async fn check_key_counter(conn: &mut Conn, plan: &Plan) -> Result<(), InitError> {
+    let backend = conn.backend();
+    let names = serde_json::json!({ "table": plan.target.dimension.quoted(), "plain": plan.target.dimension.name(), "schema": plan.target.dimension.schema() });
+    let exists = sql::statement(backend, "tables", "table_exists", &names)?;
+    if conn
+        .query_i64s("looking for dimlog's tables", &exists, &[])
+        .await?
+        .first()
+        .copied()
+        .unwrap_or(0)
+        == 0
+    {
+        return Ok(());
+    }
+    let record = sql::statement(backend, "state", "dimension_get", &serde_json::json!({}))?;
+    let rows = conn
+        .query_text("reading dimlog_dimensions", &record, &[Param::Text(plan.name.clone())])
+        .await?;
+    let Some(next) = rows
+        .first()
+        .and_then(|r| r.get(5).cloned().flatten())
+        .and_then(|v| v.parse::<i64>().ok())
+    else {
+        return Ok(());
+    };
+    let max_sql = sql::statement(
+        backend,
+        "tables",
+        "dimension_last_sk",
+        &serde_json::json!({ "dim": plan.target.dimension.quoted(), "sk": plan.target.surrogate_key.quoted() }),
+    )?;
+    let held = conn
+        .query_i64s("checking the surrogate keys", &max_sql, &[])
+        .await?
+        .first()
+        .copied()
+        .unwrap_or(0);
+    if held < next {
+        return Ok(());
+    }
+    Err(ConfigError::invalid(
+        "target.dimension",
+        format!(
+            "the dimension {} holds surrogate keys up to {held}, but dimlog_dimensions says the next one for dimension `{}` is {next}: \
+             the record was changed by hand. The next load would give new versions surrogate keys that other versions hold, so \
+             nothing was done: set next_surrogate_key = {} in its dimlog_dimensions row",
+            plan.target.dimension,
+            plan.name,
+            held + 1
+        ),
+    )
+    .into())
 }
 
 /// Refuses a log that holds fewer rows than dimlog appended to it: emptied (`TRUNCATE`),
@@ -941,10 +1001,27 @@ pub async fn check_log_complete(conn: &mut Conn, plan: &Plan, count_rows: bool) 
         .first()
         .copied()
         .unwrap_or(0);
+    if held > appended {
+        return Err(ConfigError::invalid(
+            "target.log",
+            format!(
+                "the log {} holds log ids up to {held}, but dimlog_dimensions says dimension `{}` appended only up to {appended} \
+                 (next_log_id {}): the record was changed by hand, or another program wrote the log. The next load would reuse \
+                 log ids, so nothing was done: set next_log_id = {} in its dimlog_dimensions row if the log is right",
+                plan.target.log,
+                plan.name,
+                appended + 1,
+                held + 1
+            ),
+        )
+        .into());
+    }
     let what = if held == 0 && appended > 0 {
         "it is empty (truncated, or replaced by an empty table)".to_string()
     } else if held < appended {
-        format!("its newest log id is {held}: rows were deleted")
+        format!(
+            "its newest log id is {held}: rows were deleted (or next_log_id in dimlog_dimensions was raised by hand)"
+        )
     } else if count_rows {
         let count = sql::statement(
             backend,
@@ -972,7 +1049,8 @@ pub async fn check_log_complete(conn: &mut Conn, plan: &Plan, count_rows: bool) 
              The log is the dimension's history; dimlog neither loads into it nor rebuilds the dimension from it \
              (a rebuild would drop the dimension's rows that the log lost). Restore the log from a backup \
              (the dimension still holds its rows; `dimlog verify` checks them once the log is back), \
-             or, to start dimension `{}` over, delete its rows from dimlog_dimensions, dimlog_state and dimlog_runs",
+             or, to start dimension `{}` over, drop its log and its dimension and delete its rows from dimlog_dimensions, \
+             dimlog_state and dimlog_runs (surrogate keys then start again at 1: facts holding the old ones must be assigned again)",
             plan.target.log, plan.name, plan.name
         ),
     )

@@ -49,6 +49,14 @@ WHERE NOT dimlog_y.is_deleted
 -- statement: touched
 CREATE TEMP TABLE dimlog_touched ON COMMIT DROP AS
 SELECT DISTINCT {{ keys|cols }} FROM dimlog_changes
+{# Versions of the touched keys that the dimension holds and the log no longer does
+   (rows deleted from the log): a rebuild of those keys would drop them, so the load
+   stops instead. Probes the log's key index per row. #}
+-- statement: lost_versions
+SELECT {% for k in keys %}dimlog_d.{{ k }}::text, {% endfor %}dimlog_d.{{ sk }}::text
+FROM {{ dim }} dimlog_d JOIN dimlog_touched dimlog_t ON {{ keys|eqs("dimlog_d", "dimlog_t") }}
+WHERE NOT EXISTS (SELECT 1 FROM {{ log }} dimlog_l WHERE {{ keys|eqs("dimlog_l", "dimlog_d") }} AND dimlog_l.{{ sk }} = dimlog_d.{{ sk }})
+LIMIT 5
 -- statement: analyze_touched
 ANALYZE dimlog_touched
 {# PostgreSQL 15 and later: the touched keys' rows as the log says they should be, with

@@ -122,6 +122,9 @@ SELECT dimlog_n.nspname::text FROM pg_class dimlog_c JOIN pg_namespace dimlog_n 
 WHERE dimlog_c.relname = $1 AND dimlog_c.relkind IN ('r', 'p') ORDER BY 1
 -- statement: search_path
 SELECT current_setting('search_path')
+{# The greatest surrogate key the dimension holds (its primary key). #}
+-- statement: dimension_last_sk
+SELECT COALESCE(max({{ sk }}), 0)::text FROM {{ dim }}
 -- statement: log_row_count
 SELECT count(*)::text FROM {{ log }}
 -- statement: table_exists

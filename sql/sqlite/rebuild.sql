@@ -51,6 +51,14 @@ WHERE NOT dimlog_y.is_deleted
 -- statement: touched
 CREATE TEMP TABLE dimlog_touched AS
 SELECT DISTINCT {{ keys|cols }} FROM dimlog_changes
+{# Versions of the touched keys that the dimension holds and the log no longer does
+   (rows deleted from the log): a rebuild of those keys would drop them, so the load
+   stops instead. Probes the log's key index per row. #}
+-- statement: lost_versions
+SELECT {% for k in keys %}CAST(dimlog_d.{{ k }} AS TEXT), {% endfor %}CAST(dimlog_d.{{ sk }} AS TEXT)
+FROM {{ dim }} dimlog_d JOIN dimlog_touched dimlog_t ON {{ keys|eqs("dimlog_d", "dimlog_t") }}
+WHERE NOT EXISTS (SELECT 1 FROM {{ log }} dimlog_l WHERE {{ keys|eqs("dimlog_l", "dimlog_d") }} AND dimlog_l.{{ sk }} = dimlog_d.{{ sk }})
+LIMIT 5
 {# A first load: the log holds one row per key, so each live one is its key's only and
    current version (its own Type 1 and current_<col> values), and no sort is needed. #}
 -- statement: insert_first

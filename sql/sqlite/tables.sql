@@ -85,6 +85,9 @@ SELECT CAST(COALESCE(max(log_id), 0) AS TEXT) FROM {{ log }}
 SELECT '' WHERE 0 AND ?1 IS NULL
 -- statement: search_path
 SELECT ''
+{# The greatest surrogate key the dimension holds (its primary key). #}
+-- statement: dimension_last_sk
+SELECT CAST(COALESCE(max({{ sk }}), 0) AS TEXT) FROM {{ dim }}
 -- statement: log_row_count
 SELECT CAST(count(*) AS TEXT) FROM {{ log }}
 -- statement: table_exists

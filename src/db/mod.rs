@@ -125,6 +125,19 @@ pub enum DbError {
         /// Who holds the lock, as ` (session …)`, when the database says (else empty).
         holder: String,
     },
+    /// Another session holds a lock on one of the dimension's tables that conflicts with
+    /// writing it, and `--no-wait` was given.
+    #[error("another session holds a lock on {table} that conflicts with writing it{holders}; try again later, or drop --no-wait to wait for it")]
+    TableLocked {
+        /// The table.
+        table: String,
+        /// Who holds it, as ` (held by …)`, when the database says (else empty).
+        holders: String,
+    },
+    /// The log no longer holds versions the dimension has (rows deleted from it): which,
+    /// and what to do. Found before a rebuild would drop them.
+    #[error("{0}")]
+    LogLostVersions(String),
     /// The PostgreSQL role lacks rights the command needs (found before anything is
     /// written): which, on what, and the `GRANT`s that give them.
     #[error("{0}")]

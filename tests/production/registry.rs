@@ -11,6 +11,7 @@ on_both_backends!(
     a_dropped_dimension_is_rebuilt_whole_never_in_part,
     a_dimension_renamed_away_is_named_as_the_cause,
     an_emptied_or_cut_log_is_refused_by_every_command,
+    edited_counters_are_refused,
 );
 
 /// With the log renamed away, `run`, `rebuild` and `verify` exit 2 naming the log and
@@ -98,7 +99,12 @@ async fn an_emptied_or_cut_log_is_refused_by_every_command(mut fx: Fixture) {
         // Rows deleted from the middle are found by the commands that read the whole
         // log: verify, and rebuild, the one that would lose them.
         let commands: &[&[&str]] = if damage == oldest {
-            &[&["rebuild"], &["verify"]]
+            // A run finds it when it touches the key whose version is gone.
+            fx.exec(
+                "UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-02T11:30:00Z' WHERE customer_id = 1",
+            )
+            .await;
+            &[&["rebuild"], &["verify"], &["run", "--upper", "2026-03-02T12:00:00Z"]]
         } else {
             &[
                 &["run", "--upper", "2026-03-02T12:00:00Z"],
@@ -110,7 +116,12 @@ async fn an_emptied_or_cut_log_is_refused_by_every_command(mut fx: Fixture) {
         };
         for args in commands.iter().copied() {
             let stderr = cli_exits(&fx, args, 2);
-            for needle in ["customer_versions", "missing", "backup"] {
+            let needles: &[&str] = if damage == oldest && args[0] == "run" {
+                &["customer_versions", "surrogate key 1", "backup"]
+            } else {
+                &["customer_versions", "missing", "backup"]
+            };
+            for needle in needles.iter().copied() {
                 assert!(
                     stderr.contains(needle),
                     "{damage}: {args:?}: {needle:?} not in: {stderr}"
@@ -152,4 +163,42 @@ async fn a_log_elsewhere_or_renamed_in_the_config_is_named() {
         "{stderr}"
     );
     assert!(!fx.target_has_table("brand_new_log").await, "no new log");
+}
+
+/// `dimlog_dimensions`' counters edited by hand: a `next_surrogate_key` at or below a key
+/// the dimension holds, or a `next_log_id` behind the log, would make the next load reuse
+/// keys or log ids; a `next_log_id` raised past the log reads as rows deleted. Each is
+/// refused (exit 2) naming the counter and the value to set; nothing is written.
+async fn edited_counters_are_refused(mut fx: Fixture) {
+    loaded(&mut fx).await;
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-02T11:30:00Z' WHERE customer_id = 2")
+        .await;
+    let log = fx.dump_log().await;
+    for (edit, needles) in [
+        (
+            "UPDATE dimlog_dimensions SET next_surrogate_key = 2",
+            &["next_surrogate_key = 4", "dim_customer"][..],
+        ),
+        (
+            "UPDATE dimlog_dimensions SET next_log_id = 2",
+            &["next_log_id = 4", "customer_versions"][..],
+        ),
+        (
+            "UPDATE dimlog_dimensions SET next_log_id = 9",
+            &["raised by hand", "customer_versions"][..],
+        ),
+    ] {
+        fx.target_exec(&format!(
+            "{edit}; CREATE TABLE saved AS SELECT * FROM dimlog_dimensions"
+        ))
+        .await;
+        let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T12:00:00Z"], 2);
+        for needle in needles {
+            assert!(stderr.contains(needle), "{edit}: {needle:?} not in: {stderr}");
+        }
+        assert_eq!(fx.dump_log().await, log, "{edit}: nothing written");
+        fx.target_exec("UPDATE dimlog_dimensions SET next_surrogate_key = 4, next_log_id = 4; DROP TABLE saved")
+            .await;
+    }
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T12:00:00Z"], 0);
 }
