@@ -629,6 +629,11 @@ async fn init_with(
         check_tables_unowned(conn, plan).await?;
         let registered = read_record(conn, plan).await?.is_some();
         check_tables_present(conn, plan, registered, dimension_may_be_missing).await?;
+        if registered && !dimension_may_be_missing {
+            // A load allocates surrogate keys: its counter must be past every one held.
+            // (`rebuild` allocates none, and repairs a dimension edited by hand.)
+            check_key_counter(conn, plan).await?;
+        }
         let (log, dim) = (plan.target.log.name(), plan.target.dimension.name());
         let log_table = plan.target.log.to_string();
         create_table_if_missing(conn, &log_table, plan.target.log.schema(), ("tables", "log"), &ctx).await?;
@@ -902,7 +907,6 @@ pub async fn check_tables_present(
     }
     if registered {
         check_log_complete(conn, plan, false).await?;
-        check_key_counter(conn, plan).await?;
     }
     Ok(())
 }
@@ -912,45 +916,35 @@ pub async fn check_tables_present(
 /// belong to other versions. Read through the dimension's primary key; a missing
 /// dimension (to be rebuilt) is skipped.
 async fn check_key_counter(conn: &mut Conn, plan: &Plan) -> Result<(), InitError> {
-    let backend = conn.backend();
-    let names = serde_json::json!({ "table": plan.target.dimension.quoted(), "plain": plan.target.dimension.name(), "schema": plan.target.dimension.schema() });
-    let exists = sql::statement(backend, "tables", "table_exists", &names)?;
-    if conn
-        .query_i64s("looking for dimlog's tables", &exists, &[])
-        .await?
-        .first()
-        .copied()
-        .unwrap_or(0)
-        == 0
-    {
+    let dim = &plan.target.dimension;
+    let names = serde_json::json!({ "table": dim.quoted(), "plain": dim.name(), "schema": dim.schema() });
+    if number(conn, "table_exists", &names, "looking for dimlog's tables").await? == 0 {
         return Ok(());
     }
-    let record = sql::statement(backend, "state", "dimension_get", &serde_json::json!({}))?;
-    let rows = conn
-        .query_text("reading dimlog_dimensions", &record, &[Param::Text(plan.name.clone())])
-        .await?;
-    let Some(next) = rows
-        .first()
-        .and_then(|r| r.get(5).cloned().flatten())
-        .and_then(|v| v.parse::<i64>().ok())
-    else {
+    let Some((next, _)) = counters(conn, plan).await? else {
         return Ok(());
     };
-    let max_sql = sql::statement(
-        backend,
-        "tables",
-        "dimension_last_sk",
-        &serde_json::json!({ "dim": plan.target.dimension.quoted(), "sk": plan.target.surrogate_key.quoted() }),
-    )?;
-    let held = conn
-        .query_i64s("checking the surrogate keys", &max_sql, &[])
-        .await?
-        .first()
-        .copied()
-        .unwrap_or(0);
+    let last = serde_json::json!({ "dim": dim.quoted(), "sk": plan.target.surrogate_key.quoted() });
+    let held = number(conn, "dimension_last_sk", &last, "checking the surrogate keys").await?;
     if held < next {
         return Ok(());
     }
+    // The dimension may have been edited instead: the log (read whole, only in this rare
+    // case) says which.
+    let in_log = serde_json::json!({ "log": plan.target.log.quoted(), "sk": plan.target.surrogate_key.quoted() });
+    let logged = number(conn, "log_last_sk", &in_log, "checking the log's surrogate keys").await?;
+    if logged < next {
+        return Err(ConfigError::invalid(
+            "target.dimension",
+            format!(
+                "the dimension {} holds surrogate key {held}, which the log {} never gave (its greatest is {logged}): the dimension \
+                 was edited by hand. Nothing was done; run `dimlog rebuild` to derive it from the log again",
+                plan.target.dimension, plan.target.log
+            ),
+        )
+        .into());
+    }
+    let held = logged;
     Err(ConfigError::invalid(
         "target.dimension",
         format!(
@@ -976,31 +970,12 @@ async fn check_key_counter(conn: &mut Conn, plan: &Plan) -> Result<(), InitError
 /// `rebuild`, which read the whole log anyway, also count its rows (`count_rows`), so
 /// rows deleted from the middle are found too.
 pub async fn check_log_complete(conn: &mut Conn, plan: &Plan, count_rows: bool) -> Result<(), InitError> {
-    let backend = conn.backend();
-    let record = sql::statement(backend, "state", "dimension_get", &serde_json::json!({}))?;
-    let rows = conn
-        .query_text("reading dimlog_dimensions", &record, &[Param::Text(plan.name.clone())])
-        .await?;
-    let Some(appended) = rows
-        .first()
-        .and_then(|r| r.get(6).cloned().flatten())
-        .and_then(|v| v.parse::<i64>().ok())
-        .map(|next| next - 1)
-    else {
+    let Some((_, next_log_id)) = counters(conn, plan).await? else {
         return Ok(());
     };
-    let last = sql::statement(
-        backend,
-        "tables",
-        "log_last_id",
-        &serde_json::json!({ "log": plan.target.log.quoted() }),
-    )?;
-    let held = conn
-        .query_i64s("checking the log's newest rows", &last, &[])
-        .await?
-        .first()
-        .copied()
-        .unwrap_or(0);
+    let appended = next_log_id - 1;
+    let log = serde_json::json!({ "log": plan.target.log.quoted() });
+    let held = number(conn, "log_last_id", &log, "checking the log's newest rows").await?;
     if held > appended {
         return Err(ConfigError::invalid(
             "target.log",
@@ -1023,18 +998,7 @@ pub async fn check_log_complete(conn: &mut Conn, plan: &Plan, count_rows: bool) 
             "its newest log id is {held}: rows were deleted (or next_log_id in dimlog_dimensions was raised by hand)"
         )
     } else if count_rows {
-        let count = sql::statement(
-            backend,
-            "tables",
-            "log_row_count",
-            &serde_json::json!({ "log": plan.target.log.quoted() }),
-        )?;
-        let rows = conn
-            .query_i64s("counting the log's rows", &count, &[])
-            .await?
-            .first()
-            .copied()
-            .unwrap_or(0);
+        let rows = number(conn, "log_row_count", &log, "counting the log's rows").await?;
         if rows >= appended {
             return Ok(());
         }
@@ -1055,6 +1019,27 @@ pub async fn check_log_complete(conn: &mut Conn, plan: &Plan, count_rows: bool) 
         ),
     )
     .into())
+}
+
+/// The one number a `tables` statement returns (0 when it returns none).
+async fn number(conn: &mut Conn, statement: &str, ctx: &serde_json::Value, what: &str) -> Result<i64, DbError> {
+    let sql = sql::statement(conn.backend(), "tables", statement, ctx)?;
+    Ok(conn.query_i64s(what, &sql, &[]).await?.first().copied().unwrap_or(0))
+}
+
+/// The dimension's counters in `dimlog_dimensions`: the next surrogate key and the next
+/// log id (none for a dimension not registered).
+async fn counters(conn: &mut Conn, plan: &Plan) -> Result<Option<(i64, i64)>, DbError> {
+    let record = sql::statement(conn.backend(), "state", "dimension_get", &serde_json::json!({}))?;
+    let rows = conn
+        .query_text("reading dimlog_dimensions", &record, &[Param::Text(plan.name.clone())])
+        .await?;
+    let at = |i: usize| {
+        rows.first()
+            .and_then(|r| r.get(i).cloned().flatten())
+            .and_then(|v| v.parse::<i64>().ok())
+    };
+    Ok(at(5).zip(at(6)))
 }
 
 /// Refuses tables registered to another dimension name: two names on one log would

@@ -125,6 +125,9 @@ SELECT current_setting('search_path')
 {# The greatest surrogate key the dimension holds (its primary key). #}
 -- statement: dimension_last_sk
 SELECT COALESCE(max({{ sk }}), 0)::text FROM {{ dim }}
+{# The greatest surrogate key the log gave (a scan: only when the dimension disagrees). #}
+-- statement: log_last_sk
+SELECT COALESCE(max({{ sk }}), 0)::text FROM {{ log }}
 -- statement: log_row_count
 SELECT count(*)::text FROM {{ log }}
 -- statement: table_exists

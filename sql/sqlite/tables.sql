@@ -88,6 +88,9 @@ SELECT ''
 {# The greatest surrogate key the dimension holds (its primary key). #}
 -- statement: dimension_last_sk
 SELECT CAST(COALESCE(max({{ sk }}), 0) AS TEXT) FROM {{ dim }}
+{# The greatest surrogate key the log gave (a scan: only when the dimension disagrees). #}
+-- statement: log_last_sk
+SELECT CAST(COALESCE(max({{ sk }}), 0) AS TEXT) FROM {{ log }}
 -- statement: log_row_count
 SELECT CAST(count(*) AS TEXT) FROM {{ log }}
 -- statement: table_exists

@@ -169,7 +169,8 @@ async fn verify_reports_a_surrogate_key_missing_from_the_dimension(mut fx: Fixtu
     };
     fx.target_exec(&format!(
         "INSERT INTO customer_versions (log_id, customer_sk, customer_id, email, tier, country, valid_from, is_deleted, row_hash, load_id, loaded_at)
-         SELECT max(log_id) + 1, NULL, 2, NULL, NULL, NULL, {t}, {truth}, NULL, max(load_id), max(loaded_at) FROM customer_versions"
+         SELECT max(log_id) + 1, NULL, 2, NULL, NULL, NULL, {t}, {truth}, NULL, max(load_id), max(loaded_at) FROM customer_versions;
+         UPDATE dimlog_dimensions SET next_log_id = next_log_id + 1"
     ))
     .await;
     let out = fx.cli(&["rebuild"]);

@@ -166,7 +166,8 @@ async fn a_log_elsewhere_or_renamed_in_the_config_is_named() {
 }
 
 /// `dimlog_dimensions`' counters edited by hand: a `next_surrogate_key` at or below a key
-/// the dimension holds, or a `next_log_id` behind the log, would make the next load reuse
+/// the log gave (a surrogate key only the dimension holds is a hand edit of the dimension,
+/// and `dimlog rebuild` is named), or a `next_log_id` behind the log, would make the next load reuse
 /// keys or log ids; a `next_log_id` raised past the log reads as rows deleted. Each is
 /// refused (exit 2) naming the counter and the value to set; nothing is written.
 async fn edited_counters_are_refused(mut fx: Fixture) {
@@ -187,6 +188,11 @@ async fn edited_counters_are_refused(mut fx: Fixture) {
             "UPDATE dimlog_dimensions SET next_log_id = 9",
             &["raised by hand", "customer_versions"][..],
         ),
+        // The dimension edited instead: the log says so, and a rebuild repairs it.
+        (
+            "UPDATE dim_customer SET customer_sk = 70 WHERE customer_sk = 3",
+            &["surrogate key 70", "dimlog rebuild"][..],
+        ),
     ] {
         fx.target_exec(&format!(
             "{edit}; CREATE TABLE saved AS SELECT * FROM dimlog_dimensions"
@@ -197,8 +203,11 @@ async fn edited_counters_are_refused(mut fx: Fixture) {
             assert!(stderr.contains(needle), "{edit}: {needle:?} not in: {stderr}");
         }
         assert_eq!(fx.dump_log().await, log, "{edit}: nothing written");
-        fx.target_exec("UPDATE dimlog_dimensions SET next_surrogate_key = 4, next_log_id = 4; DROP TABLE saved")
-            .await;
+        fx.target_exec(
+            "UPDATE dimlog_dimensions SET next_surrogate_key = 4, next_log_id = 4; DROP TABLE saved;
+             UPDATE dim_customer SET customer_sk = 3 WHERE customer_sk = 70",
+        )
+        .await;
     }
     cli_exits(&fx, &["run", "--upper", "2026-03-02T12:00:00Z"], 0);
 }
