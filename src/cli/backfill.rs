@@ -109,7 +109,7 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
         }
         return Ok(0);
     }
-    let bar = (!out.json && std::io::stderr().is_terminal()).then(|| {
+    let bar = (!out.json && !out.quiet && std::io::stderr().is_terminal()).then(|| {
         let b = ProgressBar::new(0);
         b.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} {msg} (eta {eta})").expect("valid template"));
         b

@@ -260,7 +260,7 @@ fn init_tracing(global: &GlobalArgs) {
 /// Runs the command line and returns the exit code.
 pub async fn main_with(cli: Cli) -> i32 {
     init_tracing(&cli.global);
-    let out = Output::new(cli.global.json);
+    let out = Output::new(cli.global.json).quiet(cli.global.quiet);
     let result = match cli.command {
         Command::Init(a) => init::run(&cli.global, a, &out).await,
         Command::Run(a) => run::run(&cli.global, a, &out).await,

@@ -172,7 +172,7 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
         return Ok(code);
     }
     for n in &notes {
-        super::output::eprint_line("note", n);
+        out.note("note", n);
     }
     out.line(format!(
         "wrote {}: key {}, change column {}, {} tracked column(s){}",
@@ -191,7 +191,7 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
             .unwrap_or_default()
     ));
     for (c, why) in &generated.skipped {
-        super::output::eprint_line("note", &format!("`{c}` is not tracked: {why}"));
+        out.note("note", &format!("`{c}` is not tracked: {why}"));
     }
     if code == 0 {
         out.line(format!(

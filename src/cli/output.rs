@@ -25,12 +25,27 @@ pub use crate::inspect::escape;
 pub struct Output {
     /// `--json` was given.
     pub json: bool,
+    /// `-q` was given: only errors are printed (and the JSON object, if asked for).
+    pub quiet: bool,
 }
 
 impl Output {
     /// Human or JSON output.
     pub fn new(json: bool) -> Output {
-        Output { json }
+        Output { json, quiet: false }
+    }
+
+    /// Output that prints only errors when `quiet` (`-q`).
+    pub fn quiet(mut self, quiet: bool) -> Output {
+        self.quiet = quiet;
+        self
+    }
+
+    /// A warning or note on stderr (`prefix: text`), unless `-q`.
+    pub fn note(&self, prefix: &str, text: &str) {
+        if !self.quiet {
+            eprint_line(prefix, text);
+        }
     }
 
     /// Prints a JSON value on stdout, as one line.
@@ -44,7 +59,7 @@ impl Output {
     /// Prints human text on stdout (ignored with `--json`), its control characters
     /// escaped ([`escape`]; line breaks kept).
     pub fn line(&self, text: impl AsRef<str>) {
-        if !self.json {
+        if !self.json && !self.quiet {
             let mut stdout = std::io::stdout().lock();
             let _ = writeln!(stdout, "{}", escape(text.as_ref(), true));
         }
@@ -69,7 +84,7 @@ impl Output {
 
     /// A progress observer: a spinner with rows and rate on a terminal, nothing otherwise.
     pub fn progress(&self) -> Progress {
-        let bar = (!self.json && std::io::stderr().is_terminal()).then(|| {
+        let bar = (!self.json && !self.quiet && std::io::stderr().is_terminal()).then(|| {
             let b = ProgressBar::new_spinner();
             b.set_style(
                 ProgressStyle::with_template("{spinner} {msg} {pos} rows ({per_sec}, {elapsed})")

@@ -69,10 +69,10 @@ pub async fn run(global: &GlobalArgs, args: RunArgs, out: &Output) -> Result<i32
     let report = report?;
     log_summary(&report);
     if let Some(warning) = future_rows_warning(&report) {
-        super::output::eprint_line("warning", &warning);
+        out.note("warning", &warning);
     }
     if let Some(warning) = dropped_deletes_warning(&report, &plan) {
-        super::output::eprint_line("warning", &warning);
+        out.note("warning", &warning);
     }
     if out.json {
         out.print_json(&report);

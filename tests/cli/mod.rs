@@ -6,6 +6,7 @@ mod escapes;
 mod help;
 mod json;
 mod new;
+mod quiet;
 mod svg;
 mod wide;
 
