@@ -24,7 +24,7 @@ pub enum ConfigError {
         source: std::io::Error,
     },
     /// TOML syntax, a missing or unknown key, a wrong type.
-    #[error("config file {path}: {message}")]
+    #[error("config file {path}:\n{message}")]
     Parse {
         /// The file.
         path: PathBuf,
@@ -661,7 +661,8 @@ impl Plan {
     pub fn from_toml(text: &str, path: &Path, base: &Path, overrides: &Overrides) -> Result<Plan, ConfigError> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
-            message: e.to_string().trim().replace('\n', " "),
+            // toml's snippet (the line, a caret under the place) on lines of its own.
+            message: e.to_string().trim_end().to_string(),
         })?;
         Plan::resolve(raw, base, overrides)
     }

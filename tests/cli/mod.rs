@@ -2,6 +2,7 @@
 //! config that runs, `--json` output agrees with the tables, `history --format svg` draws
 //! one bar per version, and every command's `--help` is pinned by a snapshot.
 
+mod config_errors;
 mod escapes;
 mod help;
 mod json;
