@@ -925,15 +925,7 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         if !assigned_before {
             // `init` makes it on PostgreSQL: CREATE TABLE IF NOT EXISTS would need CREATE on
             // the schema even where it exists.
-            let none = serde_json::json!({});
-            let exists = conn
-                .query_i64s(
-                    "looking for dimlog_assigned",
-                    &sql::statement(backend, "lookup", "assigned_exists", &none)?,
-                    &[],
-                )
-                .await?;
-            if exists.first().copied().unwrap_or(0) == 0 {
+            if !assigned_table_exists(conn).await? {
                 run_named(conn, "lookup", &["assigned_table"], &actx).await?;
             }
             conn.execute(
@@ -1036,25 +1028,30 @@ pub async fn check_not_the_source(
     Ok(())
 }
 
+/// Whether `dimlog_assigned` exists (made by `init` on PostgreSQL, by the first
+/// assignment on SQLite).
+async fn assigned_table_exists(conn: &mut Conn) -> Result<bool, DbError> {
+    let sql = sql::statement(conn.backend(), "lookup", "assigned_exists", &serde_json::json!({}))?;
+    Ok(conn
+        .query_i64s("looking for dimlog_assigned", &sql, &[])
+        .await?
+        .first()
+        .copied()
+        .unwrap_or(0)
+        > 0)
+}
+
 /// Whether `assign-keys` filled this fact table's surrogate-key column for this
 /// dimension before (its record in `dimlog_assigned`, in any spelling of the names).
 async fn filled_before(conn: &mut Conn, spec: &AssignSpec) -> Result<bool, DbError> {
     let backend = conn.backend();
-    let none = serde_json::json!({});
-    let exists = conn
-        .query_i64s(
-            "looking for dimlog_assigned",
-            &sql::statement(backend, "lookup", "assigned_exists", &none)?,
-            &[],
-        )
-        .await?;
-    if exists.first().copied().unwrap_or(0) == 0 {
+    if !assigned_table_exists(conn).await? {
         return Ok(false);
     }
     let rows = conn
         .query_text(
             "reading which surrogate-key columns assign-keys filled",
-            &sql::statement(backend, "lookup", "assigned_get", &none)?,
+            &sql::statement(backend, "lookup", "assigned_get", &serde_json::json!({}))?,
             &[Param::Text(spec.dimension.clone())],
         )
         .await?;
