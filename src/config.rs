@@ -8,8 +8,9 @@
 
 use crate::ident::Ident;
 use serde::Deserialize;
-use std::fmt;
 use std::path::{Path, PathBuf};
+
+pub use crate::db::url::{redact, same_database, Backend, DbUrl, UrlError, DEFAULT_CONNECT_TIMEOUT};
 
 /// A config that cannot be used, naming the setting and the fix. Exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +40,15 @@ pub enum ConfigError {
         /// What is wrong and how to fix it.
         message: String,
     },
+}
+
+impl From<UrlError> for ConfigError {
+    fn from(e: UrlError) -> ConfigError {
+        ConfigError::Invalid {
+            setting: e.setting,
+            message: e.message,
+        }
+    }
 }
 
 impl ConfigError {
@@ -182,207 +192,6 @@ pub enum HardDeletes {
     Ignore,
     /// Compare the full key list every run and tombstone missing keys.
     Reconcile,
-}
-
-/// A database URL whose password never reaches `Debug`, `Display` or a log.
-#[derive(Clone, PartialEq, Eq)]
-pub struct DbUrl {
-    /// As the driver gets it (see [`crate::secret::for_driver`]).
-    url: String,
-    /// As the user wrote it (the path made absolute), secrets redacted: for messages.
-    shown: String,
-    /// Which backend the scheme names.
-    pub backend: Backend,
-    /// How long a PostgreSQL connection may take to open (`?connect_timeout=N` seconds, as
-    /// libpq reads it; [`DEFAULT_CONNECT_TIMEOUT`] without it; `None` for `0`, waiting
-    /// as long as the network does).
-    pub connect_timeout: Option<std::time::Duration>,
-    /// `?application_name=…` when the URL gives one, else the name dimlog shows in
-    /// `pg_stat_activity` (see [`DbUrl::with_application_name`]).
-    pub application_name: Option<String>,
-    /// Whether the URL names the application itself (then it is never replaced).
-    application_name_given: bool,
-}
-
-/// How long a PostgreSQL connection may take to open when the URL does not say: a
-/// listener that never answers fails the command instead of hanging it.
-pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// The two backends, chosen from the URL scheme.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Backend {
-    /// Embedded, the default.
-    Sqlite,
-    /// A PostgreSQL server.
-    Postgres,
-}
-
-impl DbUrl {
-    /// Checks the scheme; a relative SQLite path is taken relative to `base`.
-    pub fn parse(setting: &str, raw: &str, base: Option<&Path>) -> Result<DbUrl, ConfigError> {
-        if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
-            url::Url::parse(raw)
-                .map_err(|e| ConfigError::invalid(setting, format!("cannot parse the PostgreSQL URL: {e}")))?;
-            let (url, dropped) = crate::secret::for_driver(raw);
-            for name in dropped {
-                tracing::warn!(
-                    "{setting}: the parameter `{name}` is not used by dimlog's PostgreSQL driver and is ignored"
-                );
-            }
-            // dimlog applies connect_timeout itself (the driver does not read it).
-            let (url, timeout) = take_query_param(&url, "connect_timeout");
-            let connect_timeout = match timeout.as_deref().map(str::trim) {
-                None => Some(DEFAULT_CONNECT_TIMEOUT),
-                Some(t) => match t.parse::<u64>() {
-                    Ok(0) => None,
-                    // libpq waits at least 2 seconds.
-                    Ok(n) => Some(std::time::Duration::from_secs(n.max(2))),
-                    Err(_) => {
-                        return Err(ConfigError::invalid(
-                            setting,
-                            format!(
-                                "connect_timeout={t:?} is not a whole number of seconds; write e.g. connect_timeout=10"
-                            ),
-                        ))
-                    }
-                },
-            };
-            let application_name = url::Url::parse(&url).ok().and_then(|u| {
-                u.query_pairs()
-                    .find(|(k, _)| k == "application_name")
-                    .map(|(_, v)| v.into_owned())
-            });
-            return Ok(DbUrl {
-                url,
-                shown: redact(raw),
-                backend: Backend::Postgres,
-                connect_timeout,
-                application_name_given: application_name.is_some(),
-                application_name,
-            });
-        }
-        if let Some(rest) = raw.strip_prefix("sqlite://").or_else(|| raw.strip_prefix("sqlite:")) {
-            let (path, query) = match rest.split_once('?') {
-                Some((p, q)) => (p, Some(q)),
-                None => (rest, None),
-            };
-            if path.is_empty() {
-                return Err(ConfigError::invalid(
-                    setting,
-                    "the SQLite URL has no file path, e.g. sqlite://warehouse.db",
-                ));
-            }
-            let mut full = if path == ":memory:" || Path::new(path).is_absolute() {
-                PathBuf::from(path)
-            } else {
-                match base {
-                    Some(b) => b.join(path),
-                    None => PathBuf::from(path),
-                }
-            };
-            if full.as_os_str().is_empty() {
-                full = PathBuf::from(path);
-            }
-            let mut url = format!("sqlite://{}", full.display());
-            if let Some(q) = query {
-                url.push('?');
-                url.push_str(q);
-            }
-            return Ok(DbUrl {
-                shown: redact(&url),
-                url,
-                backend: Backend::Sqlite,
-                connect_timeout: None,
-                application_name: None,
-                application_name_given: false,
-            });
-        }
-        Err(ConfigError::invalid(
-            setting,
-            format!(
-                "unsupported URL {:?}: use postgres://user@host/db or sqlite://path/to/file.db",
-                redact(raw)
-            ),
-        ))
-    }
-
-    /// The same URL showing `name` in `pg_stat_activity`, unless the URL names its
-    /// application itself: `dimlog:<dimension>`, so a DBA sees which job holds a lock.
-    pub fn with_application_name(mut self, name: &str) -> DbUrl {
-        if !self.application_name_given && self.backend == Backend::Postgres {
-            self.application_name = Some(name.to_string());
-        }
-        self
-    }
-
-    /// The URL with its password, only for the driver.
-    pub fn expose(&self) -> &str {
-        &self.url
-    }
-
-    /// The URL with any password replaced by `***`, for messages.
-    pub fn redacted(&self) -> String {
-        self.shown.clone()
-    }
-
-    /// `text` (a driver's message about this URL) with every secret of the URL replaced
-    /// by `***`, wherever the driver echoed it.
-    pub fn scrub(&self, text: &str) -> String {
-        crate::secret::scrub(text, &crate::secret::secrets(&self.url))
-    }
-
-    /// The driver's error `e` about this URL, as it may be shown: unchanged unless its
-    /// text or `Debug` form echoes a secret of the URL, then replaced by its scrubbed text.
-    pub fn scrub_error(&self, e: sqlx::Error) -> sqlx::Error {
-        let secrets = crate::secret::secrets(&self.url);
-        let (text, debug) = (e.to_string(), format!("{e:?}"));
-        let shown = crate::secret::scrub(&text, &secrets);
-        if shown == text && crate::secret::scrub(&debug, &secrets) == debug {
-            return e;
-        }
-        sqlx::Error::Configuration(shown.into())
-    }
-
-    /// The SQLite file path, for `sqlite://` URLs.
-    pub fn sqlite_path(&self) -> Option<PathBuf> {
-        let rest = self.url.strip_prefix("sqlite://")?;
-        Some(PathBuf::from(rest.split('?').next().unwrap_or(rest)))
-    }
-}
-
-/// `url` without its query parameter `name`, and that parameter's decoded value.
-fn take_query_param(url: &str, name: &str) -> (String, Option<String>) {
-    let mut value = None;
-    let out = crate::secret::map_query_pairs(url, |pair| {
-        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
-        if k != name {
-            return Some(pair.to_string());
-        }
-        value = url::form_urlencoded::parse(format!("v={v}").as_bytes())
-            .next()
-            .map(|(_, v)| v.into_owned());
-        None
-    });
-    (out, value)
-}
-
-/// Replaces every secret of a URL (or of any text holding URLs) with `***`: see
-/// [`crate::secret`].
-pub fn redact(raw: &str) -> String {
-    crate::secret::redact(raw)
-}
-
-impl fmt::Debug for DbUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.redacted())
-    }
-}
-
-impl fmt::Display for DbUrl {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.redacted())
-    }
 }
 
 /// What the source reads from.
@@ -565,58 +374,6 @@ pub fn source_table_collision(source: &SourcePlan, target: &TargetPlan) -> Optio
             ),
         )
     })
-}
-
-/// Whether two URLs name one database: the same SQLite file however its path is spelled,
-/// or the same PostgreSQL host, port and database.
-pub fn same_database(a: &DbUrl, b: &DbUrl) -> bool {
-    if a.backend != b.backend {
-        return false;
-    }
-    match a.backend {
-        Backend::Sqlite => {
-            let (Some(pa), Some(pb)) = (a.sqlite_path(), b.sqlite_path()) else {
-                return false;
-            };
-            let memory = |p: &Path| p.as_os_str().is_empty() || p.as_os_str() == ":memory:";
-            if memory(&pa) || memory(&pb) {
-                return false;
-            }
-            let canonical = |p: PathBuf| {
-                std::fs::canonicalize(&p).unwrap_or_else(|_| {
-                    // A file not there yet: its path without `.` and `..`.
-                    let mut out = PathBuf::new();
-                    for c in std::path::absolute(&p).unwrap_or(p).components() {
-                        match c {
-                            std::path::Component::CurDir => {}
-                            std::path::Component::ParentDir => {
-                                out.pop();
-                            }
-                            other => out.push(other),
-                        }
-                    }
-                    out
-                })
-            };
-            canonical(pa) == canonical(pb)
-        }
-        Backend::Postgres => {
-            let parts = |u: &DbUrl| {
-                let parsed = url::Url::parse(u.expose()).ok()?;
-                let user = parsed.username().to_string();
-                let db = parsed.path().trim_start_matches('/').to_string();
-                Some((
-                    parsed.host_str().unwrap_or("localhost").to_ascii_lowercase(),
-                    parsed.port().unwrap_or(5432),
-                    if db.is_empty() { user } else { db },
-                ))
-            };
-            match (parts(a), parts(b)) {
-                (Some(x), Some(y)) => x == y,
-                _ => a.expose() == b.expose(),
-            }
-        }
-    }
 }
 
 /// Columns of the log and the dimension that dimlog writes itself: no key, tracked or

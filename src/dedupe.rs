@@ -431,7 +431,7 @@ pub async fn copy_into<E: From<DbError>>(
 pub async fn dedupe(conn: &mut Conn, ctx: &SqlContext, staged: i64, analyze: bool) -> Result<i64, DbError> {
     let step = if ctx.unique_key { "adopt" } else { "dedupe" };
     run_named(conn, "dedupe", &[step], ctx).await?;
-    if analyze && conn.backend() == crate::config::Backend::Postgres {
+    if analyze {
         run_named(conn, "stage", &["analyze"], ctx).await?;
     }
     if ctx.unique_key {

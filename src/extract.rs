@@ -7,12 +7,12 @@
 //! come through `COPY (SELECT …) TO STDOUT`. It never writes anywhere.
 
 use crate::config::{Backend, ConfigError, Plan, Relation};
+use crate::db::dialect::ChangeTime;
 use crate::db::{sql, Conn, DbError, Param, TextRow};
 use crate::detect::ColumnKind;
 use crate::ident::Ident;
 use crate::ts::Micros;
 use serde::Serialize;
-use sqlx::{Column, Executor, TypeInfo};
 use tokio::sync::mpsc;
 
 /// Rows per batch sent from the reader to the pipeline.
@@ -467,13 +467,7 @@ impl SourceSchema {
         let columns = match relation {
             Relation::Table(t) => {
                 let sql = sql::statement(backend, "extract", "columns", &serde_json::json!({}))?;
-                let params = match backend {
-                    Backend::Postgres => vec![Param::Text(t.quoted())],
-                    Backend::Sqlite => vec![
-                        Param::Text(t.name().to_string()),
-                        Param::Text(t.schema().unwrap_or("main").to_string()),
-                    ],
-                };
+                let params = backend.dialect().table_params(t.name(), t.schema(), &t.quoted());
                 let rows = conn
                     .query_text("reading the source table's columns", &sql, &params)
                     .await?;
@@ -488,10 +482,7 @@ impl SourceSchema {
                     .map(|r| {
                         let name = r[0].clone().unwrap_or_default();
                         let type_name = r[1].clone().unwrap_or_default();
-                        let kind = match backend {
-                            Backend::Postgres => ColumnKind::from_postgres(&type_name),
-                            Backend::Sqlite => ColumnKind::from_sqlite(&type_name),
-                        };
+                        let kind = backend.dialect().kind_of_type(&type_name);
                         let pk_position = r[2].as_deref().and_then(|p| p.parse().ok());
                         SourceColumn {
                             name,
@@ -504,30 +495,14 @@ impl SourceSchema {
             }
             Relation::Query(q) => {
                 let probe = format!("SELECT * FROM ({q}) AS dimlog_source");
-                let described = match conn {
-                    Conn::Postgres(c) => c.describe(&probe).await.map(|d| {
-                        d.columns()
-                            .iter()
-                            .map(|c| (c.name().to_string(), c.type_info().name().to_string()))
-                            .collect::<Vec<_>>()
-                    }),
-                    Conn::Sqlite(c) => c.describe(&probe).await.map(|d| {
-                        d.columns()
-                            .iter()
-                            .map(|c| (c.name().to_string(), c.type_info().name().to_string()))
-                            .collect::<Vec<_>>()
-                    }),
-                };
+                let described = conn.describe_columns(&probe).await;
                 let described = described.map_err(|e| {
                     ConfigError::invalid("source.query", format!("the source database refused the query: {e}"))
                 })?;
                 described
                     .into_iter()
                     .map(|(name, type_name)| {
-                        let kind = match backend {
-                            Backend::Postgres => ColumnKind::from_postgres(&type_name),
-                            Backend::Sqlite => ColumnKind::from_sqlite(&type_name),
-                        };
+                        let kind = backend.dialect().kind_of_type(&type_name);
                         SourceColumn {
                             name,
                             type_name,
@@ -593,9 +568,9 @@ impl SourceSchema {
             self.find("source.deleted_flag", d)?;
         }
         let u = self.find("source.updated_at", &plan.source.updated_at)?;
-        match (self.backend, u.kind) {
-            (Backend::Postgres, ColumnKind::TimestampTz) | (Backend::Sqlite, _) => {}
-            (Backend::Postgres, ColumnKind::Timestamp | ColumnKind::Date) if plan.source.timezone.is_none() => {
+        match self.backend.dialect().change_time(u.kind) {
+            ChangeTime::Instant | ChangeTime::ByValue => {}
+            ChangeTime::Local if plan.source.timezone.is_none() => {
                 return Err(ConfigError::invalid(
                     "source.timezone",
                     format!(
@@ -604,8 +579,8 @@ impl SourceSchema {
                     ),
                 ))
             }
-            (Backend::Postgres, ColumnKind::Timestamp | ColumnKind::Date) => {}
-            (Backend::Postgres, _) => {
+            ChangeTime::Local => {}
+            ChangeTime::NotATime => {
                 return Err(ConfigError::invalid(
                     "source.updated_at",
                     format!("column `{}` is `{}`, not a timestamp; name a timestamptz column", u.name, u.type_name),
@@ -645,31 +620,15 @@ impl SourceSchema {
     }
 }
 
-/// The type a target column gets: a PostgreSQL source keeps its declared type on a
-/// PostgreSQL target (types of other schemas, like enums, become text); everything else
-/// maps through the column's kind.
+/// The type a target column gets: a source of the target's own engine keeps its declared
+/// type where the engine says so ([`crate::db::dialect::Dialect::carried_type`]);
+/// everything else maps through the column's kind.
 fn target_type(source: Backend, target: Backend, c: &SourceColumn) -> String {
-    let plain = c
-        .type_name
-        .chars()
-        .all(|ch| ch.is_ascii_alphanumeric() || " (),_".contains(ch));
-    match (source, target) {
-        (Backend::Postgres, Backend::Postgres) if plain => {
-            let base = c.type_name.split('(').next().unwrap_or("").trim().to_ascii_lowercase();
-            let builtin_text = matches!(
-                base.as_str(),
-                "text" | "character varying" | "character" | "varchar" | "char" | "bpchar"
-            );
-            if c.kind != ColumnKind::Text || builtin_text {
-                c.type_name.clone()
-            } else {
-                "text".into()
-            }
-        }
-        (Backend::Sqlite, Backend::Sqlite) if plain && !c.type_name.is_empty() => c.type_name.clone(),
-        (_, Backend::Postgres) => c.kind.postgres_type().into(),
-        (_, Backend::Sqlite) => c.kind.sqlite_type().into(),
-    }
+    let target = target.dialect();
+    (source.dialect().name() == target.name())
+        .then(|| target.carried_type(&c.type_name, c.kind))
+        .flatten()
+        .unwrap_or_else(|| target.type_of_kind(c.kind).to_string())
 }
 
 /// The part of the source a load reads: `[low, high]` (or `[low, high)` for backfills).
@@ -846,9 +805,11 @@ pub async fn check_null_updated_at(conn: &mut Conn, plan: &Plan, layout: &Layout
 /// Refuses a SQLite change column holding times without a zone when `source.timezone`
 /// does not say which zone they are in — the config error PostgreSQL's `timestamp`
 /// column gets from the schema, found here in the values (a sample of those without a
-/// zone's mark; the extract finds any other). A no-op on PostgreSQL or with a zone.
+/// zone's mark; the extract finds any other). A no-op where the column's type decides
+/// (PostgreSQL) or with a zone.
 pub async fn check_zone(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<(), ExtractError> {
-    if conn.backend() != Backend::Sqlite || plan.source.timezone.is_some() {
+    let by_value = conn.dialect().change_time(layout.updated_at_kind) == ChangeTime::ByValue;
+    if !by_value || plan.source.timezone.is_some() {
         return Ok(());
     }
     let sql = sql::statement(
@@ -942,13 +903,13 @@ pub fn spawn_reader(
         "rows",
         &extract_context(plan, layout, Some(window)),
     )?;
+    // Bounds an engine's statement does not carry itself (PostgreSQL's has them
+    // rendered in) bind as parameters.
     let mut params = Vec::new();
-    if conn.backend() == Backend::Sqlite {
-        if let Some(low) = window.low {
-            params.push(Param::Ts(low));
-        }
-        params.push(Param::Ts(window.high));
+    if let Some(low) = window.low {
+        params.push(Param::Ts(low));
     }
+    params.push(Param::Ts(window.high));
     let mut names: Vec<String> = layout.read_columns().iter().map(|c| c.bare.clone()).collect();
     names.push(plan.source.updated_at.name().into());
     names.extend(plan.source.deleted_flag.iter().map(|d| d.name().to_string()));
@@ -1019,29 +980,7 @@ pub fn spawn_raw_reader(
     };
     let (tx, rx) = mpsc::channel(4);
     let handle = tokio::spawn(async move {
-        use futures::StreamExt;
-        let err = |source| DbError::Query {
-            what: "reading the source".into(),
-            source,
-        };
-        let result = async {
-            let Conn::Postgres(c) = &mut conn else {
-                return Err(err(sqlx::Error::Protocol("raw COPY needs a PostgreSQL source".into())));
-            };
-            let mut stream = c.copy_out_raw(&sql).await.map_err(err)?;
-            let mut piece: Vec<u8> = Vec::with_capacity(RAW_CHUNK + (64 << 10));
-            while let Some(chunk) = stream.next().await {
-                piece.extend_from_slice(&chunk.map_err(err)?);
-                if piece.len() >= RAW_CHUNK && tx.send(Ok(std::mem::take(&mut piece))).await.is_err() {
-                    return Ok(());
-                }
-            }
-            if !piece.is_empty() {
-                let _ = tx.send(Ok(piece)).await;
-            }
-            Ok(())
-        }
-        .await;
+        let result = conn.stream_copy_text(&sql, RAW_CHUNK, &tx).await;
         if let Err(e) = result {
             let _ = tx.send(Err(e)).await;
         }
@@ -1074,59 +1013,10 @@ async fn stream_rows(
     selected: &Selected,
     tx: &mpsc::Sender<Result<Vec<SourceRow>, ExtractError>>,
 ) -> Result<(), ExtractError> {
-    use futures::StreamExt;
-    let err = |source| DbError::Query {
-        what: "reading the source".into(),
-        source,
-    };
-    let mut batch: Vec<SourceRow> = Vec::with_capacity(BATCH_ROWS);
-    match conn {
-        Conn::Postgres(c) => {
-            let mut stream = c.copy_out_raw(sql).await.map_err(err)?;
-            let mut parser = crate::db::postgres::CopyTextParser::default();
-            while let Some(chunk) = stream.next().await {
-                let chunk = chunk.map_err(err)?;
-                parser
-                    .feed(&chunk, &mut batch)
-                    .map_err(|m| err(sqlx::Error::Protocol(m)))?;
-                if batch.len() >= BATCH_ROWS && tx.send(Ok(std::mem::take(&mut batch))).await.is_err() {
-                    return Ok(());
-                }
-            }
-        }
-        Conn::Sqlite(c) => {
-            let mut args = sqlx::sqlite::SqliteArguments::default();
-            for p in &params {
-                if let Param::Ts(t) = p {
-                    sqlx::Arguments::add(&mut args, t.to_text()).map_err(|e| err(sqlx::Error::Encode(e)))?;
-                }
-            }
-            let mut stream = sqlx::query_with(sql, args).fetch(&mut *c);
-            while let Some(row) = stream.next().await {
-                let row = row.map_err(err)?;
-                let n = sqlx::Row::len(&row);
-                let mut values = Vec::with_capacity(n);
-                for i in 0..n {
-                    match crate::db::sqlite::source_text(&row, i).map_err(err)? {
-                        Ok(v) => values.push(v),
-                        Err(bytes) => {
-                            let key = (0..selected.key_count.min(n))
-                                .map(|k| crate::db::sqlite::source_text(&row, k))
-                                .collect::<Result<Vec<_>, _>>()
-                                .map_err(err)?;
-                            return Err(selected.not_utf8(&key, i, &bytes));
-                        }
-                    }
-                }
-                batch.push(values);
-                if batch.len() >= BATCH_ROWS && tx.send(Ok(std::mem::take(&mut batch))).await.is_err() {
-                    return Ok(());
-                }
-            }
-        }
-    }
-    if !batch.is_empty() {
-        let _ = tx.send(Ok(batch)).await;
-    }
-    Ok(())
+    conn.stream_text_rows(sql, &params, selected.key_count, BATCH_ROWS, tx)
+        .await
+        .map_err(|e| match e {
+            crate::db::StreamError::Db(e) => e.into(),
+            crate::db::StreamError::NotText { key, column, bytes } => selected.not_utf8(&key, column, &bytes),
+        })
 }

@@ -6,7 +6,6 @@
 //! `append.sql`); the rules are spec section 1.4. Surrogate keys and log ids come from a
 //! block reserved in `dimlog_dimensions` inside the same transaction.
 
-use crate::config::Backend;
 use crate::db::{sql, Conn, DbError, Param};
 use crate::tables::{run_named, SqlContext};
 use crate::ts::Micros;
@@ -45,10 +44,9 @@ pub struct Changes {
 /// `history = "latest"` it first settles the rows of restored keys (see [`settle_restored`]),
 /// whose new versions open at `upper`.
 pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<Changes, DbError> {
-    if conn.backend() == Backend::Postgres {
-        // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`).
-        run_named(conn, "classify", &["history"], ctx).await?;
-    }
+    // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`)
+    // where the engine's rebuild reads it.
+    run_named(conn, "classify", &["history"], ctx).await?;
     // A delete at the same instant as a live version moves 1 µs after it (issue 21);
     // one that lands on another live version has no room, and is dropped and reported.
     run_named(conn, "classify", &["shift_deletes"], ctx).await?;
@@ -172,8 +170,9 @@ pub async fn append(
         Append::Classified => "append",
         Append::FirstLoad => "append_first",
     };
-    if conn.backend() == Backend::Postgres && matches!(rows, Append::Classified) {
-        // The appended rows are kept for the rebuild of the touched keys.
+    if matches!(rows, Append::Classified) {
+        // The appended rows are kept for the rebuild of the touched keys, where the
+        // engine's rebuild reads them.
         run_named(conn, "append", &["appended_table"], ctx).await?;
     }
     let (next_log, next_sk) = reserve(conn, ctx, dimension).await?;

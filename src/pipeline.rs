@@ -6,7 +6,7 @@
 //! record, the watermark) commits in one transaction of the target, so a crash anywhere
 //! leaves the previous state and the retry loads everything.
 
-use crate::config::{Backend, ConfigError, HardDeletes, Plan};
+use crate::config::{ConfigError, HardDeletes, Plan};
 use crate::db::{Access, Conn, DbError};
 use crate::detect::{stage_row, ColumnKind, StagedRow};
 use crate::extract::{self, Layout, SourceSchema, Window};
@@ -254,15 +254,10 @@ impl Session {
                 return Err(e);
             }
         };
-        let deferred = (target == Access::Create
-            && plan.target.url.backend == Backend::Sqlite
-            && crate::db::sqlite::file_missing(&plan.target.url))
-        .then(|| plan.target.url.clone());
+        let deferred = (target == Access::Create && crate::db::file_not_there_yet(&plan.target.url))
+            .then(|| plan.target.url.clone());
         let target = match &deferred {
-            Some(url) => crate::db::sqlite::connect_empty(url)
-                .await
-                .map(Conn::Sqlite)
-                .map_err(Error::from),
+            Some(url) => Conn::open_empty(url).await.map_err(Error::from),
             None => open_target(plan, target, need).await,
         };
         let target = match target {
@@ -349,13 +344,12 @@ async fn check_not_the_source(plan: &Plan, source: &mut Conn, target: &mut Conn)
     let Some(collision) = crate::config::source_table_collision(&plan.source, &plan.target) else {
         return Ok(());
     };
-    if source.backend() != Backend::Postgres || target.backend() != Backend::Postgres {
+    if source.dialect().name() != target.dialect().name() {
         return Ok(());
     }
-    let sql = crate::db::sql::statement(Backend::Postgres, "extract", "identity", &serde_json::json!({}))?;
-    let which = "finding which database this is";
-    let a = source.query_text(which, &sql, &[]).await?;
-    let b = target.query_text(which, &sql, &[]).await?;
+    let (Some(a), Some(b)) = (source.database_identity().await?, target.database_identity().await?) else {
+        return Ok(());
+    };
     if a == b {
         return Err(Error::Config(collision));
     }
@@ -387,7 +381,7 @@ async fn open_target(plan: &Plan, access: Access, need: Need) -> Result<Conn, Er
         DbError::NoDatabase { path } => Error::NotLoaded(tables::not_loaded_file(plan, path)),
         other => Error::from(other),
     })?;
-    if conn.backend() == Backend::Postgres {
+    if conn.dialect().has_state_schema() {
         match resolve_state_schema(&mut conn, plan).await {
             Ok(schema) => conn.set_state_schema(Some(
                 crate::ident::Ident::column(&schema)
@@ -398,17 +392,17 @@ async fn open_target(plan: &Plan, access: Access, need: Need) -> Result<Conn, Er
                 return Err(e);
             }
         }
-        // Every right the command needs on the tables that exist, named at once with
-        // the GRANTs that give them, before anything is read or written.
-        if let Err(e) = crate::rights::check(&mut conn, plan, need).await {
+    }
+    // Every right the command needs on the tables that exist, named at once with the
+    // GRANTs that give them, before anything is read or written.
+    if let Err(e) = crate::rights::check(&mut conn, plan, need).await {
+        let _ = conn.close().await;
+        return Err(e.into());
+    }
+    if !access.is_read_only() {
+        if let Err(e) = conn.tune_for_loads().await {
             let _ = conn.close().await;
             return Err(e.into());
-        }
-        if !access.is_read_only() {
-            if let Err(e) = conn.tune_for_loads().await {
-                let _ = conn.close().await;
-                return Err(e.into());
-            }
         }
     }
     Ok(conn)
@@ -422,7 +416,7 @@ async fn open_target(plan: &Plan, access: Access, need: Need) -> Result<Conn, Er
 /// several schemas.
 async fn resolve_state_schema(conn: &mut Conn, plan: &Plan) -> Result<String, Error> {
     let wanted = plan.target.state_schema();
-    let sql = crate::db::sql::statement(Backend::Postgres, "state", "state_schemas", &serde_json::json!({}))?;
+    let sql = crate::db::sql::statement(conn.backend(), "state", "state_schemas", &serde_json::json!({}))?;
     let holders: Vec<String> = conn
         .query_text("finding dimlog's tables", &sql, &[])
         .await?
@@ -506,10 +500,7 @@ pub async fn run(
         // tables the run would create first); a later run finds it while reading.
         let never_loaded =
             session.target_deferred() || !matches!(tables::read_record(&mut session.target, plan).await, Ok(Some(_)));
-        if never_loaded
-            && plan.source.timezone.is_none()
-            && session.source.as_ref().map(Conn::backend) == Some(Backend::Sqlite)
-        {
+        if never_loaded && plan.source.timezone.is_none() {
             session.check_zone(plan).await?;
         }
         // And a first load whose upper bound is before the source's oldest row.
@@ -712,8 +703,10 @@ async fn load(
     // the window over the log are skipped (the rows and numbers are the general path's).
     let first_load = migration.is_none() && log::is_empty(&mut session.target, &session.ctx).await?;
     let one_row_per_key = first_load && !session.ctx.history_all;
-    let both_postgres = session.target.backend() == Backend::Postgres
-        && session.source.as_ref().map(Conn::backend) == Some(Backend::Postgres);
+    let copy_text = session
+        .source
+        .as_ref()
+        .is_some_and(|source| source.passes_copy_text_to(&session.target));
     let portable = session.layout.key_order_is_portable();
     // Dropping and building indexes, and the log's load defaults, need the tables' owner:
     // a role with rights on them alone loads a first time with the indexes in place.
@@ -721,7 +714,7 @@ async fn load(
     // A first load of one row per key from PostgreSQL copies the source straight into
     // the log, inside the transaction: the COPY keeps it busy while the source answers.
     let straight_into_log =
-        !opts.dry_run && one_row_per_key && session.ctx.unique_key && both_postgres && portable && owner;
+        !opts.dry_run && one_row_per_key && session.ctx.unique_key && copy_text && portable && owner;
     let read = if straight_into_log {
         None
     } else {
@@ -1176,9 +1169,11 @@ pub async fn stage_window(
     window: &Window,
     observer: &dyn Observer,
 ) -> Result<Staged, Error> {
-    let both_postgres = session.target.backend() == Backend::Postgres
-        && session.source.as_ref().map(Conn::backend) == Some(Backend::Postgres);
-    if both_postgres {
+    let copy_text = session
+        .source
+        .as_ref()
+        .is_some_and(|source| source.passes_copy_text_to(&session.target));
+    if copy_text {
         return stage_window_copy(session, plan, window, observer).await;
     }
     let layout = &session.layout;
@@ -1369,7 +1364,7 @@ pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Resu
         // On PostgreSQL the first attempt waits at most a few seconds for a lock (a
         // session holding one on the dimension that conflicts with writing it); then
         // the rebuild says whose lock it waits for, and waits on.
-        let mut bounded = session.target.backend() == Backend::Postgres;
+        let mut bounded = session.target.dialect().names_lock_holders();
         loop {
             session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
             if bounded {
@@ -1425,7 +1420,7 @@ fn is_lock_timeout(e: &Error) -> bool {
 /// The sessions holding a lock the rebuild waits for, each as `session PID (MODE on
 /// TABLE; application …, user …, STATE)`.
 async fn lock_holders(conn: &mut Conn, ctx: &SqlContext) -> Vec<String> {
-    let holders = match crate::db::sql::statement(Backend::Postgres, "state", "lock_holders", ctx) {
+    let holders = match crate::db::sql::statement(conn.backend(), "state", "lock_holders", ctx) {
         Ok(sql) => conn
             .query_text("finding who holds the dimension's locks", &sql, &[])
             .await

@@ -12,7 +12,7 @@
 //! surrogate key and columns users added all stay, no lock stronger than a writer's is
 //! taken, and a reader's snapshot keeps its rows.
 
-use crate::config::{Backend, ConfigError};
+use crate::config::ConfigError;
 use crate::db::{sql, Conn, DbError, Param};
 use crate::tables::{run_named, SqlContext};
 use serde::Serialize;
@@ -28,6 +28,26 @@ struct Merge<'a> {
 
 /// The merge of derived rows into the dimension: delete, update, insert.
 const MERGE: [&str; 3] = ["delete_stale", "update_changed", "insert_missing"];
+
+/// The derivation of the touched keys' rows; an engine leaves out the steps it does not
+/// need (PostgreSQL: a temporary table and statistics; SQLite: a table and an index).
+const DERIVE_TOUCHED: [&str; 6] = [
+    "drop_rebuilt",
+    "derive_rebuilt",
+    "index_rebuilt",
+    "analyze_touched",
+    "derive_touched",
+    "analyze_derived",
+];
+
+/// The derivation of every key's rows (a full rebuild), as [`DERIVE_TOUCHED`].
+const DERIVE_ALL: [&str; 5] = [
+    "drop_rebuilt",
+    "derive_rebuilt",
+    "index_rebuilt",
+    "derive_all",
+    "analyze_rebuilt",
+];
 
 /// Rebuilds the dimension rows of the keys the classified changes touch (listed in
 /// `dimlog_touched`).
@@ -71,31 +91,16 @@ pub async fn rebuild_touched(conn: &mut Conn, ctx: &SqlContext) -> Result<(), Db
         )));
     }
     let merge = Merge { ctx, touched: true };
-    if conn.backend() == Backend::Sqlite {
-        run_named(
-            conn,
-            "rebuild",
-            &["drop_rebuilt", "derive_rebuilt", "index_rebuilt"],
-            &merge,
-        )
-        .await?;
-        run_named(conn, "rebuild", &MERGE, &merge).await?;
-        return run_named(conn, "rebuild", &["drop_rebuilt"], &merge).await;
-    }
     // The derivation joins the history with the key list and the merge joins the
-    // dimension with the derived rows: give the planner their sizes.
-    run_named(
-        conn,
-        "rebuild",
-        &["analyze_touched", "derive_touched", "analyze_derived"],
-        ctx,
-    )
-    .await?;
+    // dimension with the derived rows: each engine derives them its way (statistics
+    // for a planner that uses them, an index for one that does not).
+    run_named(conn, "rebuild", &DERIVE_TOUCHED, &merge).await?;
     if conn.has_merge() {
-        run_named(conn, "rebuild", &["merge_touched"], ctx).await
+        run_named(conn, "rebuild", &["merge_touched"], &merge).await?;
     } else {
-        run_named(conn, "rebuild", &MERGE, &merge).await
+        run_named(conn, "rebuild", &MERGE, &merge).await?;
     }
+    run_named(conn, "rebuild", &["drop_rebuilt"], &merge).await
 }
 
 /// Rebuilds every key in place, inside the caller's transaction: after a first load
@@ -121,23 +126,9 @@ pub async fn rebuild_first_load(conn: &mut Conn, ctx: &SqlContext) -> Result<(),
 pub async fn rebuild_all(conn: &mut Conn, ctx: &SqlContext, no_longer_written: &[String]) -> Result<(), crate::Error> {
     let added = align_columns(conn, ctx, no_longer_written).await?;
     let merge = Merge { ctx, touched: false };
-    match conn.backend() {
-        Backend::Postgres => {
-            run_named(conn, "rebuild", &["derive_all", "analyze_rebuilt"], &merge).await?;
-            run_named(conn, "rebuild", &MERGE, &merge).await?;
-        }
-        Backend::Sqlite => {
-            run_named(
-                conn,
-                "rebuild",
-                &["drop_rebuilt", "derive_rebuilt", "index_rebuilt"],
-                &merge,
-            )
-            .await?;
-            run_named(conn, "rebuild", &MERGE, &merge).await?;
-            run_named(conn, "rebuild", &["drop_rebuilt"], &merge).await?;
-        }
-    }
+    run_named(conn, "rebuild", &DERIVE_ALL, &merge).await?;
+    run_named(conn, "rebuild", &MERGE, &merge).await?;
+    run_named(conn, "rebuild", &["drop_rebuilt"], &merge).await?;
     restore_constraints(conn, ctx, &added).await?;
     Ok(())
 }
@@ -216,16 +207,14 @@ async fn align_columns(
     no_longer_written: &[String],
 ) -> Result<Vec<OwnColumn>, crate::Error> {
     let backend = conn.backend();
-    let same = |a: &str, b: &str| match backend {
-        Backend::Postgres => a == b,
-        Backend::Sqlite => a.eq_ignore_ascii_case(b),
-    };
+    let dialect = conn.dialect();
+    let same = |a: &str, b: &str| dialect.same_name(a, b);
     let present_sql = sql::statement(backend, "tables", "dimension_columns", ctx)?;
     let layout = conn
         .query_text("reading the dimension's columns", &present_sql, &[])
         .await?;
     let wanted = own_columns(conn, ctx).await?;
-    if backend == Backend::Sqlite {
+    if !dialect.alters_tables() {
         let sk = unquote(&ctx.sk);
         let mismatch = layout.iter().find_map(|r| {
             let (name, ty, pk) = (r[0].as_deref()?, r[1].as_deref().unwrap_or(""), r[2].as_deref());
@@ -262,7 +251,7 @@ async fn align_columns(
         })
         .collect();
     let mut retyped = Vec::new();
-    if backend == Backend::Postgres {
+    if dialect.alters_tables() {
         let check = sql::statement(backend, "tables", "column_retyped", ctx)?;
         for c in wanted.iter().filter(|c| c.follows_source) {
             let differs = conn
@@ -277,7 +266,7 @@ async fn align_columns(
             }
         }
     }
-    if backend == Backend::Postgres {
+    {
         let views_sql = sql::statement(backend, "tables", "column_views", ctx)?;
         for (c, why) in to_drop
             .iter()
@@ -344,7 +333,7 @@ async fn recreate_sqlite_dimension(
     layout: &[crate::db::TextRow],
     mismatch: &str,
 ) -> Result<(), crate::Error> {
-    let dependents_sql = sql::statement(Backend::Sqlite, "tables", "dimension_dependents", ctx)?;
+    let dependents_sql = sql::statement(conn.backend(), "tables", "dimension_dependents", ctx)?;
     let mut lost: Vec<String> = layout
         .iter()
         .filter_map(|r| r[0].clone())
@@ -380,7 +369,7 @@ async fn recreate_sqlite_dimension(
 /// key (PostgreSQL), and the unique index on (key, valid_from), each only if missing.
 async fn restore_constraints(conn: &mut Conn, ctx: &SqlContext, added: &[OwnColumn]) -> Result<(), DbError> {
     let backend = conn.backend();
-    if backend == Backend::Postgres {
+    if conn.dialect().alters_tables() {
         for column in added.iter().filter(|c| c.required) {
             run_named(conn, "tables", &["set_not_null"], &WithColumn { ctx, column }).await?;
         }

@@ -8,7 +8,7 @@
 //! than `deletes.max_fraction` of the live keys in one run: an empty or partial source
 //! must never wipe the dimension.
 
-use crate::config::{Backend, Plan};
+use crate::config::Plan;
 use crate::db::{sql, BindKind, Conn, Param};
 use crate::extract::{self, Layout};
 use crate::tables::{run_named, SqlContext};
@@ -37,7 +37,7 @@ pub async fn stage_missing_keys(
     upper: Micros,
     allow_mass_delete: bool,
 ) -> (Conn, Result<Reconciled, Error>) {
-    let (source, result) = if source.backend() == Backend::Postgres && target.backend() == Backend::Postgres {
+    let (source, result) = if source.passes_copy_text_to(target) {
         stage_keys_copy(source, target, plan, layout, ctx).await
     } else {
         stage_keys(source, target, plan, layout, ctx).await
@@ -155,12 +155,8 @@ async fn compare(
     allow: bool,
 ) -> Result<Reconciled, Error> {
     let backend = target.backend();
-    let index = if backend == Backend::Postgres {
-        "analyze"
-    } else {
-        "key_index"
-    };
-    run_named(target, "reconcile", &[index, "missing"], ctx).await?;
+    // The key list gets an index or statistics, as the engine's planner needs.
+    run_named(target, "reconcile", &["key_index", "analyze", "missing"], ctx).await?;
     let count = |statement: &str| sql::statement(backend, "reconcile", statement, ctx);
     let missing = target
         .query_i64s("counting missing keys", &count("missing_count")?, &[])
@@ -196,8 +192,10 @@ async fn compare(
     target
         .execute("staging tombstones for missing keys", &tomb, &[Param::Ts(upper)])
         .await?;
-    if backend == Backend::Sqlite {
-        // Keys whose newest version is not before `upper` close 1 µs after it.
+    {
+        // Keys whose newest version is not before `upper` close 1 µs after it: listed
+        // here by engines whose `tombstones` statement cannot say so itself (SQLite;
+        // PostgreSQL's lists none).
         let late = sql::statement(backend, "reconcile", "late_missing", ctx)?;
         let rows = target
             .query_text("finding late missing keys", &late, &[Param::Ts(upper)])

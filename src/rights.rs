@@ -1,4 +1,4 @@
-//! What a PostgreSQL role needs on the target, checked from the catalogs before anything
+//! What a role needs on the target (on engines with roles: PostgreSQL), checked from the catalogs before anything
 //! is written, so that a right it lacks is named with the `GRANT` that gives it instead
 //! of failing half-way with "permission denied".
 //!
@@ -8,7 +8,7 @@
 //! (`run --accept-config-change`) or a rebuild that must repair the dimension's columns
 //! runs DDL on dimlog's tables.
 
-use crate::config::{Backend, Plan};
+use crate::config::Plan;
 use crate::db::{sql, Conn, DbError, Param};
 
 /// What a command does to the target.
@@ -76,7 +76,7 @@ fn unquote(quoted: &str) -> String {
 
 /// The session's role and database, quoted where needed.
 async fn role(conn: &mut Conn) -> Result<(String, String), DbError> {
-    let sql = sql::statement(Backend::Postgres, "state", "role_name", &serde_json::json!({}))?;
+    let sql = sql::statement(conn.backend(), "state", "role_name", &serde_json::json!({}))?;
     let row = conn
         .query_text("reading the session's role", &sql, &[])
         .await?
@@ -95,7 +95,7 @@ fn first_text(rows: Vec<crate::db::TextRow>) -> Option<String> {
 /// (those that exist: a missing one is `init`'s business); a no-op on SQLite. Every right
 /// missing is named in one [`DbError::MissingRights`], with the `GRANT`s to run.
 pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbError> {
-    if conn.backend() != Backend::Postgres {
+    if !conn.dialect().has_roles() {
         return Ok(());
     }
     let (role, database) = role(conn).await?;
@@ -112,7 +112,7 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
     }
     let mut grants = Vec::new();
     let mut unusable = Vec::new();
-    let schema_sql = sql::statement(Backend::Postgres, "state", "schema_unusable", &serde_json::json!({}))?;
+    let schema_sql = sql::statement(conn.backend(), "state", "schema_unusable", &serde_json::json!({}))?;
     for s in &schemas {
         let rows = conn
             .query_text("checking the role's rights", &schema_sql, &[Param::Text(s.clone())])
@@ -151,12 +151,7 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
             (state("dimlog_dimensions"), &["SELECT"]),
         ],
     };
-    let table_sql = sql::statement(
-        Backend::Postgres,
-        "state",
-        "table_rights_missing",
-        &serde_json::json!({}),
-    )?;
+    let table_sql = sql::statement(conn.backend(), "state", "table_rights_missing", &serde_json::json!({}))?;
     for ((shown, regclass), privileges) in tables {
         let schema = shown.rsplit_once('.').map(|(s, _)| unquote(s));
         if schema.is_some_and(|s| unusable.contains(&s)) {
@@ -176,7 +171,7 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
         }
     }
     if need != Need::Read {
-        let temp_sql = sql::statement(Backend::Postgres, "state", "temp_missing", &serde_json::json!({}))?;
+        let temp_sql = sql::statement(conn.backend(), "state", "temp_missing", &serde_json::json!({}))?;
         let rows = conn.query_text("checking the role's rights", &temp_sql, &[]).await?;
         if first_text(rows).as_deref() == Some("true") {
             grants.push(format!("GRANT TEMPORARY ON DATABASE {database} TO {role}"));
@@ -202,18 +197,18 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
 /// `schema` (None: the session's current schema) when the role may not create tables
 /// there: a loading role gets its tables from `dimlog init`, run once by their owner.
 pub async fn check_may_create(conn: &mut Conn, shown: &str, schema: Option<&str>) -> Result<(), DbError> {
-    if conn.backend() != Backend::Postgres {
+    if !conn.dialect().has_roles() {
         return Ok(());
     }
     let schema = match schema {
         Some(s) => s.to_string(),
         None => {
-            let sql = sql::statement(Backend::Postgres, "state", "current_schema", &serde_json::json!({}))?;
+            let sql = sql::statement(conn.backend(), "state", "current_schema", &serde_json::json!({}))?;
             first_text(conn.query_text("finding the current schema", &sql, &[]).await?)
                 .unwrap_or_else(|| "public".into())
         }
     };
-    let sql = sql::statement(Backend::Postgres, "state", "schema_creatable", &serde_json::json!({}))?;
+    let sql = sql::statement(conn.backend(), "state", "schema_creatable", &serde_json::json!({}))?;
     let rows = conn
         .query_text("checking the role's rights", &sql, &[Param::Text(schema.clone())])
         .await?;
@@ -232,10 +227,10 @@ pub async fn check_may_create(conn: &mut Conn, shown: &str, schema: Option<&str>
 /// Whether the session's role owns (or is a member of the owner of) both tables: only
 /// then may a first load drop their indexes and build them once at the end.
 pub async fn owns_tables(conn: &mut Conn, a: &str, b: &str) -> Result<bool, DbError> {
-    if conn.backend() != Backend::Postgres {
+    if !conn.dialect().has_roles() {
         return Ok(true);
     }
-    let sql = sql::statement(Backend::Postgres, "state", "owns_tables", &serde_json::json!({}))?;
+    let sql = sql::statement(conn.backend(), "state", "owns_tables", &serde_json::json!({}))?;
     let rows = conn
         .query_text(
             "checking who owns the log and the dimension",

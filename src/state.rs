@@ -6,7 +6,7 @@
 //! `incremental` watermark. A failed run leaves a `failed` record written after the
 //! rollback, in its own transaction.
 
-use crate::config::{Backend, Plan};
+use crate::config::Plan;
 use crate::db::{sql, Conn, DbError, Param};
 use crate::ts::Micros;
 use serde::Serialize;
@@ -41,98 +41,19 @@ fn empty() -> serde_json::Value {
     serde_json::json!({})
 }
 
-/// The advisory-lock number of a dimension (PostgreSQL): derived from its name.
-fn lock_id(plan: &Plan) -> i64 {
-    let h = blake3::hash(format!("dimlog:{}", plan.name).as_bytes());
-    i64::from_le_bytes(h.as_bytes()[..8].try_into().expect("8 bytes"))
-}
-
-/// Takes the dimension's lock before anything is read. On PostgreSQL it is a session
-/// advisory lock (released by [`unlock`] or when the connection ends, so a killed run
-/// never leaves it behind); on SQLite the run's `BEGIN IMMEDIATE` is the lock, and
-/// `wait` sets how long that waits.
+/// Takes the dimension's lock before anything is read: see [`Conn::lock_dimension`].
 pub async fn lock(conn: &mut Conn, plan: &Plan, wait: bool) -> Result<(), DbError> {
-    match conn.backend() {
-        Backend::Postgres => {
-            let id = Param::I64(lock_id(plan));
-            if wait {
-                let sql = sql::statement(Backend::Postgres, "state", "lock", &empty())?;
-                conn.execute("waiting for the dimension's lock", &sql, &[id]).await?;
-            } else {
-                let sql = sql::statement(Backend::Postgres, "state", "try_lock", &empty())?;
-                let got = conn.query_text("taking the dimension's lock", &sql, &[id]).await?;
-                if got.first().and_then(|r| r.first().cloned().flatten()).as_deref() != Some("true") {
-                    let holder = lock_holder(conn, plan).await;
-                    return Err(DbError::Locked {
-                        dimension: plan.name.clone(),
-                        holder,
-                    });
-                }
-            }
-        }
-        Backend::Sqlite => {
-            let ms = if wait {
-                crate::db::sqlite::LOCK_WAIT.as_millis()
-            } else {
-                0
-            };
-            conn.execute_script("setting the lock wait", &format!("PRAGMA busy_timeout = {ms}"))
-                .await?;
-        }
-    }
-    Ok(())
+    conn.lock_dimension(&plan.name, wait).await
 }
 
-/// Releases the PostgreSQL advisory lock (SQLite's ends with the transaction).
+/// Releases the dimension's lock where it belongs to the session.
 pub async fn unlock(conn: &mut Conn, plan: &Plan) {
-    if conn.backend() == Backend::Postgres {
-        if let Ok(sql) = sql::statement(Backend::Postgres, "state", "unlock", &empty()) {
-            let _ = conn
-                .execute("releasing the dimension's lock", &sql, &[Param::I64(lock_id(plan))])
-                .await;
-        }
-    }
+    conn.unlock_dimension(&plan.name).await;
 }
 
-/// Who holds the dimension's lock on PostgreSQL, as ` (session …)` for
-/// [`DbError::Locked`]: the session's pid, application, user and since when, and how to
-/// end it if the dimlog that opened it is gone (a killed client's session lives on
-/// until its statement ends). Empty when the database does not say.
-async fn lock_holder(conn: &mut Conn, plan: &Plan) -> String {
-    let Ok(sql) = sql::statement(Backend::Postgres, "state", "lock_holder", &empty()) else {
-        return String::new();
-    };
-    let rows = conn
-        .query_text(
-            "finding who holds the dimension's lock",
-            &sql,
-            &[Param::I64(lock_id(plan))],
-        )
-        .await
-        .unwrap_or_default();
-    let Some(r) = rows.first() else {
-        return String::new();
-    };
-    let v = |i: usize| r.get(i).cloned().flatten().unwrap_or_default();
-    let state = if v(3).is_empty() {
-        String::new()
-    } else {
-        format!(", {}", v(3))
-    };
-    format!(
-        " (session {pid}: application {app:?}, user {user:?}, connected since {since}{state}; if the dimlog that opened it is gone, \
-         end it with SELECT pg_terminate_backend({pid}))",
-        pid = v(0),
-        app = v(1),
-        user = v(2),
-        since = v(4),
-    )
-}
-
-/// Maps SQLite's "database is locked" to [`DbError::Locked`].
+/// A lock another run holds (the driver's code says so) as [`DbError::Locked`].
 pub fn locked_or(err: DbError, plan: &Plan) -> DbError {
-    let text = err.to_string();
-    if text.contains("database is locked") || text.contains("(code: 5)") {
+    if err.is_busy() {
         DbError::Locked {
             dimension: plan.name.clone(),
             holder: String::new(),

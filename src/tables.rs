@@ -137,10 +137,7 @@ impl SqlContext {
             key_order: layout
                 .keys
                 .iter()
-                .map(|c| match (backend, c.kind) {
-                    (Backend::Postgres, ColumnKind::Text) => format!("{} COLLATE \"C\"", c.name),
-                    _ => c.name.clone(),
-                })
+                .map(|c| backend.dialect().key_order(&c.name, c.kind))
                 .collect(),
             cols: layout.tracked.iter().map(q).collect(),
             t1: layout.type1.iter().map(q).collect(),
@@ -165,10 +162,7 @@ impl SqlContext {
             deleted_flag: plan.source.deleted_flag.is_some(),
             unique_key: layout.unique_key,
             secondary_indexes,
-            sentinel: match backend {
-                Backend::Postgres => format!("'{}'::timestamptz", FAR_FUTURE.to_text()),
-                Backend::Sqlite => format!("'{}'", FAR_FUTURE.to_text()),
-            },
+            sentinel: backend.dialect().timestamp_literal(&FAR_FUTURE.to_text()),
         }
     }
 
@@ -213,7 +207,7 @@ pub async fn drop_indexes_for_first_load(conn: &mut Conn, ctx: &SqlContext) -> R
         conn.execute("tables/drop_index", &sql, &[]).await?;
     }
     let mut dropped = DroppedIndexes::default();
-    if backend == Backend::Postgres {
+    if conn.dialect().alters_tables() {
         // A foreign key of another table (facts) to the dimension needs its primary key.
         let referencing = sql::statement(backend, "tables", "referencing_keys", &serde_json::json!({}))?;
         let referenced = conn
@@ -261,11 +255,10 @@ pub async fn restore_indexes(conn: &mut Conn, ctx: &SqlContext, dropped: Dropped
         conn.execute("tables/add_primary_key", &sql, &[]).await?;
     }
     run_named(conn, "tables", &["log_index", "log_load_index", "dimension_index"], ctx).await?;
-    if conn.backend() == Backend::Postgres {
-        // The next run's joins of a few touched keys with these tables need statistics
-        // to pick the indexes; autovacuum would only gather them some time later.
-        run_named(conn, "tables", &["analyze_log", "analyze_dimension"], ctx).await?;
-    }
+    // The next run's joins of a few touched keys with these tables need statistics to
+    // pick the indexes (where the engine's planner uses them); autovacuum would only
+    // gather them some time later.
+    run_named(conn, "tables", &["analyze_log", "analyze_dimension"], ctx).await?;
     Ok(())
 }
 
@@ -296,6 +289,10 @@ pub async fn set_load_defaults(conn: &mut Conn, ctx: &SqlContext, load: Option<(
 pub async fn run_named<C: Serialize>(conn: &mut Conn, family: &str, names: &[&str], ctx: &C) -> Result<(), DbError> {
     for name in names {
         let body = sql::statement(conn.backend(), family, name, ctx)?;
+        if body.is_empty() {
+            // A step this engine does not need (its SQL file says why).
+            continue;
+        }
         conn.execute(&format!("{family}/{name}"), &body, &[]).await?;
     }
     Ok(())
@@ -619,7 +616,7 @@ async fn init_with(
             &ctx,
         )
         .await?;
-        if backend == Backend::Postgres {
+        if conn.dialect().init_makes_assigned_table() {
             // `assign-keys` records the columns it fills here: made by `init`, so that a
             // role that may not create tables can assign keys.
             let assigned = ("lookup", "assigned_table");
@@ -1153,16 +1150,16 @@ fn retype_refusal(plan: &Plan, backend: Backend, name: &str, old: &str, new: &st
         to_json(&(name, new)).replace('\'', "''"),
         plan.name.replace('\'', "''"),
     );
-    let migration = match backend {
-        Backend::Postgres => {
-            let col = quoted_name(name.to_string());
-            format!(
-                "ALTER TABLE {} ALTER COLUMN {col} TYPE {new} USING {col}::{new}; {record}",
-                plan.target.log.quoted()
-            )
-        }
-        Backend::Sqlite => format!(
-            "{record} (SQLite cannot change a declared column type; the log's {old} column holds the new values as they are)"
+    let retype = serde_json::json!({
+        "log": plan.target.log.quoted(),
+        "column": quoted_name(name.to_string()),
+        "new_type": new,
+    });
+    let migration = match sql::statement(backend, "tables", "retype_log_column", &retype) {
+        Ok(alter) if !alter.is_empty() => format!("{alter} {record}"),
+        _ => format!(
+            "{record} ({} cannot change a declared column type; the log's {old} column holds the new values as they are)",
+            backend.dialect().name_for_people()
         ),
     };
     format!(

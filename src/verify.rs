@@ -521,9 +521,7 @@ async fn checks(
             .rows_read;
         crate::dedupe::dedupe(&mut session.target, &latest, staged, true).await?;
         let conn = &mut session.target;
-        if backend == Backend::Sqlite {
-            crate::tables::run_named(conn, "verify", &["stage_index"], &ctx).await?;
-        }
+        crate::tables::run_named(conn, "verify", &["stage_index"], &ctx).await?;
         let bound = last_upper.unwrap_or(FAR_FUTURE);
         let tables = Tables {
             backend,

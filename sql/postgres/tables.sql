@@ -99,6 +99,9 @@ ORDER BY 1
 ALTER TABLE {{ dim }} ADD COLUMN {{ column.name }} {{ column.target_type }}
 -- statement: retype_dimension_column
 ALTER TABLE {{ dim }} ALTER COLUMN {{ column.name }} TYPE {{ column.target_type }} USING {{ column.name }}::{{ column.target_type }}
+{# For the message of a retyped source column: the migration of the log's column. #}
+-- statement: retype_log_column
+ALTER TABLE {{ log }} ALTER COLUMN {{ column }} TYPE {{ new_type }} USING {{ column }}::{{ new_type }};
 -- statement: drop_dimension_column
 ALTER TABLE {{ dim }} DROP COLUMN {{ column.name }}
 -- statement: set_not_null

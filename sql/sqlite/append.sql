@@ -52,3 +52,5 @@ FROM dimlog_rehashed
 ORDER BY {{ keys|cols }}
 -- statement: is_empty
 SELECT CASE WHEN EXISTS (SELECT 1 FROM {{ log }}) THEN 0 ELSE 1 END
+-- statement: appended_table
+{# Not needed on this engine: the rebuild reads the appended rows from the log itself. #}

@@ -263,3 +263,5 @@ WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND NOT dimlog_r.dimlog_newest_dele
 DELETE FROM dimlog_stage
 WHERE dimlog_stage.valid_from <= ?1
   AND EXISTS (SELECT 1 FROM {{ log }} dimlog_l WHERE {{ keys|eqs("dimlog_l", "dimlog_stage") }})
+-- statement: history
+{# Not needed on this engine: the rebuild reads the staged keys' history from the log itself. #}

@@ -1,7 +1,7 @@
 //! `dimlog new`: writes a starter config guessed from the source table.
 
 use super::{GlobalArgs, Output};
-use crate::config::{Backend, DbUrl};
+use crate::config::{Backend, ConfigError, DbUrl};
 use crate::db::{Access, Conn, DbError};
 use crate::ident::Ident;
 use crate::scaffold::{self, Request};
@@ -88,12 +88,12 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
         )));
     }
     let table = Ident::table(&args.table).map_err(|e| Error::Usage(format!("--table: {e}")))?;
-    let source = DbUrl::parse("--source-url", &args.source_url, None)?;
+    let source = DbUrl::parse("--source-url", &args.source_url, None).map_err(ConfigError::from)?;
     let config_dir = absolute(&path)?.parent().map(Path::to_path_buf).unwrap_or_default();
     let (source_url, had_password) = url_for_file("--source-url", &args.source_url, &config_dir)?;
     let (target_url, target_password) = match &args.target_url {
         Some(t) => {
-            DbUrl::parse("--target-url", t, None)?;
+            DbUrl::parse("--target-url", t, None).map_err(ConfigError::from)?;
             url_for_file("--target-url", t, &config_dir)?
         }
         None => ("sqlite://warehouse.db".to_string(), false),

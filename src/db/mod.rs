@@ -11,14 +11,16 @@
 //! cannot write by mistake, and a database that does not exist is never created except
 //! where a target is meant to be created (a first `run` or `init`).
 
-pub mod pgpass;
+pub mod dialect;
 pub mod postgres;
 pub mod sql;
 pub mod sqlite;
+pub mod types;
+pub mod url;
 
-use crate::config::{Backend, DbUrl};
-use crate::detect::ColumnKind;
+use crate::db::types::ColumnKind;
 use crate::ts::Micros;
+pub use url::{Backend, DbUrl};
 
 /// What a connection may do to its database.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,6 +146,23 @@ pub enum DbError {
     MissingRights(String),
 }
 
+impl DbError {
+    /// Whether the database refused because another connection holds a lock it would
+    /// need (SQLite's `SQLITE_BUSY`, from the driver's code).
+    pub fn is_busy(&self) -> bool {
+        match self {
+            DbError::Query {
+                source: sqlx::Error::Database(d),
+                ..
+            } => d
+                .code()
+                .and_then(|c| c.parse::<i64>().ok())
+                .is_some_and(|c| c & 0xff == 5),
+            _ => false,
+        }
+    }
+}
+
 /// A bound value; timestamps bind as `timestamptz` on PostgreSQL and as fixed-width UTC
 /// text on SQLite.
 #[derive(Clone, Debug, PartialEq)]
@@ -176,12 +195,34 @@ pub fn refuse_unwritable(url: &DbUrl, access: Access) -> Result<(), DbError> {
     }
 }
 
+/// Whether `url` names a database file that does not exist yet (a SQLite target before
+/// its first load); a server's database is never "not there yet".
+pub fn file_not_there_yet(url: &DbUrl) -> bool {
+    url.backend == Backend::Sqlite && sqlite::file_missing(url)
+}
+
 /// One connection to either backend.
 pub enum Conn {
     /// SQLite file.
     Sqlite(sqlx::SqliteConnection),
     /// PostgreSQL server.
     Postgres(postgres::PgConn),
+}
+
+/// Why streaming a source's rows stopped.
+#[derive(Debug)]
+pub enum StreamError {
+    /// The database failed.
+    Db(DbError),
+    /// A value is not UTF-8 text: the row's key values, the column's position, its bytes.
+    NotText {
+        /// The row's first values (its key), as text where they are.
+        key: Vec<Result<Option<String>, Vec<u8>>>,
+        /// The position of the value in the row.
+        column: usize,
+        /// The value's bytes.
+        bytes: Vec<u8>,
+    },
 }
 
 /// A row of text values, as every reporting query returns them (`CAST(… AS TEXT)`).
@@ -205,7 +246,7 @@ impl Conn {
         // A driver's message may echo what it was given: never a secret of the URL.
         conn.map_err(|e| match e {
             DbError::Connect { url: shown, source } => DbError::Connect {
-                url: crate::config::redact(&shown),
+                url: url::redact(&shown),
                 source: url.scrub_error(source),
             },
             other => other,
@@ -245,6 +286,185 @@ impl Conn {
             Conn::Postgres(c) => c.state_schema.clone(),
             Conn::Sqlite(_) => None,
         }
+    }
+
+    /// Takes the lock of dimension `dimension` before anything is read. On PostgreSQL
+    /// it is a session advisory lock (see [`postgres::lock`]); on SQLite the run's
+    /// `BEGIN IMMEDIATE` is the lock, and `wait` sets how long that waits.
+    pub async fn lock_dimension(&mut self, dimension: &str, wait: bool) -> Result<(), DbError> {
+        match self {
+            Conn::Postgres(_) => postgres::lock::lock(self, dimension, wait).await,
+            Conn::Sqlite(_) => {
+                let ms = if wait { sqlite::LOCK_WAIT.as_millis() } else { 0 };
+                self.execute_script("setting the lock wait", &format!("PRAGMA busy_timeout = {ms}"))
+                    .await
+            }
+        }
+    }
+
+    /// Releases the lock of [`Conn::lock_dimension`] where it belongs to the session
+    /// (SQLite's ends with the transaction).
+    pub async fn unlock_dimension(&mut self, dimension: &str) {
+        if let Conn::Postgres(_) = self {
+            postgres::lock::unlock(self, dimension).await;
+        }
+    }
+
+    /// Opens a private, empty stand-in for a target database file that does not exist
+    /// yet ([`file_not_there_yet`]), for commands that must not create it.
+    pub async fn open_empty(url: &DbUrl) -> Result<Conn, DbError> {
+        match url.backend {
+            Backend::Sqlite => sqlite::connect_empty(url).await.map(Conn::Sqlite),
+            Backend::Postgres => Conn::open(url, Access::ReadWrite).await,
+        }
+    }
+
+    /// What identifies the database this connection is to, where the server can say
+    /// (PostgreSQL: its system identifier, database and port); None where the URL alone
+    /// decides (a SQLite file).
+    pub async fn database_identity(&mut self) -> Result<Option<Vec<TextRow>>, DbError> {
+        match self {
+            Conn::Sqlite(_) => Ok(None),
+            Conn::Postgres(_) => {
+                let sql = sql::statement(Backend::Postgres, "extract", "identity", &serde_json::json!({}))?;
+                self.query_text("finding which database this is", &sql, &[])
+                    .await
+                    .map(Some)
+            }
+        }
+    }
+
+    /// Whether rows read from this connection may pass to `target` as the engine's own
+    /// COPY text, unparsed ([`dialect::Dialect::passes_copy_text`], both of one engine).
+    pub fn passes_copy_text_to(&self, target: &Conn) -> bool {
+        let (a, b) = (self.dialect(), target.dialect());
+        a.passes_copy_text() && a.name() == b.name()
+    }
+
+    /// What this engine can do, and how it names and types things.
+    pub fn dialect(&self) -> &'static dyn dialect::Dialect {
+        self.backend().dialect()
+    }
+
+    /// The columns a query would return, with their type names as the engine reports
+    /// them, without running it.
+    pub async fn describe_columns(&mut self, sql: &str) -> Result<Vec<(String, String)>, sqlx::Error> {
+        use sqlx::{Column, Executor, TypeInfo};
+        fn named<C: Column>(columns: &[C]) -> Vec<(String, String)> {
+            columns
+                .iter()
+                .map(|c| (c.name().to_string(), c.type_info().name().to_string()))
+                .collect()
+        }
+        Ok(match self {
+            Conn::Postgres(c) => named(c.describe(sql).await?.columns()),
+            Conn::Sqlite(c) => named(c.describe(sql).await?.columns()),
+        })
+    }
+
+    /// Streams the rows of a query whose columns are all text (the source's rows, as
+    /// the extract's statement casts them), in batches of `batch_rows`, into `tx`. `Ts`
+    /// parameters bind as the engine reads them; PostgreSQL's statement carries its
+    /// bounds itself and streams as COPY text. Stops early, without error, when the
+    /// receiver is gone. A value that is not UTF-8 text (SQLite stores any bytes in a
+    /// text column) is [`StreamError::NotText`], with the row's first `key_count`
+    /// values.
+    pub async fn stream_text_rows<E: Send>(
+        &mut self,
+        sql: &str,
+        params: &[Param],
+        key_count: usize,
+        batch_rows: usize,
+        tx: &tokio::sync::mpsc::Sender<Result<Vec<TextRow>, E>>,
+    ) -> Result<(), StreamError> {
+        use futures::StreamExt;
+        let err = |source| {
+            StreamError::Db(DbError::Query {
+                what: "reading the source".into(),
+                source,
+            })
+        };
+        let mut batch: Vec<TextRow> = Vec::with_capacity(batch_rows);
+        match self {
+            Conn::Postgres(c) => {
+                let mut stream = c.copy_out_raw(sql).await.map_err(err)?;
+                let mut parser = postgres::CopyTextParser::default();
+                while let Some(chunk) = stream.next().await {
+                    let chunk = chunk.map_err(err)?;
+                    parser
+                        .feed(&chunk, &mut batch)
+                        .map_err(|m| err(sqlx::Error::Protocol(m)))?;
+                    if batch.len() >= batch_rows && tx.send(Ok(std::mem::take(&mut batch))).await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+            Conn::Sqlite(c) => {
+                let mut args = sqlx::sqlite::SqliteArguments::default();
+                for p in params {
+                    if let Param::Ts(t) = p {
+                        sqlx::Arguments::add(&mut args, t.to_text()).map_err(|e| err(sqlx::Error::Encode(e)))?;
+                    }
+                }
+                let mut stream = sqlx::query_with(sql, args).fetch(&mut *c);
+                while let Some(row) = stream.next().await {
+                    let row = row.map_err(err)?;
+                    let n = sqlx::Row::len(&row);
+                    let mut values = Vec::with_capacity(n);
+                    for i in 0..n {
+                        match sqlite::source_text(&row, i).map_err(err)? {
+                            Ok(v) => values.push(v),
+                            Err(bytes) => {
+                                let key = (0..key_count.min(n))
+                                    .map(|k| sqlite::source_text(&row, k))
+                                    .collect::<Result<Vec<_>, _>>()
+                                    .map_err(err)?;
+                                return Err(StreamError::NotText { key, column: i, bytes });
+                            }
+                        }
+                    }
+                    batch.push(values);
+                    if batch.len() >= batch_rows && tx.send(Ok(std::mem::take(&mut batch))).await.is_err() {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        if !batch.is_empty() {
+            let _ = tx.send(Ok(batch)).await;
+        }
+        Ok(())
+    }
+
+    /// Streams a query's rows as the engine's COPY text, unparsed, in pieces of about
+    /// `piece_bytes`, into `tx` (for an engine that [`dialect::Dialect::passes_copy_text`]
+    /// to another of its kind). Stops early when the receiver is gone.
+    pub async fn stream_copy_text<E: Send>(
+        &mut self,
+        sql: &str,
+        piece_bytes: usize,
+        tx: &tokio::sync::mpsc::Sender<Result<Vec<u8>, E>>,
+    ) -> Result<(), DbError> {
+        use futures::StreamExt;
+        let err = |source| DbError::Query {
+            what: "reading the source".into(),
+            source,
+        };
+        let Conn::Postgres(c) = self else {
+            return Err(err(sqlx::Error::Protocol("raw COPY needs a PostgreSQL source".into())));
+        };
+        let mut stream = c.copy_out_raw(sql).await.map_err(err)?;
+        let mut piece: Vec<u8> = Vec::with_capacity(piece_bytes + (64 << 10));
+        while let Some(chunk) = stream.next().await {
+            piece.extend_from_slice(&chunk.map_err(err)?);
+            if piece.len() >= piece_bytes && tx.send(Ok(std::mem::take(&mut piece))).await.is_err() {
+                return Ok(());
+            }
+        }
+        if !piece.is_empty() {
+            let _ = tx.send(Ok(piece)).await;
+        }
+        Ok(())
     }
 
     /// Which backend this is.
@@ -475,23 +695,16 @@ impl Conn {
 }
 
 /// Whether two table names from configs (`name` or `schema.name`, as validated by
-/// [`crate::ident`]) name the same table: an unqualified name is in the default schema
-/// (`public` on PostgreSQL, `main` on SQLite), and SQLite folds case where PostgreSQL's
-/// quoted names do not.
+/// [`crate::ident`]) name the same table: an unqualified name is in the engine's default
+/// schema, and SQLite folds case where PostgreSQL's quoted names do not.
 pub fn same_table(backend: Backend, a: &str, b: &str) -> bool {
-    let default = match backend {
-        Backend::Postgres => "public",
-        Backend::Sqlite => "main",
-    };
+    let dialect = backend.dialect();
     let parts = |t: &str| match t.split_once('.') {
         Some((schema, name)) => (schema.to_string(), name.to_string()),
-        None => (default.to_string(), t.to_string()),
+        None => (dialect.default_schema().to_string(), t.to_string()),
     };
     let (a, b) = (parts(a), parts(b));
-    match backend {
-        Backend::Postgres => a == b,
-        Backend::Sqlite => a.0.eq_ignore_ascii_case(&b.0) && a.1.eq_ignore_ascii_case(&b.1),
-    }
+    dialect.same_name(&a.0, &b.0) && dialect.same_name(&a.1, &b.1)
 }
 
 /// How a text value binds to a SQLite column (PostgreSQL parses the text itself).
@@ -509,9 +722,9 @@ pub enum BindKind {
     Text,
 }
 
-impl From<crate::detect::ColumnKind> for BindKind {
-    fn from(k: crate::detect::ColumnKind) -> Self {
-        use crate::detect::ColumnKind as K;
+impl From<ColumnKind> for BindKind {
+    fn from(k: ColumnKind) -> Self {
+        use ColumnKind as K;
         match k {
             K::Int => BindKind::Int,
             K::Float => BindKind::Float,
@@ -524,18 +737,12 @@ impl From<crate::detect::ColumnKind> for BindKind {
 
 /// The kind of a column of `backend` from its declared type (as the catalog prints it).
 pub fn kind_of_type(backend: Backend, type_name: &str) -> ColumnKind {
-    match backend {
-        Backend::Postgres => ColumnKind::from_postgres(type_name),
-        Backend::Sqlite => ColumnKind::from_sqlite(type_name),
-    }
+    backend.dialect().kind_of_type(type_name)
 }
 
 /// The type a target column of `kind` gets in `backend` when nothing else decides.
 pub fn type_of_kind(backend: Backend, kind: ColumnKind) -> &'static str {
-    match backend {
-        Backend::Postgres => kind.postgres_type(),
-        Backend::Sqlite => kind.sqlite_type(),
-    }
+    backend.dialect().type_of_kind(kind)
 }
 
 /// Hex text in PostgreSQL's bytea form, `\x0a1b…`.

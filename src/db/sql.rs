@@ -6,31 +6,14 @@
 //! filters `cols` (a prefixed column list) and `eqs` (a key join) keep composite keys
 //! readable in the files.
 
-use crate::config::Backend;
+use crate::db::Backend;
 use crate::db::DbError;
 use minijinja::{Environment, UndefinedBehavior};
 use serde::Serialize;
 use std::sync::OnceLock;
 
-macro_rules! templates {
-    ($($name:literal),* $(,)?) => {
-        /// Returns the template text of `name` for `backend`.
-        pub fn template(backend: Backend, name: &str) -> &'static str {
-            match backend {
-                Backend::Sqlite => match name {
-                    $($name => include_str!(concat!("../../sql/sqlite/", $name, ".sql")),)*
-                    _ => panic!("no sql template {name}"),
-                },
-                Backend::Postgres => match name {
-                    $($name => include_str!(concat!("../../sql/postgres/", $name, ".sql")),)*
-                    _ => panic!("no sql template {name}"),
-                },
-            }
-        }
-    };
-}
-
-templates!(
+/// The statement families, one file each in every engine's `sql/<engine>/` folder.
+pub const FAMILIES: [&str; 14] = [
     "init",
     "tables",
     "stage",
@@ -45,7 +28,56 @@ templates!(
     "lookup",
     "verify",
     "scaffold",
-);
+];
+
+/// Defines `template(family)` for an engine folder `sql/<engine>/`: every family of
+/// [`FAMILIES`] is compiled in, so a family missing from an engine's folder does not
+/// compile.
+macro_rules! engine_templates {
+    ($engine:literal) => {
+        /// The text of the SQL template family `family` of this engine.
+        fn template(family: &str) -> Option<&'static str> {
+            macro_rules! file {
+                ($family:literal) => {
+                    include_str!(concat!(
+                        env!("CARGO_MANIFEST_DIR"),
+                        "/sql/",
+                        $engine,
+                        "/",
+                        $family,
+                        ".sql"
+                    ))
+                };
+            }
+            Some(match family {
+                "init" => file!("init"),
+                "tables" => file!("tables"),
+                "stage" => file!("stage"),
+                "dedupe" => file!("dedupe"),
+                "classify" => file!("classify"),
+                "append" => file!("append"),
+                "rebuild" => file!("rebuild"),
+                "state" => file!("state"),
+                "reconcile" => file!("reconcile"),
+                "extract" => file!("extract"),
+                "inspect" => file!("inspect"),
+                "lookup" => file!("lookup"),
+                "verify" => file!("verify"),
+                "scaffold" => file!("scaffold"),
+                _ => return None,
+            })
+        }
+    };
+}
+pub(crate) use engine_templates;
+
+/// Returns the template text of the family `name` for `backend`.
+pub fn template(backend: Backend, name: &str) -> &'static str {
+    backend
+        .dialect()
+        .template(name)
+        .unwrap_or_else(|| panic!("no sql template {name}"))
+}
 
 fn environment() -> &'static Environment<'static> {
     static ENV: OnceLock<Environment<'static>> = OnceLock::new();

@@ -1,19 +1,23 @@
 //! PostgreSQL specifics: connecting (UTC session), binding, COPY in and out.
 
-use super::{Access, DbError, Param, TextRow};
-use crate::config::DbUrl;
+pub mod dialect;
+pub mod lock;
+use crate::db::{Access, DbError, Param, TextRow};
+
+pub mod pgpass;
+use crate::db::DbUrl;
 use sqlx::postgres::{PgArguments, PgConnectOptions};
 use sqlx::{Arguments, ConnectOptions, Executor, PgConnection, Row};
 use std::str::FromStr;
 
 /// A PostgreSQL connection and the schema of dimlog's own tables on it (see
-/// [`super::Conn::set_state_schema`]).
+/// [`crate::db::Conn::set_state_schema`]).
 pub struct PgConn {
     conn: PgConnection,
     /// Quoted schema of dimlog's own tables; `None`: as `search_path` finds them (a
     /// source connection, which never names them).
     pub state_schema: Option<String>,
-    /// Whether [`super::Conn::begin`] opened a transaction that was not ended yet: a
+    /// Whether [`crate::db::Conn::begin`] opened a transaction that was not ended yet: a
     /// `ROLLBACK` outside one only draws the server's warning.
     pub in_transaction: bool,
 }
@@ -125,8 +129,7 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<PgConnection, DbErro
     // when neither the URL nor PGPASSWORD gives one: libpq's order.
     if !url_has_password(url.expose()) && std::env::var_os("PGPASSWORD").is_none() {
         let database = opts.get_database().unwrap_or(opts.get_username()).to_string();
-        if let Some(password) = super::pgpass::lookup(opts.get_host(), opts.get_port(), &database, opts.get_username())
-        {
+        if let Some(password) = pgpass::lookup(opts.get_host(), opts.get_port(), &database, opts.get_username()) {
             opts = opts.password(&password);
         }
     }

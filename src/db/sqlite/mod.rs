@@ -1,8 +1,9 @@
 //! SQLite specifics: connecting (WAL, a busy timeout, read-only modes), binding, batched
 //! inserts.
 
-use super::{Access, BindKind, DbError, Param, TextRow};
-use crate::config::DbUrl;
+pub mod dialect;
+use crate::db::DbUrl;
+use crate::db::{Access, BindKind, DbError, Param, TextRow};
 use sqlx::sqlite::{SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqliteRow};
 use sqlx::{Arguments, ConnectOptions, Row, SqliteConnection, ValueRef};
 use std::str::FromStr;
@@ -212,7 +213,7 @@ pub fn cell_text(row: &SqliteRow, i: usize) -> Result<Option<String>, sqlx::Erro
     }
     if raw.type_info().name() == "BLOB" {
         let b: Vec<u8> = row.try_get_unchecked(i)?;
-        return Ok(Some(super::bytea_hex(&b)));
+        return Ok(Some(crate::db::bytea_hex(&b)));
     }
     if let Ok(s) = row.try_get::<String, _>(i) {
         return Ok(Some(s));
@@ -224,7 +225,7 @@ pub fn cell_text(row: &SqliteRow, i: usize) -> Result<Option<String>, sqlx::Erro
         return Ok(Some(v.to_string()));
     }
     let b: Vec<u8> = row.try_get(i)?;
-    Ok(Some(super::bytea_hex(&b)))
+    Ok(Some(crate::db::bytea_hex(&b)))
 }
 
 /// Reads a source value that the read cast to text. SQLite stores whatever bytes it is
@@ -285,8 +286,8 @@ pub async fn bulk_insert(
                         Ok(n) => args.add(n),
                         Err(_) => args.add(s.clone()),
                     },
-                    (Some(s), BindKind::Bool) => args.add(i64::from(crate::detect::is_truthy(s))),
-                    (Some(s), BindKind::Bytes) => match super::from_bytea_hex(s) {
+                    (Some(s), BindKind::Bool) => args.add(i64::from(crate::db::types::is_truthy(s))),
+                    (Some(s), BindKind::Bytes) => match crate::db::from_bytea_hex(s) {
                         Some(b) => args.add(b),
                         None => args.add(s.clone()),
                     },
