@@ -308,47 +308,47 @@ fn table_ident(setting: &str, s: &str) -> Result<Ident, ConfigError> {
 /// internal columns. Config names may not start with it (see `check_reserved_prefix`).
 pub const RESERVED_PREFIX: &str = "dimlog_";
 
-/// A table of a SQLite database: `main.x` is `x` (SQLite's one lasting schema), any other
-/// schema is refused, naming the setting.
-fn sqlite_table(backend: Backend, setting: &'static str, table: Ident) -> Result<Ident, ConfigError> {
-    match (backend, table.schema()) {
-        (Backend::Sqlite, Some(schema)) if schema.eq_ignore_ascii_case("main") => {
+/// A table of an engine with one lasting schema (SQLite's `main`): `main.x` is `x`, any
+/// other schema is refused, naming the setting.
+fn single_schema_table(backend: Backend, setting: &'static str, table: Ident) -> Result<Ident, ConfigError> {
+    let dialect = backend.dialect();
+    match table.schema() {
+        Some(schema) if dialect.single_schema() && schema.eq_ignore_ascii_case(dialect.default_schema()) => {
             Ok(Ident::table(table.name()).expect("the name part of a valid table name is valid"))
         }
-        (Backend::Sqlite, Some(schema)) => Err(ConfigError::invalid(
+        Some(schema) if dialect.single_schema() => Err(ConfigError::invalid(
             setting,
             format!(
-                "`{table}` names the schema `{schema}`, but a SQLite database has one schema, `main`; write `{}` (or `main.{}`)",
-                table.name(),
-                table.name()
+                "`{table}` names the schema `{schema}`, but a {engine} database has one schema, `{main}`; write `{name}` (or `{main}.{name}`)",
+                engine = dialect.name_for_people(),
+                main = dialect.default_schema(),
+                name = table.name(),
             ),
         )),
         _ => Ok(table),
     }
 }
 
-/// The prefix SQLite keeps for its own tables (`sqlite_master`, `sqlite_stat1`, …), in
-/// any case: it refuses to create a table so named.
-pub const SQLITE_RESERVED_PREFIX: &str = "sqlite_";
-
-/// Whether SQLite keeps the table name `name` for itself ([`SQLITE_RESERVED_PREFIX`]).
-pub fn sqlite_reserved(name: &str) -> bool {
-    name.get(..SQLITE_RESERVED_PREFIX.len())
-        .is_some_and(|p| p.eq_ignore_ascii_case(SQLITE_RESERVED_PREFIX))
+/// Whether `name` starts with `prefix`, a prefix an engine keeps for its own tables, in
+/// any case (SQLite's `sqlite_`: it refuses to create a table so named).
+pub fn reserved_by_engine(prefix: &str, name: &str) -> bool {
+    name.get(..prefix.len()).is_some_and(|p| p.eq_ignore_ascii_case(prefix))
 }
 
-/// Refuses, naming the setting, a table dimlog would create on a SQLite target with a
-/// name SQLite keeps for itself.
-fn check_sqlite_reserved(backend: Backend, setting: &'static str, table: &Ident) -> Result<(), ConfigError> {
-    if backend == Backend::Sqlite && sqlite_reserved(table.name()) {
-        return Err(ConfigError::invalid(
+/// Refuses, naming the setting, a table dimlog would create with a name the target's
+/// engine keeps for itself.
+fn check_engine_reserved(backend: Backend, setting: &'static str, table: &Ident) -> Result<(), ConfigError> {
+    let dialect = backend.dialect();
+    match dialect.reserved_table_prefix() {
+        Some(prefix) if reserved_by_engine(prefix, table.name()) => Err(ConfigError::invalid(
             setting,
             format!(
-                "`{table}` starts with `{SQLITE_RESERVED_PREFIX}`, a prefix reserved for SQLite's own tables (in any case); give the table another name"
+                "`{table}` starts with `{prefix}`, a prefix reserved for {}'s own tables (in any case); give the table another name",
+                dialect.name_for_people()
             ),
-        ));
+        )),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// The config error of a log or dimension that names the source table, for when source
@@ -391,7 +391,6 @@ pub const WRITTEN_COLUMNS: [&str; 8] = [
 
 /// PostgreSQL's system columns: a table cannot have a column of one of these names
 /// (quoted exactly; `oid` stopped being one in PostgreSQL 12).
-const POSTGRES_SYSTEM_COLUMNS: [&str; 6] = ["tableoid", "xmin", "cmin", "xmax", "cmax", "ctid"];
 
 fn column_ident(setting: &str, s: &str) -> Result<Ident, ConfigError> {
     if s.starts_with(crate::scaffold::PLACEHOLDER_PREFIX) {
@@ -441,7 +440,7 @@ impl Plan {
         }
         .with_application_name(&application_name);
         let relation = match (&s.table, &s.query) {
-            (Some(t), None) => Relation::Table(sqlite_table(
+            (Some(t), None) => Relation::Table(single_schema_table(
                 source_url.backend,
                 "source.table",
                 table_ident("source.table", t)?,
@@ -526,22 +525,28 @@ impl Plan {
                 })
                 .transpose()?,
         };
-        if target.url.backend == Backend::Sqlite && target.explicit_state_schema.is_some() {
+        if !target.url.backend.dialect().has_state_schema() && target.explicit_state_schema.is_some() {
             return Err(ConfigError::invalid(
                 "target.state_schema",
-                "is for PostgreSQL targets: a SQLite database has one schema, where dimlog's tables are; remove the setting",
+                format!(
+                    "is for PostgreSQL targets: a {} database has one schema, where dimlog's tables are; remove the setting",
+                    target.url.backend.dialect().name_for_people()
+                ),
             ));
         }
         let backend = target.url.backend;
-        target.log = sqlite_table(backend, "target.log", target.log)?;
-        target.dimension = sqlite_table(backend, "target.dimension", target.dimension)?;
-        check_sqlite_reserved(backend, "target.log", &target.log)?;
-        check_sqlite_reserved(backend, "target.dimension", &target.dimension)?;
+        target.log = single_schema_table(backend, "target.log", target.log)?;
+        target.dimension = single_schema_table(backend, "target.dimension", target.dimension)?;
+        check_engine_reserved(backend, "target.log", &target.log)?;
+        check_engine_reserved(backend, "target.dimension", &target.dimension)?;
         if crate::db::same_table(backend, &target.log.to_string(), &target.dimension.to_string()) {
-            let case = if backend == Backend::Sqlite && target.log != target.dimension {
-                " (SQLite compares table names without regard to case)"
+            let case = if backend.dialect().folds_name_case() && target.log != target.dimension {
+                format!(
+                    " ({} compares table names without regard to case)",
+                    backend.dialect().name_for_people()
+                )
             } else {
-                ""
+                String::new()
             };
             return Err(ConfigError::invalid(
                 "target.dimension",
@@ -646,7 +651,7 @@ impl Plan {
             }
             seen.push((c, setting));
         }
-        let postgres = self.target.url.backend == Backend::Postgres;
+        let system_columns = self.target.url.backend.dialect().system_columns();
         for (c, setting) in seen
             .iter()
             .filter(|(_, s)| !matches!(*s, "source.updated_at" | "source.deleted_flag"))
@@ -654,7 +659,7 @@ impl Plan {
             if WRITTEN_COLUMNS.contains(&c.name().to_ascii_lowercase().as_str()) {
                 return Err(ConfigError::invalid(*setting, format!("column `{}` clashes with a column dimlog writes; track it under another name with `source.query`", c.name())));
             }
-            if postgres && POSTGRES_SYSTEM_COLUMNS.contains(&c.name()) {
+            if system_columns.contains(&c.name()) {
                 return Err(ConfigError::invalid(
                     *setting,
                     format!(
@@ -682,7 +687,7 @@ impl Plan {
                 ),
             ));
         }
-        if postgres && POSTGRES_SYSTEM_COLUMNS.contains(&sk) {
+        if system_columns.contains(&sk) {
             return Err(ConfigError::invalid(
                 "target.surrogate_key",
                 format!("`{sk}` is the name of a PostgreSQL system column, which no table of the PostgreSQL target can have; choose another surrogate key name"),

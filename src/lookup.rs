@@ -29,8 +29,8 @@ pub const UNKNOWN: i64 = -1;
 /// and compared here.
 pub async fn lookup_one(conn: &mut Conn, ctx: &SqlContext, key: &[String], at: Micros) -> Result<Option<i64>, DbError> {
     let cols = &key_cols(conn.backend(), ctx);
-    match conn.backend() {
-        Backend::Postgres => {
+    if conn.dialect().values_have_declared_types() {
+        {
             let mut params = Vec::with_capacity(key.len() + 1);
             for (k, c) in key.iter().zip(cols) {
                 match pg_key_value(c, k) {
@@ -51,7 +51,8 @@ pub async fn lookup_one(conn: &mut Conn, ctx: &SqlContext, key: &[String], at: M
                 .and_then(|r| r.first().cloned().flatten())
                 .and_then(|v| v.parse().ok()))
         }
-        Backend::Sqlite => {
+    } else {
+        {
             let wanted: Vec<Cow<'_, str>> = key.iter().zip(cols).map(|(k, c)| canonical_key(c.kind, k)).collect();
             let (key_filters, mut params) = sqlite_key_filters(cols, key, 2);
             params.insert(0, Param::Ts(at));
@@ -86,15 +87,16 @@ pub async fn lookup_one(conn: &mut Conn, ctx: &SqlContext, key: &[String], at: M
 /// numeric, uuid or date column, or out of the column's range).
 pub async fn resolve_key(conn: &mut Conn, ctx: &SqlContext, key: &[String]) -> Result<Vec<Vec<String>>, DbError> {
     let cols = &key_cols(conn.backend(), ctx);
-    match conn.backend() {
-        Backend::Postgres => Ok(key
+    if conn.dialect().values_have_declared_types() {
+        Ok(key
             .iter()
             .zip(cols)
             .map(|(k, c)| pg_key_value(c, k))
             .collect::<Option<Vec<String>>>()
             .into_iter()
-            .collect()),
-        Backend::Sqlite => {
+            .collect())
+    } else {
+        {
             let wanted: Vec<Cow<'_, str>> = key.iter().zip(cols).map(|(k, c)| canonical_key(c.kind, k)).collect();
             let (key_filters, params) = sqlite_key_filters(cols, key, 1);
             let octx = OneContext {
@@ -102,7 +104,7 @@ pub async fn resolve_key(conn: &mut Conn, ctx: &SqlContext, key: &[String]) -> R
                 key_casts: vec![],
                 key_filters,
             };
-            let sql = sql::statement(Backend::Sqlite, "lookup", "key_spellings", &octx)?;
+            let sql = sql::statement(conn.backend(), "lookup", "key_spellings", &octx)?;
             let rows = conn.query_text("finding the key's spelling", &sql, &params).await?;
             let same = |r: &Vec<Option<String>>| {
                 r.iter()
@@ -548,19 +550,12 @@ struct AssignContext<'a> {
 /// Whether two column names name the same column: SQLite compares names without regard
 /// to (ASCII) case, PostgreSQL compares dimlog's quoted names exactly.
 pub fn same_column(backend: Backend, a: &str, b: &str) -> bool {
-    match backend {
-        Backend::Sqlite => a.eq_ignore_ascii_case(b),
-        Backend::Postgres => a == b,
-    }
+    backend.dialect().same_name(a, b)
 }
 
 /// Whether a fact-table column of this declared type holds integers.
 fn integer_type(backend: Backend, type_name: &str) -> bool {
-    match backend {
-        // SQLite's rule for INTEGER affinity.
-        Backend::Sqlite => type_name.to_ascii_uppercase().contains("INT"),
-        Backend::Postgres => matches!(type_name, "bigint" | "integer" | "smallint"),
-    }
+    backend.dialect().integer_type(type_name)
 }
 
 /// How a PostgreSQL timestamp column's values are read: as instants, or as local times.
@@ -638,18 +633,25 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         });
     }
     let backend = conn.backend();
-    if backend == Backend::Sqlite {
-        if let Some(schema) = spec.facts.schema().filter(|s| !s.eq_ignore_ascii_case("main")) {
+    let dialect = conn.dialect();
+    if dialect.single_schema() {
+        if let Some(schema) = spec
+            .facts
+            .schema()
+            .filter(|s| !s.eq_ignore_ascii_case(dialect.default_schema()))
+        {
             return Err(AssignError::FactTableSchema {
                 table: spec.facts.to_string(),
                 schema: schema.to_string(),
                 name: spec.facts.name().to_string(),
             });
         }
-        if crate::config::sqlite_reserved(spec.facts.name()) {
+    }
+    if let Some(prefix) = dialect.reserved_table_prefix() {
+        if crate::config::reserved_by_engine(prefix, spec.facts.name()) {
             return Err(AssignError::SqliteReservedFactTable {
                 table: spec.facts.to_string(),
-                prefix: crate::config::SQLITE_RESERVED_PREFIX,
+                prefix,
             });
         }
     }
@@ -665,9 +667,13 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         tz: spec.timezone.map(|z| z.name().to_string()),
     };
     let columns_sql = sql::statement(backend, "lookup", "fact_columns", &actx)?;
-    let table_param = match backend {
-        Backend::Postgres => spec.facts.quoted(),
-        Backend::Sqlite => spec.facts.name().to_string(),
+    // The catalog statement's first parameter names the table.
+    let table_param = match dialect
+        .table_params(spec.facts.name(), spec.facts.schema(), &spec.facts.quoted())
+        .remove(0)
+    {
+        Param::Text(t) => t,
+        _ => spec.facts.quoted(),
     };
     let columns = conn
         .query_text(
@@ -730,7 +736,7 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
             });
         }
     }
-    if backend == Backend::Postgres {
+    if dialect.values_have_declared_types() {
         let fact_types: Vec<(String, String)> = spec
             .key_columns
             .iter()
@@ -829,7 +835,8 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
             )
             .await?;
         }
-        if backend == Backend::Sqlite {
+        if !dialect.values_have_declared_types() {
+            // Fact times and keys in any spelling: parsed and canonicalised by dimlog.
             parse_fact_times(conn, &actx, spec.timezone.as_ref()).await?;
             map_fact_keys(conn, ctx, &actx).await?;
         }
@@ -919,9 +926,7 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
                 at: at.unwrap_or_else(|| "NULL".into()),
             });
         }
-        if backend == Backend::Sqlite {
-            run_named(conn, "lookup", &["drop_at_parsed", "drop_key_map"], &actx).await?;
-        }
+        run_named(conn, "lookup", &["drop_at_parsed", "drop_key_map"], &actx).await?;
         if !assigned_before {
             // `init` makes it on PostgreSQL: CREATE TABLE IF NOT EXISTS would need CREATE on
             // the schema even where it exists.
@@ -1005,15 +1010,13 @@ pub async fn check_not_the_source(
     }
     let same = if crate::config::same_database(&plan.source.url, &plan.target.url) {
         true
-    } else if backend == Backend::Postgres {
+    } else if let Some(here) = target.database_identity().await? {
         match Conn::open(&plan.source.url, crate::db::Access::ReadOnly).await {
             Err(_) => false,
             Ok(mut source) => {
-                let sql = sql::statement(backend, "extract", "identity", &serde_json::json!({}))?;
-                let which = "finding which database this is";
-                let a = source.query_text(which, &sql, &[]).await;
+                let there = source.database_identity().await;
                 let _ = source.close().await;
-                a? == target.query_text(which, &sql, &[]).await?
+                there? == Some(here)
             }
         }
     } else {

@@ -14,6 +14,7 @@
 //! they should appear in the file, writes it, and refuses to overwrite one.
 
 use crate::config::{Backend, Relation};
+use crate::db::dialect::ChangeTime;
 use crate::db::{sql, Conn};
 use crate::detect::ColumnKind;
 use crate::extract::{SourceColumn, SourceSchema};
@@ -171,7 +172,10 @@ fn time_named(name: &str) -> bool {
 fn time_like(backend: Backend, c: &SourceColumn) -> bool {
     match c.kind {
         ColumnKind::Timestamp | ColumnKind::TimestampTz => true,
-        ColumnKind::Text | ColumnKind::Numeric => backend == Backend::Sqlite && time_named(&c.name),
+        // An engine whose columns hold times as text: the name says.
+        ColumnKind::Text | ColumnKind::Numeric => {
+            backend.dialect().change_time(c.kind) == ChangeTime::ByValue && time_named(&c.name)
+        }
         _ => false,
     }
 }
@@ -331,7 +335,7 @@ pub async fn profile(conn: &mut Conn, request: &Request) -> Result<Profile, Erro
         };
         time_stats.push((c.name.clone(), stats));
     }
-    let inheriting = if backend == Backend::Postgres {
+    let inheriting = {
         let sql = sql::statement(backend, "scaffold", "inheriting", &serde_json::json!({}))?;
         conn.query_text(
             "finding tables that inherit from it",
@@ -342,8 +346,6 @@ pub async fn profile(conn: &mut Conn, request: &Request) -> Result<Profile, Erro
         .into_iter()
         .next()
         .and_then(|r| r.into_iter().next().flatten())
-    } else {
-        None
     };
     Ok(Profile {
         backend,
@@ -370,11 +372,11 @@ enum Zone {
 
 fn zone_of(profile: &Profile, c: &SourceColumn) -> Zone {
     let stats = profile.time_stats.iter().find(|(n, _)| *n == c.name).map(|(_, s)| s);
-    match (profile.backend, c.kind) {
-        (Backend::Postgres, ColumnKind::TimestampTz) => Zone::Known,
-        (Backend::Postgres, ColumnKind::Timestamp | ColumnKind::Date) => Zone::Missing,
-        (Backend::Postgres, _) => Zone::NotTime,
-        (Backend::Sqlite, _) => match stats.and_then(|s| s.newest.as_deref()) {
+    match profile.backend.dialect().change_time(c.kind) {
+        ChangeTime::Instant => Zone::Known,
+        ChangeTime::Local => Zone::Missing,
+        ChangeTime::NotATime => Zone::NotTime,
+        ChangeTime::ByValue => match stats.and_then(|s| s.newest.as_deref()) {
             None => Zone::Unknown,
             Some(v) if Micros::parse(v, None).is_ok() => Zone::Known,
             Some(v) if Micros::parse(v, Some(&chrono_tz::UTC)).is_ok() => Zone::Missing,
@@ -689,7 +691,8 @@ fn generate_plain(request: &Request, profile: &Profile) -> Result<Scaffold, Erro
     let deleted_flag = profile.columns.iter().find(|c| {
         !is_key(c)
             && deleted_named(&c.name)
-            && (c.kind == ColumnKind::Bool || (profile.backend == Backend::Sqlite && c.kind == ColumnKind::Int))
+            && (c.kind == ColumnKind::Bool
+                || (!profile.backend.dialect().has_boolean_type() && c.kind == ColumnKind::Int))
     });
     match deleted_flag {
         Some(c) => {
@@ -851,14 +854,18 @@ mod tests {
     use crate::config::{Overrides, Plan};
     use std::path::Path;
 
+    /// The engine a URL names.
+    fn engine(url: &str) -> Backend {
+        crate::config::DbUrl::parse("source.url", url, None)
+            .expect("a URL")
+            .backend
+    }
+
     fn col(name: &str, type_name: &str, backend: Backend, pk: Option<i64>) -> SourceColumn {
         SourceColumn {
             name: name.into(),
             type_name: type_name.into(),
-            kind: match backend {
-                Backend::Sqlite => ColumnKind::from_sqlite(type_name),
-                Backend::Postgres => ColumnKind::from_postgres(type_name),
-            },
+            kind: backend.dialect().kind_of_type(type_name),
             pk_position: pk,
         }
     }
@@ -886,7 +893,7 @@ mod tests {
 
     #[test]
     fn a_typical_table_gives_a_valid_config() {
-        let b = Backend::Postgres;
+        let b = engine("postgres://localhost/db");
         let profile = Profile {
             backend: b,
             columns: vec![
@@ -914,7 +921,7 @@ mod tests {
 
     #[test]
     fn timestamp_without_zone_is_a_todo_unless_given() {
-        let b = Backend::Postgres;
+        let b = engine("postgres://localhost/db");
         let profile = Profile {
             backend: b,
             columns: vec![
@@ -944,7 +951,7 @@ mod tests {
 
     #[test]
     fn several_timestamps_and_no_key_leave_todos_that_fail_validation() {
-        let b = Backend::Sqlite;
+        let b = engine("sqlite://warehouse.db");
         let profile = Profile {
             backend: b,
             columns: vec![
@@ -967,7 +974,7 @@ mod tests {
 
     #[test]
     fn an_id_column_that_looks_unique_becomes_the_key() {
-        let b = Backend::Sqlite;
+        let b = engine("sqlite://warehouse.db");
         let mut profile = Profile {
             backend: b,
             columns: vec![

@@ -153,10 +153,7 @@ async fn table_columns(
 ) -> Result<Vec<Column>, DbError> {
     let backend = conn.backend();
     let sql = sql::statement(backend, "verify", "table_columns", &serde_json::json!({}))?;
-    let params = match backend {
-        Backend::Sqlite => vec![Param::Text(table.into()), Param::Text(schema.unwrap_or("main").into())],
-        Backend::Postgres => vec![Param::Text(quoted.into())],
-    };
+    let params = backend.dialect().table_params(table, schema, quoted);
     let rows = conn.query_text("reading a table's columns", &sql, &params).await?;
     Ok(rows
         .into_iter()
@@ -348,10 +345,10 @@ async fn checks(
     let (l, ls, lq) = columns_of(&plan.target.log);
     let log_columns = table_columns(conn, &l, ls.as_deref(), &lq).await?;
 
-    // The dimension's columns as the config says, with their types: on SQLite the
-    // declared types dimlog writes (which it never alters afterwards: a retyped source
-    // column keeps the log's old declared type), on PostgreSQL those of the log columns
-    // each one is made like, as the catalog spells them.
+    // The dimension's columns as the config says, with their types: where the engine
+    // never alters a table (SQLite) the declared types dimlog writes (a retyped source
+    // column keeps the log's old declared type), else (PostgreSQL) those of the log
+    // columns each one is made like, as the catalog spells them.
     let sk_name = plan.target.surrogate_key.name().to_string();
     let mut expected: Vec<(String, String, String)> = vec![(sk_name.clone(), sk_name.clone(), "INTEGER".into())];
     for c in ctx.key_defs.iter().chain(&ctx.attr_defs) {
@@ -376,13 +373,14 @@ async fn checks(
     let rebuilt_columns: Vec<Column> = expected
         .into_iter()
         .map(|(name, like, declared)| Column {
-            type_name: match backend {
-                Backend::Sqlite => declared,
-                Backend::Postgres => log_columns
+            type_name: if backend.dialect().alters_tables() {
+                log_columns
                     .iter()
                     .find(|l| same_column(backend, &l.name, &like))
                     .map(|l| l.type_name.clone())
-                    .unwrap_or_default(),
+                    .unwrap_or_default()
+            } else {
+                declared
             },
             name,
         })

@@ -70,3 +70,7 @@ INSERT INTO dimlog_assigned (dimension, fact_table, sk_column, assigned_at) VALU
 ON CONFLICT (dimension, fact_table, sk_column) DO UPDATE SET assigned_at = excluded.assigned_at
 -- statement: owned_tables
 SELECT dimension, log_table, dimension_table FROM dimlog_dimensions
+-- statement: drop_at_parsed
+{# Not needed on this engine: fact times are compared as typed values, never parsed into a table. #}
+-- statement: drop_key_map
+{# Not needed on this engine: fact keys are compared as typed values, never mapped in a table. #}

@@ -12,3 +12,6 @@ SELECT CAST(count(*) AS TEXT),
        CAST((SELECT count(*) FROM (SELECT DISTINCT {{ columns | join(", ") }} FROM {{ relation }}
              WHERE {% for c in columns %}{{ c }} IS NOT NULL{{ " AND " if not loop.last }}{% endfor %})) AS TEXT)
 FROM {{ relation }}
+{# SQLite tables do not inherit: no table is named. #}
+-- statement: inheriting
+SELECT ?1 WHERE 0

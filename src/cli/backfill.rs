@@ -73,8 +73,9 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
     let to = parse_ts("--to", &args.to)?;
     let chunk_micros =
         crate::config::parse_duration("--chunk", &args.chunk).map_err(|e| Error::Usage(e.to_string()))?;
-    // A dry run only reads: on PostgreSQL it needs read rights alone, like status.
-    let mut session = if args.dry_run && plan.target.url.backend == crate::config::Backend::Postgres {
+    // A dry run only reads: where the engine has roles (PostgreSQL) it needs read rights
+    // alone, like status.
+    let mut session = if args.dry_run && plan.target.url.backend.dialect().has_roles() {
         Session::open_with(&plan, crate::db::Access::QueryOnly).await?
     } else {
         Session::open(&plan).await?

@@ -1,7 +1,7 @@
 //! `dimlog new`: writes a starter config guessed from the source table.
 
 use super::{GlobalArgs, Output};
-use crate::config::{Backend, ConfigError, DbUrl};
+use crate::config::{ConfigError, DbUrl};
 use crate::db::{Access, Conn, DbError};
 use crate::ident::Ident;
 use crate::scaffold::{self, Request};
@@ -157,7 +157,7 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
         out.print_json(&serde_json::json!({
             "config": path,
             "table": request.table.to_string(),
-            "backend": match profile.backend { Backend::Sqlite => "sqlite", Backend::Postgres => "postgres" },
+            "backend": profile.backend.dialect().name(),
             "name": generated.name,
             "key": generated.key,
             "updated_at": generated.updated_at,

@@ -71,6 +71,9 @@ pub trait Dialect: Sync {
     /// Whether a fact-table column of this declared type holds integers.
     fn integer_type(&self, type_name: &str) -> bool;
 
+    /// Whether the engine has a boolean type (SQLite keeps flags as integers 0/1).
+    fn has_boolean_type(&self) -> bool;
+
     /// Whether every value of a column has its declared type (PostgreSQL), so that
     /// keys compare as typed values in SQL; false where a column may hold a value in
     /// any spelling (SQLite), so keys are compared in canonical form by dimlog.

@@ -102,6 +102,10 @@ impl Dialect for Postgres {
         matches!(type_name, "bigint" | "integer" | "smallint")
     }
 
+    fn has_boolean_type(&self) -> bool {
+        true
+    }
+
     fn values_have_declared_types(&self) -> bool {
         true
     }

@@ -94,6 +94,10 @@ impl Dialect for Sqlite {
         type_name.to_ascii_uppercase().contains("INT")
     }
 
+    fn has_boolean_type(&self) -> bool {
+        false
+    }
+
     fn values_have_declared_types(&self) -> bool {
         false
     }
