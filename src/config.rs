@@ -389,11 +389,12 @@ pub const WRITTEN_COLUMNS: [&str; 8] = [
     "log_id",
 ];
 
-/// PostgreSQL's system columns: a table cannot have a column of one of these names
-/// (quoted exactly; `oid` stopped being one in PostgreSQL 12).
+/// The prefix of the placeholders `dimlog new` writes where it cannot guess: a config
+/// that still holds one is refused, naming the setting.
+pub const PLACEHOLDER_PREFIX: &str = "TODO_";
 
 fn column_ident(setting: &str, s: &str) -> Result<Ident, ConfigError> {
-    if s.starts_with(crate::scaffold::PLACEHOLDER_PREFIX) {
+    if s.starts_with(PLACEHOLDER_PREFIX) {
         return Err(ConfigError::invalid(
             setting,
             format!("{s:?} is a placeholder left by `dimlog new`; replace it with a column of the source (the comment above it says how to choose)"),

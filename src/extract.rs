@@ -8,8 +8,8 @@
 
 use crate::config::{Backend, ConfigError, Plan, Relation};
 use crate::db::dialect::ChangeTime;
+use crate::db::types::ColumnKind;
 use crate::db::{sql, Conn, DbError, Param, TextRow};
-use crate::detect::ColumnKind;
 use crate::ident::Ident;
 use crate::ts::Micros;
 use serde::Serialize;
@@ -775,7 +775,7 @@ pub async fn check_null_updated_at(conn: &mut Conn, plan: &Plan, layout: &Layout
     let counts = conn
         .query_i64s("checking the source for NULL change columns", &sql, &[])
         .await?;
-    if let Some(&n) = counts.first().filter(|&&n| n > 0) {
+    if let Some(n) = counts.first().copied().flatten().filter(|&n| n > 0) {
         return Err(ExtractError::NullUpdatedAt {
             column: plan.source.updated_at.name().into(),
             count: n,

@@ -15,12 +15,14 @@
 //! Module map: [`config`] resolves the TOML once into a [`config::Plan`]; [`extract`]
 //! reads the source; [`dedupe`], [`detect`], [`log`], [`rebuild`] are the stages;
 //! [`reconcile`] finds hard deletes; [`state`] holds locks, watermarks and run records;
-//! [`pipeline`] orchestrates one load; [`db`] is the backend seam (SQLite and
-//! PostgreSQL) and loads the SQL of `sql/<backend>/`. For people rather than pipelines:
+//! [`pipeline`] orchestrates one load; [`db`] is the engine seam: a stage asks the
+//! engine's [`db::dialect::Dialect`] what differs instead of matching on the engine, and
+//! each engine's folder (`db/sqlite/`, `db/postgres/`) is the only reader of its
+//! `sql/<engine>/` files. For people rather than pipelines:
 //! [`inspect`] reads histories and status back, [`timeline`] draws a key's history as an
 //! SVG, and [`scaffold`] guesses a starter config from a source table (`dimlog new`).
 //! The library never prints and never reads the environment: the `dimlog` binary
-//! ([`cli`]) does that.
+//! (its `cli` module) does that.
 //!
 //! ```no_run
 //! # async fn example() -> Result<(), dimlog::Error> {
@@ -38,6 +40,8 @@
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod backfill;
+/// The `dimlog` binary's command line: not a library API.
+#[doc(hidden)]
 pub mod cli;
 pub mod config;
 pub mod db;

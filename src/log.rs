@@ -130,7 +130,8 @@ pub async fn classify_first_load(conn: &mut Conn, ctx: &SqlContext) -> Result<Ch
 async fn counts(conn: &mut Conn, ctx: &SqlContext, statement: &str) -> Result<impl Fn(usize) -> i64, DbError> {
     let sql = sql::statement(conn.backend(), "classify", statement, ctx)?;
     let c = conn.query_i64s("counting changes", &sql, &[]).await?;
-    Ok(move |i: usize| c.get(i).copied().unwrap_or(0))
+    // A sum over no staged rows is NULL: none.
+    Ok(move |i: usize| c.get(i).copied().flatten().unwrap_or(0))
 }
 
 /// Which rows a load appends.
@@ -198,7 +199,13 @@ pub async fn reserve<C: Serialize>(conn: &mut Conn, ctx: &C, dimension: &str) ->
     let next = conn
         .query_i64s("reserving surrogate keys", &sql, &[Param::Text(dimension.into())])
         .await?;
-    Ok((next.get(1).copied().unwrap_or(1), next.first().copied().unwrap_or(1)))
+    match (next.first().copied().flatten(), next.get(1).copied().flatten()) {
+        (Some(next_sk), Some(next_log)) => Ok((next_log, next_sk)),
+        _ => Err(DbError::Query {
+            what: format!("reserving surrogate keys: dimension {dimension:?} has no counters in dimlog_dimensions"),
+            source: sqlx::Error::RowNotFound,
+        }),
+    }
 }
 
 /// Moves the dimension's counters past a load's versions and log rows.
@@ -254,7 +261,7 @@ pub async fn drop_feed_history(conn: &mut Conn, ctx: &SqlContext, through: Micro
 pub async fn is_empty(conn: &mut Conn, ctx: &SqlContext) -> Result<bool, DbError> {
     let sql = sql::statement(conn.backend(), "append", "is_empty", ctx)?;
     let v = conn.query_i64s("looking at the log", &sql, &[]).await?;
-    Ok(v.first() == Some(&1))
+    Ok(v.first() == Some(&Some(1)))
 }
 
 /// After a change of the Type 2 column set: carries each key's current version over to
@@ -283,11 +290,8 @@ pub async fn rehash_current_versions(
     }
     let count_sql = sql::statement(backend, "classify", "rehash_count", ctx)?;
     let n = conn
-        .query_i64s("counting carried-over versions", &count_sql, &[])
-        .await?
-        .first()
-        .copied()
-        .unwrap_or(0);
+        .query_count("counting carried-over versions", &count_sql, &[])
+        .await?;
     if n == 0 {
         return Ok(0);
     }

@@ -9,8 +9,8 @@
 //! in-memory [`Index`] for loaders written in Rust. They agree on every fact.
 
 use crate::config::Backend;
+use crate::db::types::ColumnKind;
 use crate::db::{sql, BindKind, Conn, DbError, Param};
-use crate::detect::ColumnKind;
 use crate::ident::Ident;
 use crate::tables::{run_named, SqlContext};
 use crate::ts::{Micros, FAR_FUTURE};
@@ -849,7 +849,8 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
                 &[],
             )
             .await?;
-        let count = |i: usize| counts.get(i).copied().unwrap_or(0);
+        // A sum over no facts is NULL: none.
+        let count = |i: usize| counts.get(i).copied().flatten().unwrap_or(0);
         let mut report = AssignReport {
             facts_matched: count(0),
             facts_unknown: count(1),
@@ -1035,13 +1036,7 @@ pub async fn check_not_the_source(
 /// assignment on SQLite).
 async fn assigned_table_exists(conn: &mut Conn) -> Result<bool, DbError> {
     let sql = sql::statement(conn.backend(), "lookup", "assigned_exists", &serde_json::json!({}))?;
-    Ok(conn
-        .query_i64s("looking for dimlog_assigned", &sql, &[])
-        .await?
-        .first()
-        .copied()
-        .unwrap_or(0)
-        > 0)
+    Ok(conn.query_count("looking for dimlog_assigned", &sql, &[]).await? > 0)
 }
 
 /// Whether `assign-keys` filled this fact table's surrogate-key column for this

@@ -159,11 +159,8 @@ async fn compare(
     run_named(target, "reconcile", &["key_index", "analyze", "missing"], ctx).await?;
     let count = |statement: &str| sql::statement(backend, "reconcile", statement, ctx);
     let missing = target
-        .query_i64s("counting missing keys", &count("missing_count")?, &[])
-        .await?
-        .first()
-        .copied()
-        .unwrap_or(0);
+        .query_count("counting missing keys", &count("missing_count")?, &[])
+        .await?;
     // The guard trips when missing > max_fraction × live: once `live` reaches
     // missing / max_fraction it cannot, so counting stops there.
     let enough = if plan.max_fraction > 0.0 {
@@ -173,11 +170,8 @@ async fn compare(
     };
     let live = if missing > 0 && !allow {
         target
-            .query_i64s("counting live keys", &count("live_count")?, &[Param::I64(enough)])
+            .query_count("counting live keys", &count("live_count")?, &[Param::I64(enough)])
             .await?
-            .first()
-            .copied()
-            .unwrap_or(0)
     } else {
         0
     };
@@ -226,10 +220,7 @@ async fn compare(
     }
     run_named(target, "reconcile", &["unseen"], ctx).await?;
     let unseen = target
-        .query_i64s("counting source keys no window read", &count("unseen_count")?, &[])
-        .await?
-        .first()
-        .copied()
-        .unwrap_or(0);
+        .query_count("counting source keys no window read", &count("unseen_count")?, &[])
+        .await?;
     Ok(Reconciled { missing, unseen })
 }

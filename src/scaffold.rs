@@ -15,17 +15,15 @@
 
 use crate::config::{Backend, Relation};
 use crate::db::dialect::ChangeTime;
+use crate::db::types::ColumnKind;
 use crate::db::{sql, Conn};
-use crate::detect::ColumnKind;
 use crate::extract::{SourceColumn, SourceSchema};
 use crate::ident::Ident;
 use crate::ts::Micros;
 use crate::Error;
 use serde::Serialize;
 
-/// The prefix of every placeholder `dimlog new` writes; config validation refuses values
-/// that start with it, with a message that points at the comment above them.
-pub const PLACEHOLDER_PREFIX: &str = "TODO_";
+pub use crate::config::PLACEHOLDER_PREFIX;
 
 /// What the user asked for, with the URLs already in the form the file should hold.
 #[derive(Clone, Debug)]

@@ -140,7 +140,7 @@ pub async fn start_run(
 ) -> Result<i64, DbError> {
     let sql = sql::statement(conn.backend(), "state", "run_start", &empty())?;
     let id = conn
-        .query_i64s(
+        .query_count(
             "recording the run",
             &sql,
             &[
@@ -151,7 +151,7 @@ pub async fn start_run(
             ],
         )
         .await?;
-    Ok(id.first().copied().unwrap_or(0))
+    Ok(id)
 }
 
 /// The bounds a run record stores.
@@ -213,7 +213,7 @@ pub async fn record_failure(
 ) -> Result<i64, DbError> {
     let sql = sql::statement(conn.backend(), "state", "run_failed", &empty())?;
     let id = conn
-        .query_i64s(
+        .query_count(
             "recording the failed run",
             &sql,
             &[
@@ -228,7 +228,7 @@ pub async fn record_failure(
             ],
         )
         .await?;
-    Ok(id.first().copied().unwrap_or(0))
+    Ok(id)
 }
 
 /// One row of `dimlog_runs`, for `status` and JSON output.

@@ -218,7 +218,7 @@ pub async fn drop_indexes_for_first_load(conn: &mut Conn, ctx: &SqlContext) -> R
             )
             .await?
             .first()
-            .is_some_and(|n| *n > 0);
+            .is_some_and(|n| n.is_some_and(|n| n > 0));
         let mut keyed = vec![(&ctx.log, "log_id".to_string())];
         if !referenced {
             keyed.push((&ctx.dim, ctx.sk.clone()));
@@ -403,8 +403,8 @@ pub async fn existing_record(conn: &mut Conn, plan: &Plan) -> Result<DimensionRe
     };
     let backend = conn.backend();
     let exists = sql::statement(backend, "state", "tables_exist", &serde_json::json!({}))?;
-    let found = conn.query_i64s("looking for dimlog's tables", &exists, &[]).await?;
-    if found.first().copied().unwrap_or(0) == 0 {
+    let found = conn.query_count("looking for dimlog's tables", &exists, &[]).await?;
+    if found == 0 {
         return Err(not_loaded(Missing::Tables(plan.target.url.redacted())).into());
     }
     if let Some(record) = read_record(conn, plan).await? {
@@ -701,8 +701,8 @@ async fn create_table_if_missing(
     };
     let names = serde_json::json!({ "table": quoted, "plain": plain });
     let exists = sql::statement(backend, "tables", "table_exists", &names)?;
-    let found = conn.query_i64s("looking for dimlog's tables", &exists, &[]).await?;
-    if found.first().copied().unwrap_or(0) > 0 {
+    let found = conn.query_count("looking for dimlog's tables", &exists, &[]).await?;
+    if found > 0 {
         return Ok(());
     }
     let shown = match (name.starts_with("dimlog_"), schema) {
@@ -725,8 +725,8 @@ async fn create_index_if_missing(
 ) -> Result<(), DbError> {
     let names = serde_json::json!({ "table": table, "plain": plain, "index": index });
     let exists = sql::statement(conn.backend(), "tables", "index_exists", &names)?;
-    let found = conn.query_i64s("looking for an index", &exists, &[]).await?;
-    if found.first().copied().unwrap_or(0) == 0 {
+    let found = conn.query_count("looking for an index", &exists, &[]).await?;
+    if found == 0 {
         run_named(conn, family, &[statement], ctx).await?;
     }
     Ok(())
@@ -788,8 +788,8 @@ pub async fn check_tables_present(
             "indexes": [format!("{bare}_pkey"), format!("{bare}_key_idx"), format!("{bare}_load_idx")],
         });
         let exists = sql::statement(backend, "tables", "table_exists", &names)?;
-        let found = conn.query_i64s("looking for dimlog's tables", &exists, &[]).await?;
-        if found.first().copied().unwrap_or(0) > 0 {
+        let found = conn.query_count("looking for dimlog's tables", &exists, &[]).await?;
+        if found > 0 {
             continue;
         }
         let owner = sql::statement(backend, "tables", "index_owner", &names)?;
@@ -1015,10 +1015,17 @@ pub async fn check_log_complete(conn: &mut Conn, plan: &Plan, count_rows: bool) 
     .into())
 }
 
-/// The one number a `tables` statement returns (0 when it returns none).
+/// The one number a `tables` statement returns; 0 when it returns none or NULL (the
+/// greatest id of an empty table).
 async fn number(conn: &mut Conn, statement: &str, ctx: &serde_json::Value, what: &str) -> Result<i64, DbError> {
     let sql = sql::statement(conn.backend(), "tables", statement, ctx)?;
-    Ok(conn.query_i64s(what, &sql, &[]).await?.first().copied().unwrap_or(0))
+    Ok(conn
+        .query_i64s(what, &sql, &[])
+        .await?
+        .first()
+        .copied()
+        .flatten()
+        .unwrap_or(0))
 }
 
 /// The dimension's counters in `dimlog_dimensions`: the next surrogate key and the next

@@ -564,14 +564,37 @@ impl Conn {
         })
     }
 
-    /// Runs a query returning one row of integers (counts, ids); NULL reads as 0.
-    pub async fn query_i64s(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<Vec<i64>, DbError> {
+    /// Runs a query returning one row of integers (counts, ids), each read exactly
+    /// (never through a float) and NULL as None; no row is an empty list. A value that
+    /// is not a whole number is an error naming it.
+    pub async fn query_i64s(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<Vec<Option<i64>>, DbError> {
         let rows = self.query_text(what, sql, params).await?;
         let row = rows.into_iter().next().unwrap_or_default();
-        Ok(row
-            .into_iter()
-            .map(|v| v.and_then(|s| s.parse::<f64>().ok()).map(|f| f as i64).unwrap_or(0))
-            .collect())
+        row.into_iter()
+            .map(|v| {
+                v.map(|s| {
+                    s.trim().parse::<i64>().map_err(|_| DbError::Query {
+                        what: what.into(),
+                        source: sqlx::Error::Decode(format!("expected a whole number, got {s:?}").into()),
+                    })
+                })
+                .transpose()
+            })
+            .collect()
+    }
+
+    /// Runs a query returning one count (or another number that is never NULL) and
+    /// returns it; no row or NULL is an error naming the statement.
+    pub async fn query_count(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<i64, DbError> {
+        self.query_i64s(what, sql, params)
+            .await?
+            .first()
+            .copied()
+            .flatten()
+            .ok_or_else(|| DbError::Query {
+                what: what.into(),
+                source: sqlx::Error::Decode("expected a number, got no value".into()),
+            })
     }
 
     /// Starts the run's transaction.

@@ -71,6 +71,74 @@ macro_rules! engine_templates {
 }
 pub(crate) use engine_templates;
 
+/// Statements that one engine has and the other does not, as (engine, family, names);
+/// every other statement exists in every engine (a step an engine does not need is an
+/// empty statement there). Each group is asked for only behind the capability of
+/// [`crate::db::dialect::Dialect`] named beside it.
+pub const ENGINE_SPECIFIC: &[(&str, &str, &[&str])] = &[
+    // `alters_tables`: constraints and column types changed in place.
+    (
+        "postgres",
+        "tables",
+        &[
+            "add_primary_key",
+            "column_retyped",
+            "drop_primary_key",
+            "log_drop_load_defaults",
+            "log_load_defaults",
+            "primary_key_name",
+            "referencing_keys",
+            "retype_dimension_column",
+            "set_not_null",
+        ],
+    ),
+    // Not `alters_tables`: the dimension is created again instead.
+    ("sqlite", "tables", &["dimension_dependents"]),
+    ("sqlite", "rebuild", &["drop_old", "rename_new"]),
+    // `Conn::has_merge`: MERGE (PostgreSQL 15 and later).
+    ("postgres", "rebuild", &["merge_touched"]),
+    // `has_roles`, `has_state_schema`, `names_lock_holders`, and the session's advisory
+    // lock (`Conn::lock_dimension`).
+    (
+        "postgres",
+        "state",
+        &[
+            "current_schema",
+            "lock",
+            "lock_holder",
+            "lock_holders",
+            "lock_no_wait",
+            "lock_wait",
+            "owns_tables",
+            "role_name",
+            "schema_creatable",
+            "schema_unusable",
+            "state_schemas",
+            "table_rights_missing",
+            "temp_missing",
+            "try_lock",
+            "unlock",
+        ],
+    ),
+    // `Conn::database_identity`.
+    ("postgres", "extract", &["identity"]),
+    // `ChangeTime::ByValue`: times read from text by dimlog.
+    ("sqlite", "extract", &["zone_less"]),
+    // Not `values_have_declared_types`: fact times and keys canonicalised by dimlog.
+    (
+        "sqlite",
+        "lookup",
+        &[
+            "at_parsed",
+            "at_to_parse",
+            "fact_keys",
+            "key_map",
+            "key_map_index",
+            "key_spellings",
+        ],
+    ),
+];
+
 /// Returns the template text of the family `name` for `backend`.
 pub fn template(backend: Backend, name: &str) -> &'static str {
     backend
@@ -144,4 +212,96 @@ pub fn statement<C: Serialize>(backend: Backend, name: &str, statement: &str, ct
             name: format!("{name}/{statement}"),
             message: format!("{e:#}"),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    const ENGINES: [Backend; 2] = [Backend::Sqlite, Backend::Postgres];
+
+    fn statements(backend: Backend, family: &str) -> BTreeSet<String> {
+        template(backend, family)
+            .lines()
+            .filter_map(|l| l.strip_prefix("-- statement: "))
+            .map(|n| n.trim().to_string())
+            .collect()
+    }
+
+    fn declared(engine: &str, family: &str) -> BTreeSet<String> {
+        ENGINE_SPECIFIC
+            .iter()
+            .filter(|(e, f, _)| *e == engine && *f == family)
+            .flat_map(|(_, _, names)| names.iter().map(|n| n.to_string()))
+            .collect()
+    }
+
+    /// A statement in one engine's files and not the other's is a step a stage would ask
+    /// for and fail on: only the declared ones may be.
+    #[test]
+    fn every_statement_is_in_every_engine_or_declared_engine_specific() {
+        for family in FAMILIES {
+            for (this, other) in [(ENGINES[0], ENGINES[1]), (ENGINES[1], ENGINES[0])] {
+                let only: BTreeSet<String> = statements(this, family)
+                    .difference(&statements(other, family))
+                    .cloned()
+                    .collect();
+                assert_eq!(
+                    only,
+                    declared(this.dialect().name(), family),
+                    "{family}.sql: statements only {} has (declare them in ENGINE_SPECIFIC, or add them to {})",
+                    this.dialect().name(),
+                    other.dialect().name()
+                );
+            }
+        }
+    }
+
+    /// Every declared engine-specific statement exists where it is declared.
+    #[test]
+    fn every_declared_statement_exists() {
+        for (engine, family, names) in ENGINE_SPECIFIC {
+            let backend = ENGINES
+                .into_iter()
+                .find(|b| b.dialect().name() == *engine)
+                .expect("an engine");
+            let present = statements(backend, family);
+            for name in *names {
+                assert!(present.contains(*name), "{engine}/{family}.sql has no statement {name}");
+            }
+        }
+    }
+
+    /// Every statement of every engine is a template that compiles (its preamble's
+    /// macros included), so a syntax error shows here rather than in one database test.
+    #[test]
+    fn every_statement_of_every_engine_compiles() {
+        for backend in ENGINES {
+            for family in FAMILIES {
+                let text = template(backend, family);
+                let preamble_end = text.find("-- statement:").unwrap_or(0);
+                for name in statements(backend, family) {
+                    let marker = format!("-- statement: {name}\n");
+                    let start = text.find(&marker).expect("listed") + marker.len();
+                    let end = text[start..].find("-- statement:").map_or(text.len(), |e| start + e);
+                    let source = format!("{}{}", &text[..preamble_end], &text[start..end]);
+                    if let Err(e) = environment().template_from_str(&source) {
+                        panic!("{}/{family}.sql, statement {name}: {e:#}", backend.dialect().name());
+                    }
+                }
+            }
+        }
+    }
+
+    /// Each engine folder holds exactly the families of [`FAMILIES`].
+    #[test]
+    fn every_engine_has_every_family() {
+        for backend in ENGINES {
+            for family in FAMILIES {
+                assert!(backend.dialect().template(family).is_some(), "{family}");
+            }
+            assert!(backend.dialect().template("no_such_family").is_none());
+        }
+    }
 }
