@@ -12,8 +12,8 @@
 use crate::config::{History, Plan};
 use crate::db::postgres::copy_unescape;
 use crate::db::{bytea_hex, push_hex, sql, BindKind, Conn, DbError};
-use crate::detect::{canonical, is_truthy, ColumnKind, RowHasher, StagedRow};
-use crate::extract::{ExtractError, Layout, RawChunks, Window};
+use crate::detect::{canonical, ColumnKind, RowHasher, StagedRow};
+use crate::extract::{Admission, ExtractError, Layout, RawChunks, Window};
 use crate::tables::{run_named, SqlContext};
 use crate::ts::Micros;
 use std::cmp::Ordering;
@@ -101,26 +101,14 @@ pub struct CopyStager<'p> {
     tracked: std::ops::Range<usize>,
     /// Index of the first field after the attributes (the tiebreak, or the change time).
     attrs_end: usize,
-    window: Window,
     pending: Vec<u8>,
     fields: Vec<(usize, usize)>,
     scratch: Vec<u8>,
     hasher: RowHasher,
     /// Set when the rows go straight into the log (see [`CopyStager::into_log`]).
     log: Option<LogNumbering>,
-    /// Rows staged so far.
-    pub rows_read: i64,
-    /// Rows staged as deleted (soft-delete flag true).
-    pub deleted: i64,
-    /// The greatest change time staged.
-    pub max_read: Option<Micros>,
-    /// Rows skipped for a NULL in each key column.
-    pub null_keys: Vec<i64>,
-    /// Rows read past the upper bound (a read in local time is wider than the window)
-    /// and dropped here: counted with the source's other rows from the future.
-    pub beyond_upper: crate::extract::FutureRows,
-    /// Rows skipped for a NULL in any key column.
-    pub null_key_rows: i64,
+    /// Which rows were staged, and the counts of those that were not.
+    pub admission: Admission,
 }
 
 impl<'p> CopyStager<'p> {
@@ -133,18 +121,12 @@ impl<'p> CopyStager<'p> {
             key_count,
             tracked: key_count..key_count + layout.tracked.len(),
             attrs_end: key_count + layout.attrs().len(),
-            window,
             pending: Vec::new(),
             fields: Vec::new(),
             scratch: Vec::new(),
             hasher: RowHasher::default(),
             log: None,
-            rows_read: 0,
-            deleted: 0,
-            max_read: None,
-            null_keys: vec![0; key_count],
-            beyond_upper: crate::extract::FutureRows::default(),
-            null_key_rows: 0,
+            admission: Admission::new(window, key_count),
         }
     }
 
@@ -207,59 +189,43 @@ impl<'p> CopyStager<'p> {
         }
         let field = |i: usize| &line[self.fields[i].0..self.fields[i].1];
         let ts_field = field(n);
-        if ts_field == NULL {
-            return Ok(());
-        }
         // A form parse_fixed reads is also valid timestamptz input: it passes through.
-        let fixed = Micros::parse_fixed(ts_field).filter(|t| t.check_change("").is_ok());
-        let (ts, canonical_ts) = match fixed {
-            Some(t) => (t, true),
-            None => {
-                self.scratch.clear();
-                copy_unescape(ts_field, &mut self.scratch);
-                let text = std::str::from_utf8(&self.scratch)
-                    .map_err(|_| protocol("the source sent text that is not UTF-8"))?;
-                let t = match Micros::parse_change(text, self.plan.source.timezone.as_ref()) {
-                    Ok(t) => t,
-                    Err(reason) => {
-                        let key = (0..self.key_count)
-                            .map(|i| {
-                                let mut v = Vec::new();
-                                copy_unescape(field(i), &mut v);
-                                String::from_utf8_lossy(&v).into_owned()
-                            })
-                            .collect::<Vec<_>>()
-                            .join(", ");
-                        return Err(ExtractError::bad_change_column(self.plan, reason, Some(key)));
-                    }
-                };
-                (t, false)
-            }
+        let fixed = (ts_field != NULL)
+            .then(|| Micros::parse_fixed(ts_field).filter(|t| t.check_change("").is_ok()))
+            .flatten();
+        let canonical_ts = fixed.is_some();
+        let change = if ts_field == NULL {
+            None
+        } else if fixed.is_some() {
+            fixed
+        } else {
+            self.scratch.clear();
+            copy_unescape(ts_field, &mut self.scratch);
+            let text =
+                std::str::from_utf8(&self.scratch).map_err(|_| protocol("the source sent text that is not UTF-8"))?;
+            Some(crate::extract::change_time(self.plan, text, || {
+                (0..self.key_count)
+                    .map(|i| {
+                        let mut v = Vec::new();
+                        copy_unescape(field(i), &mut v);
+                        String::from_utf8_lossy(&v).into_owned()
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })?)
         };
-        if !self.window.contains(ts) {
-            if self.window.low.is_none_or(|l| ts >= l) {
-                self.beyond_upper.add(crate::extract::FutureRows {
-                    count: 1,
-                    newest: Some(ts),
-                });
-            }
-            return Ok(());
-        }
-        if (0..self.key_count).any(|i| field(i) == NULL) {
-            for i in (0..self.key_count).filter(|&i| field(i) == NULL) {
-                self.null_keys[i] += 1;
-            }
-            self.null_key_rows += 1;
-            return Ok(());
-        }
         let is_deleted = with_flag && {
             let f = field(n + 1);
             f != NULL && {
                 self.scratch.clear();
                 copy_unescape(f, &mut self.scratch);
-                is_truthy(&String::from_utf8_lossy(&self.scratch))
+                crate::extract::flagged_deleted(Some(&String::from_utf8_lossy(&self.scratch)))
             }
         };
+        if !self.admission.admit(change, |i| field(i) == NULL, is_deleted) {
+            return Ok(());
+        }
+        let ts = change.expect("admitted");
         self.hasher.start();
         for i in self.tracked.clone() {
             let kind = self.kinds[i];
@@ -278,9 +244,6 @@ impl<'p> CopyStager<'p> {
             let text = std::str::from_utf8(bytes).map_err(|_| protocol("the source sent text that is not UTF-8"))?;
             self.hasher.push(kind, Some(canonical(kind, text).as_ref()));
         }
-        self.rows_read += 1;
-        self.deleted += i64::from(is_deleted);
-        self.max_read = Some(self.max_read.map_or(ts, |m| m.max(ts)));
         if let Some(log) = &mut self.log {
             let (log_id, sk) = log.next(is_deleted);
             push_int(out, log_id);

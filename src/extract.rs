@@ -324,6 +324,91 @@ impl FutureRows {
     }
 }
 
+/// Which rows of a window a load stages, and the count of those it does not: the one
+/// rule for every way rows are read (parsed rows, or COPY text passed through). A row
+/// with a NULL change time is skipped; one outside the window is not staged (one read
+/// past the upper bound, by a read wider than the window, is counted with the source's
+/// future rows); one with a NULL in a key column is counted per column and fails the
+/// load ([`Admission::null_key_error`]); a soft-delete flag marks a row deleted when it
+/// reads as true ([`flagged_deleted`]).
+#[derive(Debug)]
+pub struct Admission {
+    window: Window,
+    /// Rows staged.
+    pub rows_read: i64,
+    /// Rows staged as deleted (soft-delete flag true).
+    pub deleted: i64,
+    /// The greatest change time staged.
+    pub max_read: Option<Micros>,
+    /// Rows read past the upper bound and dropped.
+    pub beyond_upper: FutureRows,
+    /// Rows skipped for a NULL in each key column.
+    pub null_keys: Vec<i64>,
+    /// Rows skipped for a NULL in any key column.
+    pub null_key_rows: i64,
+}
+
+impl Admission {
+    /// The rule for one window of a dimension whose key has `key_count` columns.
+    pub fn new(window: Window, key_count: usize) -> Admission {
+        Admission {
+            window,
+            rows_read: 0,
+            deleted: 0,
+            max_read: None,
+            beyond_upper: FutureRows::default(),
+            null_keys: vec![0; key_count],
+            null_key_rows: 0,
+        }
+    }
+
+    /// Whether the row stamped `change` (None: NULL) whose key column `i` is NULL when
+    /// `null_key(i)` is staged; counts it either way.
+    pub fn admit(&mut self, change: Option<Micros>, null_key: impl Fn(usize) -> bool, is_deleted: bool) -> bool {
+        let Some(ts) = change else {
+            return false;
+        };
+        if !self.window.contains(ts) {
+            if self.window.low.is_none_or(|l| ts >= l) {
+                self.beyond_upper.add(FutureRows {
+                    count: 1,
+                    newest: Some(ts),
+                });
+            }
+            return false;
+        }
+        let key_count = self.null_keys.len();
+        if (0..key_count).any(&null_key) {
+            for i in (0..key_count).filter(|&i| null_key(i)) {
+                self.null_keys[i] += 1;
+            }
+            self.null_key_rows += 1;
+            return false;
+        }
+        self.rows_read += 1;
+        self.deleted += i64::from(is_deleted);
+        self.max_read = Some(self.max_read.map_or(ts, |m| m.max(ts)));
+        true
+    }
+
+    /// The error that fails a load that met rows with a NULL key, naming the columns.
+    pub fn null_key_error(&self, layout: &Layout) -> Option<ExtractError> {
+        (self.null_key_rows > 0).then(|| ExtractError::null_key(layout, &self.null_keys, self.null_key_rows))
+    }
+}
+
+/// The instant of a change column's text (by the rule of `docs/concepts/time-zones.md`),
+/// or the error that names the row's key (`key`, asked for only then).
+pub fn change_time(plan: &Plan, text: &str, key: impl FnOnce() -> String) -> Result<Micros, ExtractError> {
+    Micros::parse_change(text, plan.source.timezone.as_ref())
+        .map_err(|reason| ExtractError::bad_change_column(plan, reason, Some(key())))
+}
+
+/// Whether a soft-delete flag's value marks its row deleted.
+pub fn flagged_deleted(value: Option<&str>) -> bool {
+    value.is_some_and(crate::db::types::is_truthy)
+}
+
 /// Counts the source rows stamped after `window.high` that the window's read does not
 /// return (on SQLite the read is loose, and the rows it returns past the bound are counted
 /// where they are dropped).
@@ -1019,4 +1104,75 @@ async fn stream_rows(
             crate::db::StreamError::Db(e) => e.into(),
             crate::db::StreamError::NotText { key, column, bytes } => selected.not_utf8(&key, column, &bytes),
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> Micros {
+        Micros::parse(text, None).expect("a time")
+    }
+
+    fn window(low: Option<&str>, high: &str, high_inclusive: bool) -> Window {
+        Window {
+            low: low.map(at),
+            high: at(high),
+            high_inclusive,
+        }
+    }
+
+    #[test]
+    fn a_window_holds_its_low_bound_and_its_high_bound_only_when_inclusive() {
+        let run = window(Some("2026-01-01T00:00:00Z"), "2026-01-02T00:00:00Z", true);
+        assert!(run.contains(at("2026-01-01T00:00:00Z")));
+        assert!(run.contains(at("2026-01-02T00:00:00Z")));
+        assert!(!run.contains(at("2026-01-02T00:00:00.000001Z")));
+        assert!(!run.contains(at("2025-12-31T23:59:59.999999Z")));
+        let chunk = Window {
+            high_inclusive: false,
+            ..run
+        };
+        assert!(!chunk.contains(at("2026-01-02T00:00:00Z")));
+        assert!(chunk.contains(at("2026-01-01T23:59:59.999999Z")));
+        let first = window(None, "2026-01-02T00:00:00Z", true);
+        assert!(first.contains(at("0001-01-01T00:00:00Z")));
+    }
+
+    #[test]
+    fn admission_stages_rows_in_the_window_with_whole_keys_and_counts_the_others() {
+        let mut a = Admission::new(window(Some("2026-01-01T00:00:00Z"), "2026-01-02T00:00:00Z", true), 2);
+        let whole = |_: usize| false;
+        // NULL change time: skipped, counted nowhere.
+        assert!(!a.admit(None, whole, false));
+        // Before the low bound: skipped, not a future row.
+        assert!(!a.admit(Some(at("2025-12-31T00:00:00Z")), whole, false));
+        // Past the upper bound: skipped, counted with the newest stamp.
+        assert!(!a.admit(Some(at("2026-01-03T00:00:00Z")), whole, false));
+        assert!(!a.admit(Some(at("2026-01-05T00:00:00Z")), whole, false));
+        // NULL in key column 1 (and in both): counted per column.
+        assert!(!a.admit(Some(at("2026-01-01T12:00:00Z")), |i| i == 1, false));
+        assert!(!a.admit(Some(at("2026-01-01T12:00:00Z")), |_| true, false));
+        // Staged: one live, one deleted.
+        assert!(a.admit(Some(at("2026-01-01T06:00:00Z")), whole, false));
+        assert!(a.admit(Some(at("2026-01-01T18:00:00Z")), whole, true));
+        assert_eq!(a.rows_read, 2);
+        assert_eq!(a.deleted, 1);
+        assert_eq!(a.max_read, Some(at("2026-01-01T18:00:00Z")));
+        assert_eq!(a.beyond_upper.count, 2);
+        assert_eq!(a.beyond_upper.newest, Some(at("2026-01-05T00:00:00Z")));
+        assert_eq!(a.null_keys, vec![1, 2]);
+        assert_eq!(a.null_key_rows, 2);
+    }
+
+    #[test]
+    fn a_soft_delete_flag_reads_as_people_store_it() {
+        for yes in ["true", "t", "1", "yes", "Y", " TRUE "] {
+            assert!(flagged_deleted(Some(yes)), "{yes}");
+        }
+        for no in ["false", "f", "0", "no", "", "deleted"] {
+            assert!(!flagged_deleted(Some(no)), "{no}");
+        }
+        assert!(!flagged_deleted(None));
+    }
 }

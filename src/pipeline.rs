@@ -1103,10 +1103,10 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     let stager = copy_through(session, step.plan, stager, read, into, step.observer).await?;
     tables::set_load_defaults(&mut session.target, &session.ctx, None).await?;
     let changes = log::Changes {
-        versions: stager.rows_read - stager.deleted,
+        versions: stager.admission.rows_read - stager.admission.deleted,
         // A first load: every delete is of a key never seen (counted apart).
-        unseen_deletes: stager.deleted,
-        total: stager.rows_read,
+        unseen_deletes: stager.admission.deleted,
+        total: stager.admission.rows_read,
         ..log::Changes::default()
     };
     if changes.total > 0 {
@@ -1125,10 +1125,10 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     failpoint::check(fp, "after_append").await?;
     fill_empty_dimension(session, step.observer, dropped, true).await?;
     Ok(Loaded {
-        rows_read: stager.rows_read,
-        rows_after_dedupe: stager.rows_read,
-        max_read: stager.max_read,
-        beyond_upper: stager.beyond_upper,
+        rows_read: stager.admission.rows_read,
+        rows_after_dedupe: stager.admission.rows_read,
+        max_read: stager.admission.max_read,
+        beyond_upper: stager.admission.beyond_upper,
         changes,
         reconciled: 0,
         rehashed: 0,
@@ -1184,11 +1184,7 @@ pub async fn stage_window(
     let stager = dedupe::Stager::new(&session.ctx);
     let source = session.source.take().expect("source connection present");
     let (mut batches, handle) = extract::spawn_reader(source, plan, layout, window)?;
-    let mut rows_read = 0i64;
-    let mut max_read: Option<Micros> = None;
-    let mut beyond_upper = extract::FutureRows::default();
-    let mut null_keys: Vec<i64> = vec![0; key_count];
-    let mut null_key_rows: i64 = 0;
+    let mut admission = extract::Admission::new(*window, key_count);
     let mut failure: Option<Error> = None;
     while let Some(batch) = batches.recv().await {
         let batch = match batch {
@@ -1205,37 +1201,22 @@ pub async fn stage_window(
             } else {
                 None
             };
-            let ts_text = row.pop().flatten();
-            let Some(ts_text) = ts_text else { continue };
-            let ts = match Micros::parse_change(&ts_text, plan.source.timezone.as_ref()) {
-                Ok(t) => t,
-                Err(reason) => {
-                    let key = extract::key_text(&row, key_count);
-                    failure = Some(extract::ExtractError::bad_change_column(plan, reason, Some(key)).into());
-                    break;
-                }
+            let change = match row.pop().flatten() {
+                None => None,
+                Some(text) => match extract::change_time(plan, &text, || extract::key_text(&row, key_count)) {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        failure = Some(e.into());
+                        break;
+                    }
+                },
             };
-            if !window.contains(ts) {
-                if window.low.is_none_or(|l| ts >= l) {
-                    beyond_upper.add(extract::FutureRows {
-                        count: 1,
-                        newest: Some(ts),
-                    });
-                }
-                continue;
-            }
             debug_assert_eq!(row.len(), n);
-            if row[..key_count].iter().any(Option::is_none) {
-                for (i, _) in row[..key_count].iter().enumerate().filter(|(_, v)| v.is_none()) {
-                    null_keys[i] += 1;
-                }
-                null_key_rows += 1;
-                continue;
+            let is_deleted = extract::flagged_deleted(deleted.as_deref());
+            if admission.admit(change, |i| row[i].is_none(), is_deleted) {
+                let (ts, values) = (change.expect("admitted"), row);
+                staged.push(stage_row(&kinds, key_count, tracked_count, values, ts, is_deleted));
             }
-            rows_read += 1;
-            max_read = Some(max_read.map_or(ts, |m| m.max(ts)));
-            let is_deleted = deleted.as_deref().is_some_and(crate::detect::is_truthy);
-            staged.push(stage_row(&kinds, key_count, tracked_count, row, ts, is_deleted));
         }
         if failure.is_some() {
             break;
@@ -1244,7 +1225,7 @@ pub async fn stage_window(
             failure = Some(e.into());
             break;
         }
-        observer.rows_read(rows_read as u64);
+        observer.rows_read(admission.rows_read as u64);
     }
     drop(batches);
     let source = handle
@@ -1254,13 +1235,13 @@ pub async fn stage_window(
     if let Some(e) = failure {
         return Err(e);
     }
-    if null_key_rows > 0 {
-        return Err(extract::ExtractError::null_key(layout, &null_keys, null_key_rows).into());
+    if let Some(e) = admission.null_key_error(layout) {
+        return Err(e.into());
     }
     Ok(Staged {
-        rows_read,
-        max_read,
-        beyond_upper,
+        rows_read: admission.rows_read,
+        max_read: admission.max_read,
+        beyond_upper: admission.beyond_upper,
     })
 }
 
@@ -1297,9 +1278,9 @@ async fn stage_window_copy(
     let into = ("staging source rows", "dimlog_raw", &columns[..]);
     let stager = copy_through(session, plan, stager, read, into, observer).await?;
     Ok(Staged {
-        rows_read: stager.rows_read,
-        max_read: stager.max_read,
-        beyond_upper: stager.beyond_upper,
+        rows_read: stager.admission.rows_read,
+        max_read: stager.admission.max_read,
+        beyond_upper: stager.admission.beyond_upper,
     })
 }
 
@@ -1324,7 +1305,7 @@ async fn copy_through<'p>(
         &mut chunks,
         |piece, out| -> Result<(), Error> {
             stager.feed(piece, out)?;
-            observer.rows_read(stager.rows_read as u64);
+            observer.rows_read(stager.admission.rows_read as u64);
             Ok(())
         },
     )
@@ -1336,8 +1317,8 @@ async fn copy_through<'p>(
     session.source = Some(source);
     copied?;
     stager.finish()?;
-    if stager.null_key_rows > 0 {
-        return Err(extract::ExtractError::null_key(&session.layout, &stager.null_keys, stager.null_key_rows).into());
+    if let Some(e) = stager.admission.null_key_error(&session.layout) {
+        return Err(e.into());
     }
     Ok(stager)
 }
