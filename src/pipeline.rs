@@ -157,6 +157,9 @@ pub struct Session {
     /// same way when its connection is lost ([`Session::reconnect_lost`]).
     target_access: Access,
     target_need: Need,
+    /// Set when the target's connection was replaced while the dimension's lock was held
+    /// ([`Session::reconnect_lost`]): the lock went with the old session.
+    lock_lost: bool,
 }
 
 impl Session {
@@ -195,6 +198,7 @@ impl Session {
             let fresh = open_target(plan, self.target_access, self.target_need).await?;
             drop(std::mem::replace(&mut self.target, fresh));
             replaced = true;
+            self.lock_lost = true;
         }
         if let Some(source) = self.source.as_mut() {
             if !source.is_alive().await {
@@ -203,6 +207,31 @@ impl Session {
             }
         }
         Ok(replaced)
+    }
+
+    /// Runs `work` holding the dimension's lock ([`state::lock`]; `wait` for it, else a
+    /// lock another run holds is [`DbError::Locked`]), then releases it, unless the
+    /// target's connection was replaced meanwhile and the lock went with it. Every
+    /// command that writes the dimension runs under it.
+    pub async fn under_lock<T>(
+        &mut self,
+        plan: &Plan,
+        wait: bool,
+        work: impl AsyncFnOnce(&mut Session) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        state::lock(&mut self.target, plan, wait).await?;
+        self.lock_lost = false;
+        let result = work(self).await;
+        if !self.lock_lost {
+            state::unlock(&mut self.target, plan).await;
+        }
+        result
+    }
+
+    /// Opens the target's write transaction; where that is the lock (SQLite), another
+    /// run holding it is [`DbError::Locked`].
+    pub async fn begin_write(&mut self, plan: &Plan) -> Result<(), Error> {
+        self.target.begin().await.map_err(|e| state::locked_or(e, plan).into())
     }
 
     /// Creates the SQLite target file that [`Session::open`] left uncreated (a no-op when
@@ -282,6 +311,7 @@ impl Session {
             deferred,
             target_access: access,
             target_need: need,
+            lock_lost: false,
         })
     }
 
@@ -323,6 +353,7 @@ impl Session {
             deferred: None,
             target_access: access,
             target_need: Need::for_access(access),
+            lock_lost: false,
         })
     }
 
@@ -456,6 +487,15 @@ async fn resolve_state_schema(conn: &mut Conn, plan: &Plan) -> Result<String, Er
     .into())
 }
 
+/// An init that failed, as a command reports it: a lock another run holds is
+/// [`DbError::Locked`].
+fn init_failed(e: tables::InitError, plan: &Plan) -> Error {
+    match e {
+        tables::InitError::Db(d) => Error::Db(state::locked_or(d, plan)),
+        tables::InitError::Config(c) => Error::Config(c),
+    }
+}
+
 fn now() -> Micros {
     Micros::from_utc(chrono::Utc::now())
 }
@@ -468,163 +508,153 @@ pub async fn run(
     observer: &dyn Observer,
 ) -> Result<RunReport, Error> {
     let started = now();
-    state::lock(&mut session.target, plan, opts.wait).await?;
-    // Set when the target's connection was lost and replaced: the lock went with it.
-    let mut lock_lost = false;
-    let result = async {
-        // The window is checked before anything is written, the tables included: a run
-        // refused by it leaves a never-loaded target as it was (its `upper` later than the
-        // source's clock needs no watermark; the check against the watermark follows in
-        // `load`, on a target that has one).
-        let source_clock = match opts.window {
-            Some(_) => None,
-            None => {
-                let clock = extract::source_now(
-                    session.source.as_mut().expect("source connection"),
-                    plan,
-                    &session.layout,
-                )
-                .await?;
-                let window = Window {
-                    low: None,
-                    high: opts.upper.unwrap_or(clock.plus(-plan.source.safety_lag_micros)),
-                    high_inclusive: true,
-                };
-                extract::check_window(plan, &window, clock, opts.upper.is_some(), None)
-                    .map_err(extract::ExtractError::from)?;
-                Some(clock)
-            }
-        };
-        // So is a SQLite change column without a zone, the config error PostgreSQL finds
-        // in the column's type, on a target the dimension was never loaded into (whose
-        // tables the run would create first); a later run finds it while reading.
-        let never_loaded =
-            session.target_deferred() || !matches!(tables::read_record(&mut session.target, plan).await, Ok(Some(_)));
-        if never_loaded && plan.source.timezone.is_none() {
-            session.check_zone(plan).await?;
-        }
-        // And a first load whose upper bound is before the source's oldest row.
-        let first_window_checked = never_loaded && source_clock.is_some();
-        if let (true, Some(clock)) = (first_window_checked, source_clock) {
-            let upper = opts.upper.unwrap_or(clock.plus(-plan.source.safety_lag_micros));
-            check_first_window(session, plan, upper, clock, opts.upper.is_some()).await?;
-        }
-        // A dry run writes nothing, not even the tables or a SQLite file: it creates the
-        // tables inside a transaction it rolls back, in an in-memory database standing in
-        // for a file that does not exist.
-        if !opts.dry_run && session.target_deferred() {
-            session.create_target(plan).await?;
-            state::lock(&mut session.target, plan, opts.wait).await?;
-        }
-        if opts.dry_run {
-            session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
-        }
-        let prepared = async {
-            let (stored, change) =
-                tables::init_allowing_change_in(&mut session.target, plan, &session.layout, !opts.dry_run)
-                    .await
-                    .map_err(|e| match e {
-                        tables::InitError::Db(d) => Error::Db(state::locked_or(d, plan)),
-                        tables::InitError::Config(c) => Error::Config(c),
-                    })?;
-            if let Some(c) = &change {
-                if !opts.accept_config_change {
-                    return Err(Error::Config(crate::config::ConfigError::invalid(
-                        "track.columns",
-                        c.refusal(),
-                    )));
+    session
+        .under_lock(plan, opts.wait, async |session: &mut Session| {
+            // The window is checked before anything is written, the tables included: a run
+            // refused by it leaves a never-loaded target as it was (its `upper` later than the
+            // source's clock needs no watermark; the check against the watermark follows in
+            // `load`, on a target that has one).
+            let source_clock = match opts.window {
+                Some(_) => None,
+                None => {
+                    let clock = extract::source_now(
+                        session.source.as_mut().expect("source connection"),
+                        plan,
+                        &session.layout,
+                    )
+                    .await?;
+                    let window = Window {
+                        low: None,
+                        high: opts.upper.unwrap_or(clock.plus(-plan.source.safety_lag_micros)),
+                        high_inclusive: true,
+                    };
+                    extract::check_window(plan, &window, clock, opts.upper.is_some(), None)
+                        .map_err(extract::ExtractError::from)?;
+                    Some(clock)
                 }
+            };
+            // So is a SQLite change column without a zone, the config error PostgreSQL finds
+            // in the column's type, on a target the dimension was never loaded into (whose
+            // tables the run would create first); a later run finds it while reading.
+            let never_loaded = session.target_deferred()
+                || !matches!(tables::read_record(&mut session.target, plan).await, Ok(Some(_)));
+            if never_loaded && plan.source.timezone.is_none() {
+                session.check_zone(plan).await?;
             }
-            Ok(change.map(|c| (stored, c)))
-        }
-        .await;
-        let migration = match prepared {
-            Ok(m) => m,
-            Err(e) => {
-                if opts.dry_run {
-                    session.target.rollback().await;
-                }
-                return Err(e);
+            // And a first load whose upper bound is before the source's oldest row.
+            let first_window_checked = never_loaded && source_clock.is_some();
+            if let (true, Some(clock)) = (first_window_checked, source_clock) {
+                let upper = opts.upper.unwrap_or(clock.plus(-plan.source.safety_lag_micros));
+                check_first_window(session, plan, upper, clock, opts.upper.is_some()).await?;
             }
-        };
-        // Where the lock is the transaction (SQLite) the load runs in it from here on.
-        // Elsewhere it reads the source first and opens its transaction only for its
-        // writes (see `load`); a dry run of a loaded dimension whose columns did not
-        // change ends the transaction of its checks here, having written nothing, and
-        // then only reads. (One that created the tables to compare with, or changes the
-        // column sets, keeps that transaction and rolls it back.)
-        let lock_is_a_transaction = session.target.lock_is_a_transaction();
-        let in_transaction = if opts.dry_run {
-            if lock_is_a_transaction || never_loaded || migration.is_some() {
-                true
-            } else {
-                session.target.rollback().await;
-                false
+            // A dry run writes nothing, not even the tables or a SQLite file: it creates the
+            // tables inside a transaction it rolls back, in an in-memory database standing in
+            // for a file that does not exist.
+            if !opts.dry_run && session.target_deferred() {
+                session.create_target(plan).await?;
+                state::lock(&mut session.target, plan, opts.wait).await?;
             }
-        } else if lock_is_a_transaction {
-            session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
-            true
-        } else {
-            false
-        };
-        let mut bounds = RunBounds::default();
-        match load(
-            session,
-            plan,
-            opts,
-            observer,
-            (started, source_clock, first_window_checked),
-            &mut bounds,
-            migration.as_ref(),
-            in_transaction,
-        )
-        .await
-        {
-            Ok(report) => Ok(report),
-            Err(e) => {
-                session.target.rollback().await;
-                // A crash simulated after commit has nothing to record: the run committed.
-                let committed = matches!(e, Error::Failpoint("after_commit"));
-                // Refusals of the config or the window (exit 2) read nothing: there is
-                // no run to record, as for config errors found before the load.
-                if !opts.dry_run
-                    && !committed
-                    && !matches!(e, Error::Db(DbError::Locked { .. } | DbError::TableLocked { .. }))
-                    && e.exit_code() != 2
-                {
-                    let failure = e.to_string();
-                    // A lost connection (the usual cause of such a failure) is opened
-                    // again to record it: `backfill --only-failed` finds chunks by it.
-                    for attempt in 0..2 {
-                        let recorded = state::record_failure(
-                            &mut session.target,
-                            plan,
-                            opts.kind,
-                            &opts.role,
-                            bounds,
-                            started,
-                            &failure,
-                        )
+            if opts.dry_run {
+                session.begin_write(plan).await?;
+            }
+            let prepared = async {
+                let (stored, change) =
+                    tables::init_allowing_change_in(&mut session.target, plan, &session.layout, !opts.dry_run)
                         .await
-                        .is_ok();
-                        if recorded || attempt > 0 {
-                            break;
-                        }
-                        match session.reconnect_lost(plan).await {
-                            Ok(replaced) => lock_lost |= replaced,
-                            Err(_) => break,
-                        }
+                        .map_err(|e| init_failed(e, plan))?;
+                if let Some(c) = &change {
+                    if !opts.accept_config_change {
+                        return Err(Error::Config(crate::config::ConfigError::invalid(
+                            "track.columns",
+                            c.refusal(),
+                        )));
                     }
                 }
-                Err(e)
+                Ok(change.map(|c| (stored, c)))
             }
-        }
-    }
-    .await;
-    if !lock_lost {
-        state::unlock(&mut session.target, plan).await;
-    }
-    result
+            .await;
+            let migration = match prepared {
+                Ok(m) => m,
+                Err(e) => {
+                    if opts.dry_run {
+                        session.target.rollback().await;
+                    }
+                    return Err(e);
+                }
+            };
+            // Where the lock is the transaction (SQLite) the load runs in it from here on.
+            // Elsewhere it reads the source first and opens its transaction only for its
+            // writes (see `load`); a dry run of a loaded dimension whose columns did not
+            // change ends the transaction of its checks here, having written nothing, and
+            // then only reads. (One that created the tables to compare with, or changes the
+            // column sets, keeps that transaction and rolls it back.)
+            let lock_is_a_transaction = session.target.lock_is_a_transaction();
+            let in_transaction = if opts.dry_run {
+                if lock_is_a_transaction || never_loaded || migration.is_some() {
+                    true
+                } else {
+                    session.target.rollback().await;
+                    false
+                }
+            } else if lock_is_a_transaction {
+                session.begin_write(plan).await?;
+                true
+            } else {
+                false
+            };
+            let mut bounds = RunBounds::default();
+            match load(
+                session,
+                plan,
+                opts,
+                observer,
+                (started, source_clock, first_window_checked),
+                &mut bounds,
+                migration.as_ref(),
+                in_transaction,
+            )
+            .await
+            {
+                Ok(report) => Ok(report),
+                Err(e) => {
+                    session.target.rollback().await;
+                    // A crash simulated after commit has nothing to record: the run committed.
+                    let committed = matches!(e, Error::Failpoint("after_commit"));
+                    // Refusals of the config or the window (exit 2) read nothing: there is
+                    // no run to record, as for config errors found before the load.
+                    if !opts.dry_run
+                        && !committed
+                        && !matches!(e, Error::Db(DbError::Locked { .. } | DbError::TableLocked { .. }))
+                        && e.exit_code() != 2
+                    {
+                        let failure = e.to_string();
+                        // A lost connection (the usual cause of such a failure) is opened
+                        // again to record it: `backfill --only-failed` finds chunks by it.
+                        for attempt in 0..2 {
+                            let recorded = state::record_failure(
+                                &mut session.target,
+                                plan,
+                                opts.kind,
+                                &opts.role,
+                                bounds,
+                                started,
+                                &failure,
+                            )
+                            .await
+                            .is_ok();
+                            if recorded || attempt > 0 {
+                                break;
+                            }
+                            if session.reconnect_lost(plan).await.is_err() {
+                                break;
+                            }
+                        }
+                    }
+                    Err(e)
+                }
+            }
+        })
+        .await
 }
 
 /// One load, in two phases. First it reads: the source (checks, the window, the key
@@ -1329,17 +1359,13 @@ async fn copy_through<'p>(
 pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Result<(), Error> {
     crate::rights::check(&mut session.target, plan, crate::rights::Need::Rebuild).await?;
     tables::check_log_complete(&mut session.target, plan, true).await?;
-    state::lock(&mut session.target, plan, wait).await?;
-    let result = async {
+    session.under_lock(plan, wait, async |session: &mut Session| {
         match tables::init_for_rebuild(&mut session.target, plan, &session.layout).await {
             // A dimension edited by hand (a key or valid_from column dropped, duplicate
             // rows) refuses its index; the rebuild repairs the table, index included.
             Err(tables::InitError::Db(crate::db::DbError::Query { what, .. })) if what == "tables/dimension_index" => {}
             other => {
-                other.map_err(|e| match e {
-                    tables::InitError::Db(d) => Error::Db(state::locked_or(d, plan)),
-                    tables::InitError::Config(c) => Error::Config(c),
-                })?;
+                other.map_err(|e| init_failed(e, plan))?;
             }
         }
         // On PostgreSQL the first attempt waits at most a few seconds for a lock (a
@@ -1347,7 +1373,7 @@ pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Resu
         // the rebuild says whose lock it waits for, and waits on.
         let mut bounded = session.target.dialect().names_lock_holders();
         loop {
-            session.target.begin().await.map_err(|e| state::locked_or(e, plan))?;
+            session.begin_write(plan).await?;
             if bounded {
                 // With --no-wait, a lock another session holds on the tables fails the
                 // rebuild at once, as the dimension's own lock does.
@@ -1385,10 +1411,8 @@ pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Resu
                 }
             }
         }
-    }
-    .await;
-    state::unlock(&mut session.target, plan).await;
-    result
+    })
+    .await
 }
 
 /// True for PostgreSQL's `lock_timeout` (SQLSTATE 55P03).

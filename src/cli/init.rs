@@ -15,9 +15,11 @@ pub async fn run(global: &GlobalArgs, _args: InitArgs, out: &Output) -> Result<i
     let mut session = Session::open(&plan).await?;
     session.check_zone(&plan).await?;
     session.create_target(&plan).await?;
-    crate::state::lock(&mut session.target, &plan, true).await?;
-    let record = crate::tables::init(&mut session.target, &plan, &session.layout).await;
-    crate::state::unlock(&mut session.target, &plan).await;
+    let record = session
+        .under_lock(&plan, true, async |session: &mut Session| {
+            Ok(crate::tables::init(&mut session.target, &plan, &session.layout).await?)
+        })
+        .await;
     session.close().await;
     let record = record?;
     if out.json {
