@@ -402,7 +402,7 @@ pub async fn dedupe(conn: &mut Conn, ctx: &SqlContext, staged: i64, analyze: boo
         return Ok(staged);
     }
     let sql = sql::statement(conn.backend(), "dedupe", "count", ctx)?;
-    Ok(conn.query_count("counting deduplicated rows", &sql, &[]).await?)
+    conn.query_count("counting deduplicated rows", &sql, &[]).await
 }
 
 /// The dedupe rule in Rust: `key_len` leading values form the key; `tiebreak_at` is the

@@ -265,38 +265,38 @@ pub struct RunRecord {
 pub async fn recent_runs(conn: &mut Conn, plan: &Plan, limit: i64) -> Result<Vec<RunRecord>, DbError> {
     let sql = sql::statement(conn.backend(), "state", "runs_recent", &empty())?;
     let rows = conn
-        .query_text(
+        .query_records(
             "reading run records",
             &sql,
             &[Param::Text(plan.name.clone()), Param::I64(limit)],
         )
         .await?;
-    let int = |v: &Option<String>| v.as_deref().and_then(|s| s.parse().ok()).unwrap_or(0);
-    Ok(rows
-        .into_iter()
-        .map(|r| RunRecord {
-            run_id: int(&r[0]),
-            dimension: r[1].clone().unwrap_or_default(),
-            kind: r[2].clone().unwrap_or_default(),
-            role: r[3].clone(),
-            low_watermark: r[4].clone(),
-            high_watermark: r[5].clone(),
-            upper_bound: r[6].clone(),
-            counts: RunCounts {
-                rows_read: int(&r[7]),
-                rows_after_dedupe: int(&r[8]),
-                duplicates_dropped: int(&r[9]),
-                versions: int(&r[10]),
-                late_versions: int(&r[11]),
-                corrections: int(&r[12]),
-                tombstones: int(&r[13]),
-                revived: int(&r[14]),
-                future_rows: int(&r[15]),
-            },
-            status: r[16].clone().unwrap_or_default(),
-            started_at: r[17].clone(),
-            finished_at: r[18].clone(),
-            error: r[19].clone(),
+    rows.into_iter()
+        .map(|r| {
+            Ok(RunRecord {
+                run_id: r.int("run_id")?,
+                dimension: r.text("dimension")?,
+                kind: r.text("kind")?,
+                role: r.opt_text("role")?,
+                low_watermark: r.opt_text("low_watermark")?,
+                high_watermark: r.opt_text("high_watermark")?,
+                upper_bound: r.opt_text("upper_bound")?,
+                counts: RunCounts {
+                    rows_read: r.int("rows_read")?,
+                    rows_after_dedupe: r.int("rows_after_dedupe")?,
+                    duplicates_dropped: r.int("duplicates_dropped")?,
+                    versions: r.int("versions")?,
+                    late_versions: r.int("late_versions")?,
+                    corrections: r.int("corrections")?,
+                    tombstones: r.int("tombstones")?,
+                    revived: r.int("revived")?,
+                    future_rows: r.int("future_rows")?,
+                },
+                status: r.text("status")?,
+                started_at: r.opt_text("started_at")?,
+                finished_at: r.opt_text("finished_at")?,
+                error: r.opt_text("error")?,
+            })
         })
-        .collect())
+        .collect()
 }

@@ -1089,28 +1089,41 @@ fn to_json<T: Serialize>(value: &T) -> String {
 /// Reads the stored record of the plan's dimension.
 pub async fn read_record(conn: &mut Conn, plan: &Plan) -> Result<Option<DimensionRecord>, DbError> {
     let sql = sql::statement(conn.backend(), "state", "dimension_get", &serde_json::json!({}))?;
+    let what = "reading dimlog_dimensions";
     let rows = conn
-        .query_text("reading dimlog_dimensions", &sql, &[Param::Text(plan.name.clone())])
+        .query_records(what, &sql, &[Param::Text(plan.name.clone())])
         .await?;
     let Some(r) = rows.into_iter().next() else {
         return Ok(None);
     };
-    fn parse<T: serde::de::DeserializeOwned + Default>(v: &Option<String>) -> T {
-        serde_json::from_str(v.as_deref().unwrap_or("[]")).unwrap_or_default()
-    }
+    // The column lists are JSON written by dimlog; text it cannot read is named.
+    let json = |column: &str| -> Result<serde_json::Value, DbError> {
+        let text = r.text(column)?;
+        serde_json::from_str(&text).map_err(|e| DbError::Query {
+            what: what.into(),
+            source: sqlx::Error::Decode(format!("column {column}: {e}").into()),
+        })
+    };
+    let list = |column: &str| -> Result<Vec<String>, DbError> {
+        serde_json::from_value(json(column)?).map_err(|e| DbError::Query {
+            what: what.into(),
+            source: sqlx::Error::Decode(format!("column {column}: {e}").into()),
+        })
+    };
+    let type1 = list("type1_columns")?;
     Ok(Some(DimensionRecord {
-        key_columns: parse(&r[0]),
-        tracked_columns: parse(&r[1]),
-        type1_columns: parse::<Vec<String>>(&r[2])
-            .into_iter()
-            .filter(|c| !c.starts_with("current:"))
-            .collect(),
-        current_columns: parse::<Vec<String>>(&r[2])
-            .into_iter()
+        key_columns: list("key_columns")?,
+        tracked_columns: list("tracked_columns")?,
+        type1_columns: type1.iter().filter(|c| !c.starts_with("current:")).cloned().collect(),
+        current_columns: type1
+            .iter()
             .filter_map(|c| c.strip_prefix("current:").map(String::from))
             .collect(),
-        column_types: serde_json::from_str(r[3].as_deref().unwrap_or("[]")).unwrap_or_default(),
-        hash_version: r[4].as_deref().and_then(|v| v.parse().ok()).unwrap_or(0),
+        column_types: serde_json::from_value(json("column_types")?).map_err(|e| DbError::Query {
+            what: what.into(),
+            source: sqlx::Error::Decode(format!("column column_types: {e}").into()),
+        })?,
+        hash_version: r.int("hash_version")?,
     }))
 }
 

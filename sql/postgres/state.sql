@@ -41,9 +41,11 @@ RETURNING run_id::text
 {# Ordered by the table's run_id (a number): a bare `run_id` would be the text output
    column of the same name, and 10 would sort before 9. #}
 -- statement: runs_recent
-SELECT run_id::text, dimension, kind, role, {{ "low_watermark"|pgts }}, {{ "high_watermark"|pgts }}, {{ "upper_bound"|pgts }},
+SELECT run_id::text, dimension, kind, role, {{ "low_watermark"|pgts }} AS low_watermark,
+       {{ "high_watermark"|pgts }} AS high_watermark, {{ "upper_bound"|pgts }} AS upper_bound,
        rows_read::text, rows_after_dedupe::text, duplicates_dropped::text, versions::text, late_versions::text,
-       corrections::text, tombstones::text, revived::text, future_rows::text, status, {{ "started_at"|pgts }}, {{ "finished_at"|pgts }}, error
+       corrections::text, tombstones::text, revived::text, future_rows::text, status,
+       {{ "started_at"|pgts }} AS started_at, {{ "finished_at"|pgts }} AS finished_at, error
 FROM dimlog_runs dimlog_r WHERE dimension = $1 ORDER BY dimlog_r.run_id DESC LIMIT $2
 -- statement: dimension_get
 SELECT key_columns, tracked_columns, type1_columns, column_types, hash_version::text,

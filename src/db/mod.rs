@@ -209,6 +209,55 @@ pub enum Conn {
     Postgres(postgres::PgConn),
 }
 
+/// One row of a query over dimlog's own tables ([`Conn::query_records`]), read by
+/// column name.
+#[derive(Clone, Debug)]
+pub struct Record {
+    what: String,
+    names: std::sync::Arc<[String]>,
+    values: TextRow,
+}
+
+impl Record {
+    fn bad(&self, column: &str, problem: &str) -> DbError {
+        DbError::Query {
+            what: self.what.clone(),
+            source: sqlx::Error::Decode(format!("column {column}: {problem}").into()),
+        }
+    }
+
+    /// The value of `column` (None: NULL); a column the row does not have is an error.
+    pub fn opt_text(&self, column: &str) -> Result<Option<String>, DbError> {
+        let i = self
+            .names
+            .iter()
+            .position(|n| n == column)
+            .ok_or_else(|| self.bad(column, "not in the row"))?;
+        Ok(self.values.get(i).cloned().flatten())
+    }
+
+    /// The value of `column`, which may not be NULL.
+    pub fn text(&self, column: &str) -> Result<String, DbError> {
+        self.opt_text(column)?.ok_or_else(|| self.bad(column, "NULL"))
+    }
+
+    /// The whole number in `column` (None: NULL).
+    pub fn opt_int(&self, column: &str) -> Result<Option<i64>, DbError> {
+        self.opt_text(column)?
+            .map(|v| {
+                v.trim()
+                    .parse()
+                    .map_err(|_| self.bad(column, &format!("{v:?} is not a whole number")))
+            })
+            .transpose()
+    }
+
+    /// The whole number in `column`, which may not be NULL.
+    pub fn int(&self, column: &str) -> Result<i64, DbError> {
+        self.opt_int(column)?.ok_or_else(|| self.bad(column, "NULL"))
+    }
+}
+
 /// Why streaming a source's rows stopped.
 #[derive(Debug)]
 pub enum StreamError {
@@ -562,6 +611,32 @@ impl Conn {
             what: what.into(),
             source,
         })
+    }
+
+    /// Runs a query over one of dimlog's own tables, whose columns are all text (or
+    /// NULL) and named: each row as a [`Record`] read by column name, with typed getters
+    /// that say which column held what instead of reading a default.
+    pub async fn query_records(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<Vec<Record>, DbError> {
+        let (names, rows) = match self {
+            Conn::Sqlite(c) => sqlite::query_named(c, sql, params).await,
+            Conn::Postgres(c) => {
+                let sql = c.qualify(sql);
+                postgres::query_named(c, &sql, params).await
+            }
+        }
+        .map_err(|source| DbError::Query {
+            what: what.into(),
+            source,
+        })?;
+        let names: std::sync::Arc<[String]> = names.into();
+        Ok(rows
+            .into_iter()
+            .map(|values| Record {
+                what: what.to_string(),
+                names: names.clone(),
+                values,
+            })
+            .collect())
     }
 
     /// Runs a query returning one row of integers (counts, ids), each read exactly

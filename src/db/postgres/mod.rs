@@ -176,7 +176,27 @@ pub async fn execute(c: &mut PgConnection, sql: &str, params: &[Param]) -> Resul
     Ok(sqlx::query_with(sql, args).execute(c).await?.rows_affected())
 }
 
-/// Runs a query whose columns are text and returns its rows.
+/// Runs a query whose columns are all text (or NULL): the columns' names and every row.
+pub async fn query_named(
+    c: &mut PgConnection,
+    sql: &str,
+    params: &[Param],
+) -> Result<(Vec<String>, Vec<TextRow>), sqlx::Error> {
+    use sqlx::Column;
+    let args = bind_all(params)?;
+    let rows = sqlx::query_with(sql, args).fetch_all(c).await?;
+    let names = rows
+        .first()
+        .map(|r| r.columns().iter().map(|c| c.name().to_string()).collect())
+        .unwrap_or_default();
+    let values = rows
+        .iter()
+        .map(|r| (0..r.len()).map(|i| r.try_get::<Option<String>, _>(i)).collect())
+        .collect::<Result<_, _>>()?;
+    Ok((names, values))
+}
+
+/// Runs a query whose columns are all text (or NULL) and returns every row.
 pub async fn query_text(c: &mut PgConnection, sql: &str, params: &[Param]) -> Result<Vec<TextRow>, sqlx::Error> {
     let args = bind_all(params)?;
     let rows = sqlx::query_with(sql, args).fetch_all(c).await?;

@@ -243,7 +243,27 @@ pub fn source_text(row: &SqliteRow, i: usize) -> Result<Result<Option<String>, V
     })
 }
 
-/// Runs a query and returns its rows as text.
+/// Runs a query whose columns are all text (or NULL): the columns' names and every row.
+pub async fn query_named(
+    c: &mut SqliteConnection,
+    sql: &str,
+    params: &[Param],
+) -> Result<(Vec<String>, Vec<TextRow>), sqlx::Error> {
+    use sqlx::Column;
+    let args = bind_all(params)?;
+    let rows = sqlx::query_with(sql, args).fetch_all(c).await?;
+    let names = rows
+        .first()
+        .map(|r| r.columns().iter().map(|c| c.name().to_string()).collect())
+        .unwrap_or_default();
+    let values = rows
+        .iter()
+        .map(|r| (0..r.len()).map(|i| cell_text(r, i)).collect())
+        .collect::<Result<_, _>>()?;
+    Ok((names, values))
+}
+
+/// Runs a query and returns every row's values as text.
 pub async fn query_text(c: &mut SqliteConnection, sql: &str, params: &[Param]) -> Result<Vec<TextRow>, sqlx::Error> {
     let args = bind_all(params)?;
     let rows = sqlx::query_with(sql, args).fetch_all(c).await?;
