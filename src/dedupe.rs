@@ -11,9 +11,10 @@
 
 use crate::config::{History, Plan};
 use crate::db::postgres::copy_unescape;
+use crate::db::types::ColumnKind;
 use crate::db::{bytea_hex, push_hex, sql, BindKind, Conn, DbError};
-use crate::detect::{canonical, ColumnKind, RowHasher, StagedRow};
 use crate::extract::{Admission, ExtractError, Layout, RawChunks, Window};
+use crate::hash::{canonical, RowHasher, StagedRow};
 use crate::tables::{run_named, SqlContext};
 use crate::ts::Micros;
 use std::cmp::Ordering;
@@ -442,7 +443,8 @@ pub fn dedupe_rows(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::detect::{row_hash, ColumnKind};
+    use crate::db::types::ColumnKind;
+    use crate::hash::row_hash;
     use crate::ts::Micros;
 
     fn row(key: &str, t: i64, v: &str) -> StagedRow {

@@ -1,197 +1,138 @@
-//! Change detection: the row hash over the tracked columns.
+//! Change detection: each staged row against its key's versions in the log, by the row
+//! hash of its tracked columns ([`crate::hash`]).
 //!
-//! A version opens only when the hash of its Type 2 columns differs from its
-//! predecessor's, so the encoding decides what counts as a change. It is specified byte by
-//! byte here and versioned ([`HASH_VERSION`]), so another engine can compute the same
-//! bytes:
-//!
-//! ```text
-//! row_hash = blake3( 0x01                                  -- encoding version
-//!                    ‖ for each tracked column, in config order:
-//!                        NULL  → 0x00
-//!                        value → kind tag (1 byte, see ColumnKind::tag)
-//!                                ‖ length of the canonical text (u32, little-endian)
-//!                                ‖ the canonical text (UTF-8) )
-//! ```
-//!
-//! NULL has its own marker, so NULL, `''` and `'NULL'` differ; the length prefix keeps
-//! `('ab','c')` apart from `('a','bc')`. Canonical text is what the extract stage reads:
-//! PostgreSQL's text output with timestamps normalised to `…Z` UTC microseconds, SQLite's
-//! `CAST(… AS TEXT)`, booleans as `true`/`false`. This module never touches a database.
+//! Classification is a set-based statement over the staged keys only
+//! (`sql/*/classify.sql`): a row whose hash differs from its predecessor's opens a new
+//! version (a late one when it is older than the key's newest), one with the same
+//! `valid_from` and another hash is a correction, a flagged or missing row a tombstone;
+//! the rules are spec section 1.4.
 
-/// The row-hash encoding version, recorded per dimension so a change is noticed.
-pub const HASH_VERSION: i64 = 1;
+pub use crate::hash::{canonical, is_truthy, row_hash, stage_row, ColumnKind, RowHasher, StagedRow, HASH_VERSION};
 
-pub use crate::db::types::{is_truthy, ColumnKind};
+use crate::db::{sql, Conn, DbError, Param};
+use crate::tables::{run_named, SqlContext};
+use crate::ts::Micros;
+use serde::Serialize;
 
-/// Normalises a value's text to the canonical form of its kind (booleans read as `1`,
-/// `t` or `true` all become `true`), so both backends hash the same fact alike.
-pub fn canonical(kind: ColumnKind, text: &str) -> std::borrow::Cow<'_, str> {
-    if kind == ColumnKind::Bool {
-        return std::borrow::Cow::Borrowed(if is_truthy(text) { "true" } else { "false" });
-    }
-    std::borrow::Cow::Borrowed(text)
+/// What one load appends.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Changes {
+    /// New versions (new surrogate keys), late ones included.
+    pub versions: i64,
+    /// New versions earlier than their key's newest logged one.
+    pub late_versions: i64,
+    /// Corrections: same key, same valid_from, new values, same surrogate key.
+    pub corrections: i64,
+    /// Tombstones that close a version (a delete of a key with a version before it).
+    pub tombstones: i64,
+    /// Deletes of a key with no version before them (never seen): they close nothing, so
+    /// they are counted apart, not in `tombstones`; their tombstones are still logged, so
+    /// a late version before one is closed by it.
+    pub unseen_deletes: i64,
+    /// Deleted keys revived (their new versions are counted in `versions` too).
+    pub revived: i64,
+    /// Type 1 observations (only Type 1 columns changed; no version).
+    pub type1_updates: i64,
+    /// Every log row to append.
+    pub total: i64,
+    /// Deletes dropped for want of room: stamped at a live version's instant, they move
+    /// 1 µs later, where the key had another live version. Never logged.
+    pub dropped_deletes: i64,
+    /// The first of them: each key (as text) and the delete's own stamp.
+    #[serde(skip)]
+    pub dropped_delete_examples: Vec<(Vec<String>, Micros)>,
 }
 
-/// The 32-byte row hash of the tracked values (already canonical), per the encoding above.
-pub fn row_hash<'a>(values: impl IntoIterator<Item = (ColumnKind, Option<&'a str>)>) -> [u8; 32] {
-    let mut hasher = RowHasher::default();
-    hasher.start();
-    for (kind, value) in values {
-        hasher.push(kind, value);
-    }
-    hasher.finish()
+/// Classifies the staged rows into `dimlog_changes` and counts them. With
+/// `history = "latest"` it first settles the rows of restored keys (see [`settle_restored`]),
+/// whose new versions open at `upper`.
+pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<Changes, DbError> {
+    // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`)
+    // where the engine's rebuild reads it.
+    run_named(conn, "classify", &["history"], ctx).await?;
+    // A delete at the same instant as a live version moves 1 µs after it (issue 21);
+    // one that lands on another live version has no room, and is dropped and reported.
+    run_named(conn, "classify", &["shift_deletes"], ctx).await?;
+    let drop = sql::statement(conn.backend(), "classify", "drop_hidden_deletes", ctx)?;
+    let dropped = conn.query_text("dropping deletes with no room", &drop, &[]).await?;
+    let key_count = ctx.keys.len();
+    let dropped_delete_examples = dropped
+        .iter()
+        .take(DROPPED_EXAMPLES)
+        .map(|r| {
+            let key = r[..key_count].iter().map(|v| v.clone().unwrap_or_default()).collect();
+            let moved = r[key_count].as_deref().and_then(|t| Micros::parse(t, None).ok());
+            (key, moved.map_or(Micros(0), |m| m.plus(-1)))
+        })
+        .collect();
+    let revived = if ctx.history_all {
+        0
+    } else {
+        settle_restored(conn, ctx, upper).await?
+    };
+    run_named(conn, "classify", &["classify"], ctx).await?;
+    let at = counts(conn, ctx, "counts").await?;
+    Ok(Changes {
+        versions: at(0),
+        late_versions: at(1),
+        corrections: at(2),
+        tombstones: at(3),
+        type1_updates: at(4),
+        total: at(5),
+        unseen_deletes: at(6),
+        revived,
+        dropped_deletes: dropped.len() as i64,
+        dropped_delete_examples,
+    })
 }
 
-/// The same encoding fed one value at a time, into a buffer that is reused from row to
-/// row (the staging hot path hashes millions of rows without allocating).
-#[derive(Debug, Default)]
-pub struct RowHasher {
-    buf: Vec<u8>,
+/// How many dropped deletes a run names.
+const DROPPED_EXAMPLES: usize = 5;
+
+/// Spec 1.4, "Revival": with `history = "latest"` a staged row is its key's state now, so
+/// a live row stamped behind its key's tombstone (restored from a backup, re-inserted
+/// with its old stamp, or a reread of such a row) is settled before it is compared:
+/// - the key's newest row is that tombstone: the key is revived, its row moved to `upper`
+///   (or just after the tombstone, if that is later);
+/// - the key is back already and the row equals its newest version: a reread, dropped;
+/// - the key is back already and the row differs: a change with a stale stamp, moved after
+///   the newest version like a revival (not counted as one).
+///
+/// Any load may do this, not only those that read the source's whole key list: a row a
+/// window reads is in the source now. Returns how many keys were revived.
+async fn settle_restored(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<i64, DbError> {
+    let backend = conn.backend();
+    run_named(conn, "classify", &["restored"], ctx).await?;
+    let revive = sql::statement(backend, "classify", "revive", ctx)?;
+    let revived = conn
+        .execute("reviving restored keys", &revive, &[Param::Ts(upper)])
+        .await?;
+    run_named(conn, "classify", &["drop_rereads"], ctx).await?;
+    let restate = sql::statement(backend, "classify", "restate", ctx)?;
+    conn.execute("moving changes of restored keys", &restate, &[Param::Ts(upper)])
+        .await?;
+    Ok(i64::try_from(revived).unwrap_or(i64::MAX))
 }
 
-impl RowHasher {
-    /// Begins a row.
-    pub fn start(&mut self) {
-        self.buf.clear();
-        self.buf.push(HASH_VERSION as u8);
-    }
-
-    /// Adds the next tracked value (already canonical).
-    pub fn push(&mut self, kind: ColumnKind, value: Option<&str>) {
-        match value {
-            None => self.buf.push(0),
-            Some(text) => {
-                let len = u32::try_from(text.len()).expect("a value shorter than 4 GiB");
-                self.buf.push(kind.tag());
-                self.buf.extend_from_slice(&len.to_le_bytes());
-                self.buf.extend_from_slice(text.as_bytes());
-            }
-        }
-    }
-
-    /// The row's hash.
-    pub fn finish(&self) -> [u8; 32] {
-        *blake3::hash(&self.buf).as_bytes()
-    }
+/// Counts a first load's changes without comparing anything: into an empty log, with one
+/// staged row per key, every live row opens a version and every deleted one a
+/// tombstone. Pair with [`Append::FirstLoad`].
+pub async fn classify_first_load(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbError> {
+    let at = counts(conn, ctx, "first_counts").await?;
+    Ok(Changes {
+        versions: at(0),
+        tombstones: at(1),
+        total: at(2),
+        unseen_deletes: at(3),
+        ..Changes::default()
+    })
 }
 
-/// A source row ready for staging: its values (keys, Type 2, Type 1, tiebreak, in layout
-/// order), its change time, its delete flag and its row hash.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct StagedRow {
-    /// Values in layout order, canonical text.
-    pub values: Vec<Option<String>>,
-    /// The source's `updated_at`, which becomes `valid_from`.
-    pub valid_from: crate::ts::Micros,
-    /// The soft-delete flag.
-    pub is_deleted: bool,
-    /// Hash of the Type 2 columns.
-    pub row_hash: [u8; 32],
-}
-
-/// Canonicalises a row's values and computes its hash over the Type 2 columns, which sit
-/// right after the `key_count` key columns.
-pub fn stage_row(
-    kinds: &[ColumnKind],
-    key_count: usize,
-    tracked_count: usize,
-    mut values: Vec<Option<String>>,
-    valid_from: crate::ts::Micros,
-    is_deleted: bool,
-) -> StagedRow {
-    for (v, kind) in values.iter_mut().zip(kinds) {
-        if *kind == ColumnKind::Bool {
-            if let Some(text) = v.as_mut() {
-                *text = canonical(ColumnKind::Bool, text).into_owned();
-            }
-        }
-    }
-    let row_hash = row_hash(
-        kinds[key_count..key_count + tracked_count]
-            .iter()
-            .zip(&values[key_count..key_count + tracked_count])
-            .map(|(k, v)| (*k, v.as_deref())),
-    );
-    StagedRow {
-        values,
-        valid_from,
-        is_deleted,
-        row_hash,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use ColumnKind::*;
-
-    fn h(values: &[(ColumnKind, Option<&str>)]) -> [u8; 32] {
-        row_hash(values.iter().copied())
-    }
-
-    #[test]
-    fn null_empty_and_text_null_differ() {
-        let a = h(&[(Text, None)]);
-        let b = h(&[(Text, Some(""))]);
-        let c = h(&[(Text, Some("NULL"))]);
-        assert_ne!(a, b);
-        assert_ne!(b, c);
-        assert_ne!(a, c);
-    }
-
-    #[test]
-    fn length_prefix_separates_columns() {
-        assert_ne!(
-            h(&[(Text, Some("ab")), (Text, Some("c"))]),
-            h(&[(Text, Some("a")), (Text, Some("bc"))])
-        );
-    }
-
-    #[test]
-    fn column_order_is_hash_order() {
-        assert_ne!(
-            h(&[(Text, Some("gold")), (Text, Some("NL"))]),
-            h(&[(Text, Some("NL")), (Text, Some("gold"))])
-        );
-    }
-
-    #[test]
-    fn kind_is_part_of_the_hash() {
-        assert_ne!(h(&[(Int, Some("1"))]), h(&[(Text, Some("1"))]));
-    }
-
-    #[test]
-    fn null_positions_matter() {
-        assert_ne!(
-            h(&[(Text, None), (Text, Some("x"))]),
-            h(&[(Text, Some("x")), (Text, None)])
-        );
-    }
-
-    #[test]
-    fn booleans_are_canonical() {
-        assert_eq!(canonical(Bool, "t"), "true");
-        assert_eq!(canonical(Bool, "1"), "true");
-        assert_eq!(canonical(Bool, "0"), "false");
-        assert_eq!(canonical(Text, "t"), "t");
-    }
-
-    /// Pins the encoding: if this fails, the encoding changed and HASH_VERSION must too.
-    #[test]
-    fn golden_hash() {
-        let mut bytes = vec![1u8];
-        bytes.extend([5, 3, 0, 0, 0]);
-        bytes.extend(b"a@x");
-        bytes.push(0);
-        bytes.extend([1, 2, 0, 0, 0]);
-        bytes.extend(b"42");
-        let expected = *blake3::hash(&bytes).as_bytes();
-        let got = h(&[(Text, Some("a@x")), (Text, None), (Int, Some("42"))]);
-        assert_eq!(got, expected);
-        let hex: String = got.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(hex, GOLDEN_HEX);
-    }
-
-    const GOLDEN_HEX: &str = "49612b9b38af1ca6568596f8ec56fa5dddce90aba4ff41c91164adfe278b5e67";
+/// Runs a counting statement of the classify family; the returned closure reads its
+/// i-th number (0 where absent).
+async fn counts(conn: &mut Conn, ctx: &SqlContext, statement: &str) -> Result<impl Fn(usize) -> i64, DbError> {
+    let sql = sql::statement(conn.backend(), "classify", statement, ctx)?;
+    let c = conn.query_i64s("counting changes", &sql, &[]).await?;
+    // A sum over no staged rows is NULL: none.
+    Ok(move |i: usize| c.get(i).copied().flatten().unwrap_or(0))
 }

@@ -152,7 +152,7 @@ pub async fn history(
     let bytes: Vec<bool> = layout
         .attrs()
         .iter()
-        .map(|c| c.kind == crate::detect::ColumnKind::Bytes)
+        .map(|c| c.kind == crate::db::types::ColumnKind::Bytes)
         .collect();
     Ok(rows
         .into_iter()

@@ -39,6 +39,8 @@
 // `cli::output`, whose writes ignore a failed write.
 #![deny(clippy::print_stdout, clippy::print_stderr)]
 
+#[cfg(test)]
+mod architecture;
 pub mod backfill;
 /// The `dimlog` binary's command line: not a library API.
 #[doc(hidden)]
@@ -49,8 +51,10 @@ pub mod dedupe;
 pub mod detect;
 pub mod extract;
 pub mod failpoint;
+pub mod hash;
 pub mod ident;
 pub mod inspect;
+pub mod layout;
 pub mod log;
 pub mod lookup;
 pub mod pipeline;

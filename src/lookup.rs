@@ -1542,17 +1542,6 @@ pub enum LookupError {
 pub const KEY_SEPARATOR: char = '\u{1f}';
 
 impl Index {
-    /// Loads the index of the dimension `plan` configures from its target alone: it
-    /// never connects to the source (which a lookup-only program need not reach), reads
-    /// with read rights only and writes nothing. Fails when the dimension was never
-    /// loaded.
-    pub async fn open(plan: &crate::config::Plan) -> Result<Index, crate::Error> {
-        let mut session = crate::pipeline::Session::open_target(plan, crate::db::Access::QueryOnly).await?;
-        let index = Index::load(&mut session.target, &session.ctx).await;
-        session.close().await;
-        Ok(index?)
-    }
-
     /// An empty index whose keys have these kinds (one per key column, in `source.key`
     /// order): keys inserted and looked up are compared in their canonical form
     /// ([`canonical_key`]), as an index [`Index::load`]ed from a dimension does.

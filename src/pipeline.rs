@@ -7,14 +7,15 @@
 //! leaves the previous state and the retry loads everything.
 
 use crate::config::{ConfigError, HardDeletes, Plan};
+use crate::db::types::ColumnKind;
 use crate::db::{Access, Conn, DbError};
-use crate::detect::{stage_row, ColumnKind, StagedRow};
 use crate::extract::{self, Layout, SourceSchema, Window};
+use crate::hash::{stage_row, StagedRow};
 use crate::rights::Need;
 use crate::state::{self, RunBounds, RunCounts, RunKind};
 use crate::tables::{self, SqlContext};
 use crate::ts::Micros;
-use crate::{dedupe, failpoint, log, rebuild, reconcile, rights, Error};
+use crate::{dedupe, detect, failpoint, log, rebuild, reconcile, rights, Error};
 use serde::Serialize;
 
 /// Receives progress; the CLI draws bars, the library never prints.
@@ -887,7 +888,7 @@ struct Loaded {
     max_read: Option<Micros>,
     /// Rows a loose read returned past the upper bound and dropped.
     beyond_upper: extract::FutureRows,
-    changes: log::Changes,
+    changes: detect::Changes,
     reconciled: i64,
     rehashed: i64,
 }
@@ -1038,9 +1039,9 @@ async fn write_changes(
 
     step.observer.phase("detecting changes");
     let changes = if one_row_per_key {
-        log::classify_first_load(&mut session.target, &session.ctx).await?
+        detect::classify_first_load(&mut session.target, &session.ctx).await?
     } else {
-        log::classify(&mut session.target, &session.ctx, step.window.high).await?
+        detect::classify(&mut session.target, &session.ctx, step.window.high).await?
     };
     let loaded_at = now();
     if changes.total > 0 && !step.opts.dry_run {
@@ -1132,12 +1133,12 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     let into = ("appending to the log", table.as_str(), &columns[..]);
     let stager = copy_through(session, step.plan, stager, read, into, step.observer).await?;
     tables::set_load_defaults(&mut session.target, &session.ctx, None).await?;
-    let changes = log::Changes {
+    let changes = detect::Changes {
         versions: stager.admission.rows_read - stager.admission.deleted,
         // A first load: every delete is of a key never seen (counted apart).
         unseen_deletes: stager.admission.deleted,
         total: stager.admission.rows_read,
-        ..log::Changes::default()
+        ..detect::Changes::default()
     };
     if changes.total > 0 {
         log::advance(
@@ -1452,4 +1453,19 @@ async fn lock_holders(conn: &mut Conn, ctx: &SqlContext) -> Vec<String> {
             )
         })
         .collect()
+}
+
+/// The lookup index's way in for a program that has only the config: opening the target
+/// is the orchestrator's business (the lookup stage only reads a connection it is given).
+impl crate::lookup::Index {
+    /// Loads the index of the dimension `plan` configures from its target alone: it
+    /// never connects to the source (which a lookup-only program need not reach), reads
+    /// with read rights only and writes nothing. Fails when the dimension was never
+    /// loaded.
+    pub async fn open(plan: &Plan) -> Result<crate::lookup::Index, Error> {
+        let mut session = Session::open_target(plan, Access::QueryOnly).await?;
+        let index = crate::lookup::Index::load(&mut session.target, &session.ctx).await;
+        session.close().await;
+        Ok(index?)
+    }
 }

@@ -9,10 +9,11 @@
 //! is [`NotLoaded`].
 
 use crate::config::{Backend, ConfigError, History, Plan};
+use crate::db::types::ColumnKind;
 use crate::db::{sql, Conn, DbError, Param};
-use crate::detect::{ColumnKind, HASH_VERSION};
-use crate::extract::{Col, CurrentCol, Layout};
+use crate::hash::HASH_VERSION;
 use crate::ident::Ident;
+use crate::layout::{Col, CurrentCol, Layout};
 use crate::ts::{Micros, FAR_FUTURE};
 use serde::Serialize;
 
@@ -64,7 +65,7 @@ pub struct SqlContext {
     /// (PostgreSQL `json`), quoted: statements compare them as text.
     pub text_compared: Vec<String>,
     /// Type 6 twins shown only in the dimension.
-    pub current_defs: Vec<crate::extract::CurrentCol>,
+    pub current_defs: Vec<crate::layout::CurrentCol>,
     /// Type 2 columns tracked both before and after a config change (rehash match).
     pub retained: Vec<String>,
     /// Log columns no longer tracked (removed from the config), quoted: a config

@@ -36,10 +36,11 @@ pub enum Format {
 pub async fn run(global: &GlobalArgs, args: HistoryArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
     let mut session = Session::open_target(&plan, Access::QueryOnly).await?;
-    let layout_keys: Vec<crate::detect::ColumnKind> = crate::lookup::key_cols(session.target.backend(), &session.ctx)
-        .iter()
-        .map(|c| c.kind)
-        .collect();
+    let layout_keys: Vec<crate::db::types::ColumnKind> =
+        crate::lookup::key_cols(session.target.backend(), &session.ctx)
+            .iter()
+            .map(|c| c.kind)
+            .collect();
     let read = async {
         let key = inspect::key_values(&session.layout, &args.key)?;
         let rows = inspect::history(&mut session.target, &session.ctx, &session.layout, &key).await?;
