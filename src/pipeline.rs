@@ -458,7 +458,7 @@ async fn resolve_state_schema(conn: &mut Conn, plan: &Plan) -> Result<String, Er
     if holders.is_empty() || holders.contains(&wanted) {
         return Ok(wanted);
     }
-    let tables = "dimlog_state, dimlog_runs, dimlog_dimensions (and dimlog_assigned, if there)";
+    let tables = "dimlog_state, dimlog_runs, dimlog_dimensions (and dimlog_assigned and dimlog_schema, if there)";
     if plan.target.explicit_state_schema.is_some() {
         return Err(ConfigError::invalid(
             "target.state_schema",

@@ -130,7 +130,7 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
     };
     let table = |id: &crate::ident::Ident| (sql_name(&id.to_string()), id.quoted());
     let (log, dim) = (table(&t.log), table(&t.dimension));
-    let tables: Vec<((String, String), &[&str])> = match need {
+    let mut tables: Vec<((String, String), &[&str])> = match need {
         Need::Load => vec![
             (log, &["SELECT", "INSERT"]),
             (dim, &["SELECT", "INSERT", "UPDATE", "DELETE"]),
@@ -151,6 +151,11 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
             (state("dimlog_dimensions"), &["SELECT"]),
         ],
     };
+    if need != Need::Read {
+        // `init`, which a load, a dry run and a rebuild begin with, reads the schema
+        // version of dimlog's tables (`init` grants SELECT on it to PUBLIC).
+        tables.push((state("dimlog_schema"), &["SELECT"]));
+    }
     let table_sql = sql::statement(conn.backend(), "state", "table_rights_missing", &serde_json::json!({}))?;
     for ((shown, regclass), privileges) in tables {
         let schema = shown.rsplit_once('.').map(|(s, _)| unquote(s));

@@ -603,27 +603,9 @@ async fn init_with(
         // schema even when the table exists): once `init` has run, a run needs no right
         // beyond reading and writing the tables.
         run_named(conn, "init", &["lock"], &ctx).await?;
-        let state_schema = conn.state_schema().map(|s| unquote(&s));
-        for (name, statement) in [("dimlog_state", "state"), ("dimlog_runs", "runs")] {
-            create_table_if_missing(conn, name, state_schema.as_deref(), ("init", statement), &ctx).await?;
-        }
-        let runs_index = ("dimlog_runs", "dimlog_runs", "\"dimlog_runs_dimension_idx\"");
-        create_index_if_missing(conn, ("init", "runs_index"), runs_index, &ctx).await?;
-        create_table_if_missing(
-            conn,
-            "dimlog_dimensions",
-            state_schema.as_deref(),
-            ("init", "dimensions"),
-            &ctx,
-        )
-        .await?;
-        if conn.dialect().init_makes_assigned_table() {
-            // `assign-keys` records the columns it fills here: made by `init`, so that a
-            // role that may not create tables can assign keys.
-            let assigned = ("lookup", "assigned_table");
-            create_table_if_missing(conn, "dimlog_assigned", state_schema.as_deref(), assigned, &ctx).await?;
-        }
-        add_missing_run_counters(conn).await?;
+        // dimlog's own tables, made or upgraded to this dimlog's schema version; a target
+        // a newer dimlog upgraded is refused (src/db/migrate.rs).
+        crate::db::migrate::migrate(conn, &plan.target.url.redacted()).await?;
         check_tables_unowned(conn, plan).await?;
         let registered = read_record(conn, plan).await?.is_some();
         check_tables_present(conn, plan, registered, dimension_may_be_missing).await?;
@@ -676,14 +658,6 @@ async fn init_with(
     conn.finish(result).await
 }
 
-fn unquote(quoted: &str) -> String {
-    quoted
-        .strip_prefix('"')
-        .and_then(|q| q.strip_suffix('"'))
-        .unwrap_or(quoted)
-        .replace("\"\"", "\"")
-}
-
 /// Runs the `CREATE TABLE IF NOT EXISTS` statement `family/statement` only when the table
 /// (`name`: a config's table name, or one of dimlog's own, which the connection qualifies)
 /// is missing; on PostgreSQL a role that may not create it in `schema` (None: the
@@ -729,36 +703,6 @@ async fn create_index_if_missing(
     let found = conn.query_count("looking for an index", &exists, &[]).await?;
     if found == 0 {
         run_named(conn, family, &[statement], ctx).await?;
-    }
-    Ok(())
-}
-
-/// The counters of `dimlog_runs` that older dimlog versions did not write.
-const RUN_COUNTERS: [&str; 2] = ["revived", "future_rows"];
-
-/// Adds the counters a `dimlog_runs` made by an older dimlog lacks (only those missing).
-async fn add_missing_run_counters(conn: &mut Conn) -> Result<(), DbError> {
-    let backend = conn.backend();
-    let present = conn
-        .query_text(
-            "reading the columns of dimlog_runs",
-            &sql::statement(backend, "init", "runs_columns", &serde_json::json!({}))?,
-            &[],
-        )
-        .await?;
-    for counter in RUN_COUNTERS {
-        if !present
-            .iter()
-            .any(|r| r.first().cloned().flatten().as_deref() == Some(counter))
-        {
-            let add = sql::statement(
-                backend,
-                "init",
-                "runs_add_counter",
-                &serde_json::json!({ "counter": counter }),
-            )?;
-            conn.execute("adding a counter to dimlog_runs", &add, &[]).await?;
-        }
     }
     Ok(())
 }

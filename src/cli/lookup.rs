@@ -115,6 +115,11 @@ pub async fn run_assign(global: &GlobalArgs, args: AssignKeysArgs, out: &Output)
         timezone: plan.source.timezone,
     };
     let mut session = Session::open_target(&plan, Access::ReadWrite).await?;
+    // A target whose dimlog tables a newer dimlog upgraded is not written.
+    if let Err(e) = crate::db::migrate::refuse_newer(&mut session.target, &plan.target.url.redacted()).await {
+        session.close().await;
+        return Err(e.into());
+    }
     let started = std::time::Instant::now();
     let report = match lookup::check_not_the_source(&plan, &mut session.target, &spec.facts).await {
         Ok(()) => lookup::assign_keys(&mut session.target, &session.ctx, &spec).await,

@@ -5,6 +5,7 @@
 //! [`sql`] (identifiers are already validated and quoted by [`crate::ident`]) and binds
 //! every value as a [`Param`]. Backend differences live in `sqlite.rs` / `postgres.rs`
 //! (connecting, binding timestamps, bulk staging) and in the SQL files themselves.
+//! dimlog's own tables are made and upgraded by schema version in [`migrate`].
 //!
 //! A connection is opened for an [`Access`]: what it may do to its database is decided
 //! when it connects and enforced by the database itself, so a command that only reads
@@ -12,6 +13,7 @@
 //! where a target is meant to be created (a first `run` or `init`).
 
 pub mod dialect;
+pub mod migrate;
 pub mod postgres;
 pub mod sql;
 pub mod sqlite;
@@ -144,6 +146,41 @@ pub enum DbError {
     /// written): which, on what, and the `GRANT`s that give them.
     #[error("{0}")]
     MissingRights(String),
+    /// dimlog's own tables are at a schema version newer than this dimlog knows (a newer
+    /// dimlog upgraded them): a command that writes the target refuses, before writing
+    /// anything; commands that only read still read ([`migrate`]).
+    #[error("target {target}: dimlog's own tables are at schema version {found}, newer than this dimlog ({dimlog}) knows (up to {known}): a newer dimlog has upgraded them. To write to this target, upgrade dimlog (to the version that upgraded them, or later); nothing was written. Commands that only read (status, history, lookup, verify) still work")]
+    SchemaTooNew {
+        /// The target: its URL without a password (and the schema of dimlog's tables on
+        /// PostgreSQL).
+        target: String,
+        /// The version in `dimlog_schema`.
+        found: i64,
+        /// The newest version this dimlog knows ([`migrate::CURRENT_VERSION`]).
+        known: i64,
+        /// This dimlog, `dimlog <version>`.
+        dimlog: String,
+    },
+    /// dimlog's own tables must be created or upgraded to this dimlog's schema version,
+    /// and the PostgreSQL role may not (it does not own them, or may not create tables in
+    /// their schema); nothing was written: the tables' owner runs `dimlog init` once.
+    #[error("{}", migrate::needs_owner_message(.target, .role, .schema, .found, .needed, .tables_exist, .may_create))]
+    SchemaNeedsOwner {
+        /// The target: its URL without a password.
+        target: String,
+        /// The session's role, quoted where needed.
+        role: String,
+        /// The schema of dimlog's tables, quoted where needed.
+        schema: String,
+        /// The version in `dimlog_schema` (`None`: there is none).
+        found: Option<i64>,
+        /// The version this dimlog needs.
+        needed: i64,
+        /// Whether dimlog's tables exist (else they are to be created).
+        tables_exist: bool,
+        /// Whether the role may create tables in the schema.
+        may_create: bool,
+    },
 }
 
 impl DbError {
@@ -319,7 +356,7 @@ impl Conn {
     }
 
     /// Puts dimlog's own tables (`dimlog_state`, `dimlog_runs`, `dimlog_dimensions`,
-    /// `dimlog_assigned`) in `schema` (quoted) on PostgreSQL: every statement this
+    /// `dimlog_assigned`, `dimlog_schema`) in `schema` (quoted) on PostgreSQL: every statement this
     /// connection runs names them qualified with it ([`postgres::qualify_state`]), so
     /// the session's `search_path` never decides where they are. A no-op on SQLite.
     pub fn set_state_schema(&mut self, schema: Option<String>) {

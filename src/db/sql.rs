@@ -13,7 +13,7 @@ use serde::Serialize;
 use std::sync::OnceLock;
 
 /// The statement families, one file each in every engine's `sql/<engine>/` folder.
-pub const FAMILIES: [&str; 14] = [
+pub const FAMILIES: [&str; 15] = [
     "init",
     "tables",
     "stage",
@@ -28,6 +28,7 @@ pub const FAMILIES: [&str; 14] = [
     "lookup",
     "verify",
     "scaffold",
+    "migrations",
 ];
 
 /// Defines `template(family)` for an engine folder `sql/<engine>/`: every family of
@@ -64,6 +65,7 @@ macro_rules! engine_templates {
                 "lookup" => file!("lookup"),
                 "verify" => file!("verify"),
                 "scaffold" => file!("scaffold"),
+                "migrations" => file!("migrations"),
                 _ => return None,
             })
         }
@@ -120,6 +122,8 @@ pub const ENGINE_SPECIFIC: &[(&str, &str, &[&str])] = &[
             "unlock",
         ],
     ),
+    // `has_roles`: the rights a migration needs, checked first; `init_makes_assigned_table`.
+    ("postgres", "migrations", &["rights", "v1_assigned_done"]),
     // `Conn::database_identity`.
     ("postgres", "extract", &["identity"]),
     // `ChangeTime::ByValue`: times read from text by dimlog.

@@ -5,6 +5,7 @@
 mod commands;
 mod dry_run;
 mod least_privilege;
+mod migrations;
 mod rebuild_in_place;
 mod registry;
 mod slow_source;

@@ -60,7 +60,13 @@ impl std::ops::DerefMut for PgConn {
 }
 
 /// dimlog's own tables, shared by the dimensions of a target.
-pub const STATE_TABLES: [&str; 4] = ["dimlog_state", "dimlog_runs", "dimlog_dimensions", "dimlog_assigned"];
+pub const STATE_TABLES: [&str; 5] = [
+    "dimlog_state",
+    "dimlog_runs",
+    "dimlog_dimensions",
+    "dimlog_assigned",
+    "dimlog_schema",
+];
 
 /// Qualifies every mention of one of [`STATE_TABLES`] in `sql` with `schema` (quoted):
 /// a whole word (not part of a longer name such as `dimlog_runs_dimension_idx`) that is
