@@ -45,10 +45,12 @@ pub fn role(from: Micros, to: Micros) -> String {
 /// Splits `[from, to)` into chunks of `chunk_micros` (the last may be shorter).
 pub fn chunks(from: Micros, to: Micros, chunk_micros: i64) -> Result<Vec<Chunk>, Error> {
     if to <= from {
-        return Err(Error::Usage(format!("--to {to} must be after --from {from}")));
+        return Err(Error::Usage(format!(
+            "the range to backfill is empty: its end {to} is not after its start {from}"
+        )));
     }
     if chunk_micros <= 0 {
-        return Err(Error::Usage("--chunk must be longer than zero".into()));
+        return Err(Error::Usage("a backfill's chunks must be longer than zero".into()));
     }
     let mut out = Vec::new();
     let mut start = from;

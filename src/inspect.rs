@@ -4,7 +4,6 @@ use crate::config::Plan;
 use crate::db::{sql, Conn, DbError, Param};
 use crate::extract::Layout;
 use crate::tables::SqlContext;
-use crate::Error;
 use serde::Serialize;
 
 /// One version (or tombstone) of a key, as `dimlog history` shows it.
@@ -68,53 +67,6 @@ impl Serialize for Values<'_> {
         }
         map.end()
     }
-}
-
-/// Parses `--key` arguments: `V` (or `COLUMN=V`) for a one-column key, or `COLUMN=VALUE`
-/// per column, in any order; returns the values in key order.
-pub fn key_values(layout: &Layout, args: &[String]) -> Result<Vec<String>, Error> {
-    let names: Vec<&str> = layout.keys.iter().map(|c| c.bare.as_str()).collect();
-    // One column: the argument is its value unless it starts with `COLUMN=`, so a value
-    // holding `=` needs no escaping unless it starts with the column's own name.
-    if let ([arg], [name]) = (args, names.as_slice()) {
-        match arg.split_once('=') {
-            Some((k, v)) if k == *name => return Ok(vec![v.to_string()]),
-            _ => return Ok(vec![arg.clone()]),
-        }
-    }
-    if let [name] = names.as_slice() {
-        return Err(Error::Usage(format!(
-            "--key given {} times, but the key has one column (`{name}`): give one value",
-            args.len()
-        )));
-    }
-    let mut values: Vec<Option<String>> = vec![None; names.len()];
-    for a in args {
-        let Some((k, v)) = a.split_once('=') else {
-            return Err(Error::Usage(format!(
-                "--key {a:?}: write COLUMN=VALUE for each key column ({})",
-                names.join(", ")
-            )));
-        };
-        let Some(i) = names.iter().position(|n| *n == k) else {
-            return Err(Error::Usage(format!(
-                "--key {a:?}: `{k}` is not a key column; the key is ({})",
-                names.join(", ")
-            )));
-        };
-        if values[i].is_some() {
-            return Err(Error::Usage(format!(
-                "--key {a:?}: key column `{k}` is given twice; give each of ({}) once",
-                names.join(", ")
-            )));
-        }
-        values[i] = Some(v.to_string());
-    }
-    values
-        .into_iter()
-        .zip(&names)
-        .map(|(v, n)| v.ok_or_else(|| Error::Usage(format!("--key: no value for key column `{n}`; give {n}=VALUE"))))
-        .collect()
 }
 
 /// Every version and tombstone of one key, oldest first.

@@ -71,8 +71,14 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
     let plan = load_plan(global)?;
     let from = parse_ts("--from", &args.from)?;
     let to = parse_ts("--to", &args.to)?;
+    if to <= from {
+        return Err(Error::Usage(format!("--to {to} must be after --from {from}")));
+    }
     let chunk_micros =
         crate::config::parse_duration("--chunk", &args.chunk).map_err(|e| Error::Usage(e.to_string()))?;
+    if chunk_micros <= 0 {
+        return Err(Error::Usage("--chunk must be longer than zero".into()));
+    }
     // A dry run only reads: where the engine has roles (PostgreSQL) it needs read rights
     // alone, like status.
     let mut session = if args.dry_run && plan.target.url.backend.dialect().has_roles() {

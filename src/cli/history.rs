@@ -42,7 +42,7 @@ pub async fn run(global: &GlobalArgs, args: HistoryArgs, out: &Output) -> Result
             .map(|c| c.kind)
             .collect();
     let read = async {
-        let key = inspect::key_values(&session.layout, &args.key)?;
+        let key = super::key::key_values(&session.layout, &args.key)?;
         let rows = inspect::history(&mut session.target, &session.ctx, &session.layout, &key).await?;
         Ok::<_, Error>((key, rows))
     }

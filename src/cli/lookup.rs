@@ -49,7 +49,7 @@ pub async fn run_lookup(global: &GlobalArgs, args: LookupArgs, out: &Output) -> 
     };
     let mut session = Session::open_target(&plan, Access::QueryOnly).await?;
     let found = async {
-        let key = crate::inspect::key_values(&session.layout, &args.key)?;
+        let key = super::key::key_values(&session.layout, &args.key)?;
         let sk = lookup::lookup_one(&mut session.target, &session.ctx, &key, at).await?;
         Ok::<_, Error>((key, sk))
     }

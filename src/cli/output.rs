@@ -67,7 +67,7 @@ impl Output {
 
     /// Reports an error: JSON on stdout with `--json`, else `error: …` on stderr.
     pub fn error(&self, e: &crate::Error) {
-        let hint = super::hint(e);
+        let hint = super::error::hint(e);
         if self.json {
             let mut error = serde_json::json!({"kind": e.kind(), "message": e.to_string()});
             if let Some(h) = &hint {

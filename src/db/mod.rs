@@ -121,8 +121,8 @@ pub enum DbError {
         /// The folder it would be created in, when the file does not exist.
         folder: Option<std::path::PathBuf>,
     },
-    /// Another run of the dimension holds its lock and `--no-wait` was given.
-    #[error("another run of dimension {dimension:?} holds its lock{holder}; try again later, or drop --no-wait to wait for it")]
+    /// Another run of the dimension holds its lock, and the caller would not wait.
+    #[error("another run of dimension {dimension:?} holds its lock{holder}")]
     Locked {
         /// The dimension.
         dimension: String,
@@ -130,8 +130,8 @@ pub enum DbError {
         holder: String,
     },
     /// Another session holds a lock on one of the dimension's tables that conflicts with
-    /// writing it, and `--no-wait` was given.
-    #[error("another session holds a lock on {table} that conflicts with writing it{holders}; try again later, or drop --no-wait to wait for it")]
+    /// writing it, and the caller would not wait.
+    #[error("another session holds a lock on {table} that conflicts with writing it{holders}")]
     TableLocked {
         /// The table.
         table: String,

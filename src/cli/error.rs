@@ -1,0 +1,115 @@
+//! How the command line reports a library error: the hint that says what to do in terms
+//! of its flags and commands, printed after the message and as `hint` in `--json`
+//! errors. The library's messages say what is wrong; only this module names a flag.
+//! (Exit codes and JSON kinds are the library's classification, [`Error::exit_code`]
+//! and [`Error::kind`], shared with programs that use it.)
+
+use crate::db::DbError;
+use crate::Error;
+
+/// What to do about an error, in terms of the command line (the library's messages
+/// never name a flag): printed after the message, and as `hint` in `--json` errors.
+pub fn hint(e: &Error) -> Option<String> {
+    use crate::lookup::{AssignError as A, FactColumn};
+    if let Some(h) = privilege_hint(e) {
+        return Some(h);
+    }
+    if let Error::Db(DbError::Locked { .. } | DbError::TableLocked { .. }) = e {
+        return Some("try again later, or drop --no-wait to wait for it".into());
+    }
+    let Error::Assign(e) = e else { return None };
+    Some(
+        match e.as_ref() {
+            A::KeyColumnCount { .. } => "repeat --key-column once per column of source.key, in that order",
+            A::NoFactTable { .. } | A::ReservedFactTable { .. } => "--facts names a table in the target database",
+            A::NoSuchColumn { role: FactColumn::At, .. } => "check --at-column",
+            A::NoSuchColumn { .. } => "check --key-column",
+            A::SkIsInput { .. } | A::SkNotInteger { .. } => {
+                "--sk-column names the column to fill: give it an integer column of its own, or a new name (it is created)"
+            }
+            A::SkNotAssigned { .. } => {
+                "if this column really is dimlog's surrogate-key column for this dimension and its values may be replaced, rerun with --overwrite"
+            }
+            A::FactTableSchema { .. } | A::SqliteReservedFactTable { .. } => {
+                "--facts names your staged fact table, a lasting table of the target database"
+            }
+            A::SourceFactTable { .. } => {
+                "--facts names your staged fact table, never the source table: copy the facts to a table of their own"
+            }
+            A::OwnedFactTable { .. } => "--facts names your staged fact table, never one of dimlog's tables",
+            A::AtNotTimestamp { .. } => "--at-column names the facts' timestamp column",
+            A::KeyTypeMismatch { .. } => "--key-column names fact columns of the key's types",
+            A::KeyColumnOrder { .. } => "repeat --key-column once per column of source.key, in that order",
+            A::BadTimestamps { .. } => {
+                "fix those facts, or rerun with --unknown -1 to give them the unknown member -1 (they are counted)"
+            }
+            A::Unknown { .. } => "or rerun with --unknown -1 to give such facts the unknown member -1",
+            _ => return None,
+        }
+        .to_string(),
+    )
+}
+
+/// The right a PostgreSQL role lacks, in user terms, when a statement was refused for
+/// want of it (SQLSTATE 42501, "permission denied for …", anywhere in the error's
+/// chain): which right, on what, and the `GRANT` that gives it.
+fn privilege_hint(e: &Error) -> Option<String> {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    let message = loop {
+        let c = cur?;
+        if let Some(sqlx::Error::Database(db)) = c.downcast_ref::<sqlx::Error>() {
+            if db.code().as_deref() == Some("42501") {
+                break db.message().to_string();
+            }
+        }
+        cur = c.source();
+    };
+    let role = "the role of target.url";
+    let on = |what: &str| {
+        message
+            .strip_prefix(&format!("permission denied for {what} "))
+            .map(|s| s.trim().to_string())
+    };
+    Some(if let Some(schema) = on("schema") {
+        format!(
+            "the PostgreSQL role lacks CREATE on schema {schema}, which dimlog needs to create its tables (and TEMPORARY on the database, for its work tables), \
+             even for a dry run: GRANT CREATE ON SCHEMA {schema} TO {role}, or run as a role that has it; a role that may only read can run status, history, lookup and verify"
+        )
+    } else if let (Some(table), Error::Extract(_)) = (on("table"), e) {
+        // Read on the source's connection: its role needs SELECT, nothing more.
+        format!(
+            "the PostgreSQL role of source.url may not read table {table}: GRANT SELECT ON {table} TO the role of source.url \
+             (dimlog only reads the source)"
+        )
+    } else if let (Some(table), Error::Assign(_)) = (on("table"), e) {
+        format!(
+            "the PostgreSQL role lacks a right on table {table}: assign-keys needs SELECT and UPDATE on the fact table \
+             (and SELECT, INSERT, UPDATE on dimlog_assigned): GRANT SELECT, UPDATE ON {table} TO {role}, or the rights \
+             docs/recipes/postgres-to-postgres.md lists"
+        )
+    } else if let Some(table) = on("table") {
+        format!(
+            "the PostgreSQL role lacks a right on table {table}: the target's role needs the rights docs/recipes/postgres-to-postgres.md \
+             lists on dimlog's tables (GRANT SELECT, INSERT, UPDATE, DELETE ON {table} TO {role} covers them all), the source's role \
+             SELECT on the source table"
+        )
+    } else if let Some(database) = on("database").or_else(|| {
+        message
+            .strip_prefix("permission denied to create temporary tables in database ")
+            .map(str::to_string)
+    }) {
+        format!(
+            "the PostgreSQL role lacks TEMPORARY on database {database}, which dimlog needs for its work tables: GRANT TEMPORARY ON DATABASE {database} TO {role}"
+        )
+    } else if let Some(sequence) = on("sequence") {
+        format!(
+            "the PostgreSQL role lacks USAGE on sequence {sequence}: GRANT USAGE, SELECT ON SEQUENCE {sequence} TO {role}"
+        )
+    } else if let Some(what) = message.strip_prefix("must be owner of ") {
+        format!(
+            "the PostgreSQL role lacks ownership of {what}, which changing its columns needs: run as its owner, or GRANT the owner's role to {role}"
+        )
+    } else {
+        format!("the PostgreSQL role lacks a right ({message}): GRANT it to {role}, or run as a role that has it")
+    })
+}
