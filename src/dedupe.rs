@@ -10,12 +10,12 @@
 //! tested against.
 
 use crate::config::{History, Plan};
+use crate::context::{run_named, SqlContext};
 use crate::db::postgres::copy_unescape;
 use crate::db::types::ColumnKind;
 use crate::db::{bytea_hex, push_hex, sql, BindKind, Conn, DbError};
 use crate::extract::{Admission, ExtractError, Layout, RawChunks, Window};
 use crate::hash::{canonical, RowHasher, StagedRow};
-use crate::tables::{run_named, SqlContext};
 use crate::ts::Micros;
 use std::cmp::Ordering;
 

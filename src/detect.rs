@@ -9,8 +9,8 @@
 
 pub use crate::hash::{canonical, is_truthy, row_hash, stage_row, ColumnKind, RowHasher, StagedRow, HASH_VERSION};
 
+use crate::context::{run_named, SqlContext};
 use crate::db::{sql, Conn, DbError, Param};
-use crate::tables::{run_named, SqlContext};
 use crate::ts::Micros;
 use serde::Serialize;
 

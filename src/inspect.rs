@@ -1,9 +1,9 @@
 //! Reading results back for people: the history of one key, watermarks and runs.
 
 use crate::config::Plan;
+use crate::context::SqlContext;
 use crate::db::{sql, Conn, DbError, Param};
 use crate::extract::Layout;
-use crate::tables::SqlContext;
 use serde::Serialize;
 
 /// One version (or tombstone) of a key, as `dimlog history` shows it.

@@ -46,6 +46,7 @@ pub mod backfill;
 #[doc(hidden)]
 pub mod cli;
 pub mod config;
+pub mod context;
 pub mod db;
 pub mod dedupe;
 pub mod detect;
@@ -60,6 +61,7 @@ pub mod lookup;
 pub mod pipeline;
 pub mod rebuild;
 pub mod reconcile;
+pub mod record;
 pub mod rights;
 pub mod scaffold;
 pub mod secret;

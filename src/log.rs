@@ -6,9 +6,9 @@
 //! spec section 1.4. Surrogate keys and log ids come from a block reserved in
 //! `dimlog_dimensions` inside the same transaction.
 
+use crate::context::{run_named, SqlContext};
 use crate::db::{sql, Conn, DbError, Param};
 use crate::detect::Changes;
-use crate::tables::{run_named, SqlContext};
 use crate::ts::Micros;
 use serde::Serialize;
 

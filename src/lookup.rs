@@ -9,10 +9,10 @@
 //! in-memory [`Index`] for loaders written in Rust. They agree on every fact.
 
 use crate::config::Backend;
+use crate::context::{run_named, SqlContext};
 use crate::db::types::ColumnKind;
 use crate::db::{sql, BindKind, Conn, DbError, Param};
 use crate::ident::Ident;
-use crate::tables::{run_named, SqlContext};
 use crate::ts::{Micros, FAR_FUTURE};
 use rustc_hash::FxHashMap;
 use serde::Serialize;

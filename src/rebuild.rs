@@ -13,8 +13,8 @@
 //! taken, and a reader's snapshot keeps its rows.
 
 use crate::config::ConfigError;
+use crate::context::{run_named, SqlContext};
 use crate::db::{sql, Conn, DbError, Param};
-use crate::tables::{run_named, SqlContext};
 use serde::Serialize;
 
 /// The context of the merge statements: which rows were derived (`touched`: the touched

@@ -9,9 +9,9 @@
 //! must never wipe the dimension.
 
 use crate::config::Plan;
+use crate::context::{run_named, SqlContext};
 use crate::db::{sql, BindKind, Conn, Param};
 use crate::extract::{self, Layout};
-use crate::tables::{run_named, SqlContext};
 use crate::ts::Micros;
 use crate::{dedupe, Error};
 

@@ -1,0 +1,489 @@
+//! What `dimlog_dimensions` remembers about a dimension: the column sets and types it was
+//! built with, read back to take a layout from (commands that only read create nothing:
+//! a target where it was never loaded is [`NotLoaded`]) and compared with the config, so
+//! that a config change is noticed instead of silently re-versioning history.
+
+use crate::config::{Backend, ConfigError, Plan};
+use crate::context::quoted_name;
+use crate::db::types::ColumnKind;
+use crate::db::{sql, Conn, DbError, Param};
+use crate::hash::HASH_VERSION;
+use crate::ident::Ident;
+use crate::layout::{Col, CurrentCol, Layout};
+use serde::Serialize;
+
+/// What `dimlog_dimensions` remembers about a dimension.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct DimensionRecord {
+    /// Key column names.
+    pub key_columns: Vec<String>,
+    /// Type 2 column names, in hash order.
+    pub tracked_columns: Vec<String>,
+    /// Type 1 column names.
+    pub type1_columns: Vec<String>,
+    /// Type 6 twins (Type 2 columns shown with their current value).
+    pub current_columns: Vec<String>,
+    /// Column name → target type of every column the log has ever held (a column
+    /// dropped from tracking keeps its history, so it stays here).
+    pub column_types: Vec<(String, String)>,
+    /// Row-hash encoding version.
+    pub hash_version: i64,
+}
+
+impl DimensionRecord {
+    /// What the current config and source say the record should be.
+    pub fn from_layout(layout: &Layout) -> DimensionRecord {
+        let names = |cols: &[Col]| cols.iter().map(|c| c.bare.clone()).collect::<Vec<_>>();
+        DimensionRecord {
+            key_columns: names(&layout.keys),
+            tracked_columns: names(&layout.tracked),
+            type1_columns: names(&layout.type1),
+            current_columns: layout
+                .current
+                .iter()
+                .map(|c| c.bare.trim_start_matches("current_").to_string())
+                .collect(),
+            column_types: layout
+                .keys
+                .iter()
+                .chain(layout.attrs())
+                .map(|c| (c.bare.clone(), c.target_type.clone()))
+                .collect(),
+            hash_version: HASH_VERSION,
+        }
+    }
+}
+
+/// A dimension the target has no record of: it was never loaded there (or the config
+/// names another dimension or target).
+#[derive(Debug, thiserror::Error)]
+#[error("dimension `{dimension}` has not been loaded yet: {missing}")]
+pub struct NotLoaded {
+    /// The config's `name`.
+    pub dimension: String,
+    /// What the target lacks.
+    pub missing: Missing,
+}
+
+/// What a target without the dimension lacks.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Missing {
+    /// The SQLite file of `target.url` does not exist.
+    #[error("there is no SQLite database at {} (target.url)", .0.display())]
+    Database(std::path::PathBuf),
+    /// The target has none of dimlog's tables.
+    #[error("the target {0} has no dimlog tables")]
+    Tables(String),
+    /// dimlog's tables hold other dimensions only.
+    #[error("the target {target} holds {}", others_text(.others))]
+    Dimension {
+        /// The target's URL, without its password.
+        target: String,
+        /// The dimensions it does hold.
+        others: Vec<String>,
+    },
+}
+
+fn others_text(others: &[String]) -> String {
+    if others.is_empty() {
+        "no dimension yet".into()
+    } else {
+        format!("only dimension(s) {}", others.join(", "))
+    }
+}
+
+/// Why the stored record of a dimension could not be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// A database error.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// The dimension was never loaded into this target.
+    #[error(transparent)]
+    NotLoaded(#[from] NotLoaded),
+    /// The config does not fit the tables the dimension was built with.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+}
+
+/// The stored record of the plan's dimension, read without creating or writing anything;
+/// [`NotLoaded`] when the target has none, saying what it lacks.
+pub async fn existing_record(conn: &mut Conn, plan: &Plan) -> Result<DimensionRecord, RecordError> {
+    let not_loaded = |missing| NotLoaded {
+        dimension: plan.name.clone(),
+        missing,
+    };
+    let backend = conn.backend();
+    let exists = sql::statement(backend, "state", "tables_exist", &serde_json::json!({}))?;
+    let found = conn.query_count("looking for dimlog's tables", &exists, &[]).await?;
+    if found == 0 {
+        return Err(not_loaded(Missing::Tables(plan.target.url.redacted())).into());
+    }
+    if let Some(record) = read_record(conn, plan).await? {
+        return Ok(record);
+    }
+    let names = sql::statement(backend, "state", "dimension_names", &serde_json::json!({}))?;
+    let others = conn
+        .query_text("listing the target's dimensions", &names, &[])
+        .await?
+        .into_iter()
+        .filter_map(|r| r.into_iter().next().flatten())
+        .collect();
+    Err(not_loaded(Missing::Dimension {
+        target: plan.target.url.redacted(),
+        others,
+    })
+    .into())
+}
+
+/// [`NotLoaded`] for a target whose SQLite file does not exist.
+pub fn not_loaded_file(plan: &Plan, path: std::path::PathBuf) -> NotLoaded {
+    NotLoaded {
+        dimension: plan.name.clone(),
+        missing: Missing::Database(path),
+    }
+}
+
+/// Checks, without creating or writing anything, that the dimension is registered and
+/// that a layout read from the source fits the record: same key, same column types, and
+/// no change of the column sets (which only `run` may migrate).
+pub async fn check_registered(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<DimensionRecord, RecordError> {
+    let stored = existing_record(conn, plan).await?;
+    let wanted = DimensionRecord::from_layout(layout);
+    check_compatible(&stored, &wanted, plan, conn.backend())?;
+    if let Some(c) = ConfigChange::between(&stored, &wanted) {
+        return Err(ConfigError::invalid("track.columns", c.refusal()).into());
+    }
+    Ok(stored)
+}
+
+impl DimensionRecord {
+    /// The layout of the dimension's tables as this record describes them (the key,
+    /// Type 2, Type 1 and `current_<col>` columns with their target types), for commands
+    /// that read the target without the source. The config must name the same key; its
+    /// column lists may have changed since (see [`DimensionRecord::pending_change`]): the
+    /// tables keep the recorded ones until a run migrates them. A layout made here has no
+    /// tie-break column and does not know the change column's kind: it cannot stage rows.
+    pub fn layout(&self, plan: &Plan, backend: Backend) -> Result<Layout, ConfigError> {
+        let configured: Vec<String> = plan.source.key.iter().map(|k| k.name().to_string()).collect();
+        if configured != self.key_columns {
+            return Err(ConfigError::invalid(
+                "source.key",
+                key_refusal(&self.key_columns, &configured),
+            ));
+        }
+        let col = |name: &String| -> Result<Col, ConfigError> {
+            let ident = Ident::column(name).map_err(|e| {
+                ConfigError::invalid(
+                    "target.dimension",
+                    format!("dimlog_dimensions records a column `{name}` that is not a valid name ({e})"),
+                )
+            })?;
+            let target_type = self
+                .column_types
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t.clone())
+                .unwrap_or_else(|| crate::db::type_of_kind(backend, ColumnKind::Text).to_string());
+            Ok(Col {
+                name: ident.quoted(),
+                bare: name.clone(),
+                kind: crate::db::kind_of_type(backend, &target_type),
+                target_type,
+            })
+        };
+        let cols = |names: &[String]| names.iter().map(col).collect::<Result<Vec<_>, _>>();
+        let tracked = cols(&self.tracked_columns)?;
+        let current = self
+            .current_columns
+            .iter()
+            .filter_map(|c| tracked.iter().find(|t| &t.bare == c))
+            .map(|t| {
+                let bare = format!("current_{}", t.bare);
+                CurrentCol {
+                    source: t.name.clone(),
+                    name: quoted_name(bare.clone()),
+                    bare,
+                    target_type: t.target_type.clone(),
+                }
+            })
+            .collect();
+        Ok(Layout {
+            keys: cols(&self.key_columns)?,
+            tracked,
+            type1: cols(&self.type1_columns)?,
+            current,
+            tiebreak: None,
+            updated_at_kind: ColumnKind::TimestampTz,
+            unique_key: false,
+        })
+    }
+
+    /// The change of column sets the config asks for and a run has not applied yet
+    /// (`dimlog run --accept-config-change` applies it), from the config's names alone.
+    pub fn pending_change(&self, plan: &Plan) -> Option<ConfigChange> {
+        let names = |ids: &[Ident]| ids.iter().map(|c| c.name().to_string()).collect::<Vec<_>>();
+        let wanted = DimensionRecord {
+            key_columns: names(&plan.source.key),
+            tracked_columns: names(&plan.tracked),
+            type1_columns: names(&plan.type1),
+            current_columns: names(&plan.current),
+            column_types: self.column_types.clone(),
+            hash_version: self.hash_version,
+        };
+        ConfigChange::between(self, &wanted)
+    }
+}
+
+fn key_refusal(stored: &[String], configured: &[String]) -> String {
+    format!(
+        "the dimension was built with key {stored:?}, the config says {configured:?}; a new key needs a new dimension (change `name` and the target tables)"
+    )
+}
+
+pub(crate) fn to_json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("plain data serialises")
+}
+
+/// Reads the stored record of the plan's dimension.
+pub async fn read_record(conn: &mut Conn, plan: &Plan) -> Result<Option<DimensionRecord>, DbError> {
+    let sql = sql::statement(conn.backend(), "state", "dimension_get", &serde_json::json!({}))?;
+    let what = "reading dimlog_dimensions";
+    let rows = conn
+        .query_records(what, &sql, &[Param::Text(plan.name.clone())])
+        .await?;
+    let Some(r) = rows.into_iter().next() else {
+        return Ok(None);
+    };
+    // The column lists are JSON written by dimlog; text it cannot read is named.
+    let json = |column: &str| -> Result<serde_json::Value, DbError> {
+        let text = r.text(column)?;
+        serde_json::from_str(&text).map_err(|e| DbError::Query {
+            what: what.into(),
+            source: sqlx::Error::Decode(format!("column {column}: {e}").into()),
+        })
+    };
+    let list = |column: &str| -> Result<Vec<String>, DbError> {
+        serde_json::from_value(json(column)?).map_err(|e| DbError::Query {
+            what: what.into(),
+            source: sqlx::Error::Decode(format!("column {column}: {e}").into()),
+        })
+    };
+    let type1 = list("type1_columns")?;
+    Ok(Some(DimensionRecord {
+        key_columns: list("key_columns")?,
+        tracked_columns: list("tracked_columns")?,
+        type1_columns: type1.iter().filter(|c| !c.starts_with("current:")).cloned().collect(),
+        current_columns: type1
+            .iter()
+            .filter_map(|c| c.strip_prefix("current:").map(String::from))
+            .collect(),
+        column_types: serde_json::from_value(json("column_types")?).map_err(|e| DbError::Query {
+            what: what.into(),
+            source: sqlx::Error::Decode(format!("column column_types: {e}").into()),
+        })?,
+        hash_version: r.int("hash_version")?,
+    }))
+}
+
+pub(crate) fn check_compatible(
+    stored: &DimensionRecord,
+    wanted: &DimensionRecord,
+    plan: &Plan,
+    backend: Backend,
+) -> Result<(), ConfigError> {
+    if stored.key_columns != wanted.key_columns {
+        return Err(ConfigError::invalid(
+            "source.key",
+            key_refusal(&stored.key_columns, &wanted.key_columns),
+        ));
+    }
+    for (name, ty) in &wanted.column_types {
+        if let Some((_, old)) = stored.column_types.iter().find(|(n, _)| n == name) {
+            if !old.eq_ignore_ascii_case(ty) {
+                let setting = if wanted.key_columns.contains(name) {
+                    "source.key"
+                } else if wanted.type1_columns.contains(name) {
+                    "track.type1"
+                } else {
+                    "track.columns"
+                };
+                return Err(ConfigError::invalid(
+                    setting,
+                    retype_refusal(plan, backend, name, old, ty),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Why a retyped source column stops the load, and the migration that lets it go on:
+/// the log (and, through `dimlog rebuild`, the dimension) takes the new type, the stored
+/// column types follow, and a full refresh re-hashes the current versions as corrections
+/// (same surrogate keys), because the hash encodes each value's kind.
+fn retype_refusal(plan: &Plan, backend: Backend, name: &str, old: &str, new: &str) -> String {
+    let record = format!(
+        "UPDATE dimlog_dimensions SET column_types = replace(column_types, '{}', '{}') WHERE dimension = '{}';",
+        to_json(&(name, old)).replace('\'', "''"),
+        to_json(&(name, new)).replace('\'', "''"),
+        plan.name.replace('\'', "''"),
+    );
+    let retype = serde_json::json!({
+        "log": plan.target.log.quoted(),
+        "column": quoted_name(name.to_string()),
+        "new_type": new,
+    });
+    let migration = match sql::statement(backend, "tables", "retype_log_column", &retype) {
+        Ok(alter) if !alter.is_empty() => format!("{alter} {record}"),
+        _ => format!(
+            "{record} ({} cannot change a declared column type; the log's {old} column holds the new values as they are)",
+            backend.dialect().name_for_people()
+        ),
+    };
+    format!(
+        "source column `{name}` changed type from {old} to {new} since the dimension was built; \
+         values of another type can hash differently, so loading them could re-version every key, and nothing was loaded. \
+         Migrate the target once: {migration} then run `dimlog rebuild` and `dimlog run --full-refresh` \
+         (a current version whose hash changes gets a correction: same surrogate key, no new version). \
+         Or keep the old type: point source.table at a view that casts `{name}` back to {old}"
+    )
+}
+
+impl DimensionRecord {
+    /// Type 1 columns plus the Type 6 twins (stored as `current:<col>`), for the
+    /// `type1_columns` field of `dimlog_dimensions`.
+    pub fn type1_with_current(&self) -> Vec<String> {
+        self.type1_columns
+            .iter()
+            .cloned()
+            .chain(self.current_columns.iter().map(|c| format!("current:{c}")))
+            .collect()
+    }
+}
+
+/// A change of the column sets between the stored record and the config.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ConfigChange {
+    /// Type 2 columns before.
+    pub tracked_before: Vec<String>,
+    /// Type 2 columns now.
+    pub tracked_after: Vec<String>,
+    /// Type 1 columns before.
+    pub type1_before: Vec<String>,
+    /// Type 1 columns now.
+    pub type1_after: Vec<String>,
+    /// Type 6 twins before.
+    pub current_before: Vec<String>,
+    /// Type 6 twins now.
+    pub current_after: Vec<String>,
+    /// Columns the log does not have yet (name, type).
+    pub new_log_columns: Vec<(String, String)>,
+}
+
+impl ConfigChange {
+    /// The change, if any.
+    pub fn between(stored: &DimensionRecord, wanted: &DimensionRecord) -> Option<ConfigChange> {
+        if stored.tracked_columns == wanted.tracked_columns
+            && stored.type1_columns == wanted.type1_columns
+            && stored.current_columns == wanted.current_columns
+        {
+            return None;
+        }
+        let new_log_columns = wanted
+            .column_types
+            .iter()
+            .filter(|(n, _)| !stored.column_types.iter().any(|(s, _)| s == n))
+            .cloned()
+            .collect();
+        Some(ConfigChange {
+            tracked_before: stored.tracked_columns.clone(),
+            tracked_after: wanted.tracked_columns.clone(),
+            type1_before: stored.type1_columns.clone(),
+            type1_after: wanted.type1_columns.clone(),
+            current_before: stored.current_columns.clone(),
+            current_after: wanted.current_columns.clone(),
+            new_log_columns,
+        })
+    }
+
+    /// True when the Type 2 set (the hash input) changed.
+    pub fn rehash_needed(&self) -> bool {
+        self.tracked_before != self.tracked_after
+    }
+
+    /// Type 2 columns in both sets: a current version is carried over only when the
+    /// source agrees with it on all of them.
+    pub fn retained(&self) -> Vec<String> {
+        self.tracked_after
+            .iter()
+            .filter(|c| self.tracked_before.contains(c))
+            .cloned()
+            .collect()
+    }
+
+    /// The dimension's columns of the old column sets that the new ones no longer have
+    /// (bare names): a rebuild takes them off the dimension.
+    pub fn no_longer_written(&self) -> Vec<String> {
+        let before = self
+            .tracked_before
+            .iter()
+            .chain(&self.type1_before)
+            .cloned()
+            .chain(self.current_before.iter().map(|c| format!("current_{c}")));
+        let after: Vec<String> = self
+            .tracked_after
+            .iter()
+            .chain(&self.type1_after)
+            .cloned()
+            .chain(self.current_after.iter().map(|c| format!("current_{c}")))
+            .collect();
+        before.filter(|c| !after.contains(c)).collect()
+    }
+
+    /// What changed, in words.
+    pub fn describe(&self) -> String {
+        let diff = |what: &str, before: &[String], after: &[String]| -> Vec<String> {
+            let added: Vec<&String> = after.iter().filter(|c| !before.contains(c)).collect();
+            let removed: Vec<&String> = before.iter().filter(|c| !after.contains(c)).collect();
+            let mut out = Vec::new();
+            if !added.is_empty() {
+                out.push(format!(
+                    "{what} added: {}",
+                    added.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                ));
+            }
+            if !removed.is_empty() {
+                out.push(format!(
+                    "{what} removed: {}",
+                    removed.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                ));
+            }
+            if out.is_empty() && before != after {
+                out.push(format!(
+                    "{what} reordered: {} -> {}",
+                    before.join(", "),
+                    after.join(", ")
+                ));
+            }
+            out
+        };
+        let mut parts = diff("track.columns", &self.tracked_before, &self.tracked_after);
+        parts.extend(diff("track.type1", &self.type1_before, &self.type1_after));
+        parts.extend(diff("track.current_columns", &self.current_before, &self.current_after));
+        parts.join("; ")
+    }
+
+    /// The message of a run that will not migrate without being asked.
+    pub fn refusal(&self) -> String {
+        format!(
+            "the config changed since the dimension was built ({}). dimlog never silently re-versions history: \
+             rerun with `dimlog run --accept-config-change` to add new columns to the log (earlier versions hold NULL), \
+             carry each current version over to the new column set when the source agrees with it (no new versions), \
+             and rebuild the dimension; or restore the old column lists",
+            self.describe()
+        )
+    }
+}
