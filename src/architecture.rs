@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["state", "record"],
     &["tables"],
     &["extract"],
+    &["stage"],
     &["dedupe", "reconcile"],
     &["detect"],
     &["log"],

@@ -65,6 +65,7 @@ pub mod record;
 pub mod rights;
 pub mod scaffold;
 pub mod secret;
+pub mod stage;
 pub mod state;
 pub mod tables;
 pub mod timeline;

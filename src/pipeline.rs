@@ -15,7 +15,7 @@ use crate::rights::Need;
 use crate::state::{self, RunBounds, RunCounts, RunKind};
 use crate::tables::{self, SqlContext};
 use crate::ts::Micros;
-use crate::{dedupe, detect, failpoint, log, rebuild, reconcile, rights, Error};
+use crate::{dedupe, detect, failpoint, log, rebuild, reconcile, rights, stage, Error};
 use serde::Serialize;
 
 /// Receives progress; the CLI draws bars, the library never prints.
@@ -919,7 +919,7 @@ struct Read {
 /// rows of keys no window read. Writes only the session's temporary tables.
 async fn read_changes(session: &mut Session, r: &Reading<'_>) -> Result<Read, Error> {
     let fp = r.opts.failpoint.as_deref();
-    dedupe::create_staging(&mut session.target, &session.ctx).await?;
+    stage::create_staging(&mut session.target, &session.ctx).await?;
 
     r.observer.phase("reading");
     let Staged {
@@ -1102,10 +1102,10 @@ async fn stage_unseen(
     window: &Window,
     observer: &dyn Observer,
 ) -> Result<(), Error> {
-    dedupe::recreate_raw(&mut session.target, &session.ctx).await?;
+    stage::recreate_raw(&mut session.target, &session.ctx).await?;
     let whole = Window { low: None, ..*window };
     stage_window(session, plan, &whole, observer).await?;
-    dedupe::add_unseen(&mut session.target, &session.ctx).await?;
+    stage::add_unseen(&mut session.target, &session.ctx).await?;
     Ok(())
 }
 
@@ -1124,11 +1124,11 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     let (next_log_id, next_sk) = log::reserve(&mut session.target, &session.ctx, &step.plan.name).await?;
     let dropped = tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?;
     step.observer.phase("reading into the log");
-    let numbering = dedupe::LogNumbering::new(next_log_id, next_sk);
+    let numbering = stage::LogNumbering::new(next_log_id, next_sk);
     tables::set_load_defaults(&mut session.target, &session.ctx, Some((step.run_id, loaded_at))).await?;
-    let stager = dedupe::CopyStager::new(step.plan, &session.layout, *step.window).into_log(numbering);
+    let stager = stage::CopyStager::new(step.plan, &session.layout, *step.window).into_log(numbering);
     let table = session.ctx.log.clone();
-    let columns = dedupe::log_columns(&session.ctx);
+    let columns = stage::log_columns(&session.ctx);
     let read = extract::RawRead::WindowByKey(step.window);
     let into = ("appending to the log", table.as_str(), &columns[..]);
     let stager = copy_through(session, step.plan, stager, read, into, step.observer).await?;
@@ -1193,7 +1193,7 @@ async fn check_first_window(
 }
 
 /// Streams the window from the source into the staging table (created by
-/// [`dedupe::create_staging`]).
+/// [`stage::create_staging`]).
 pub async fn stage_window(
     session: &mut Session,
     plan: &Plan,
@@ -1212,7 +1212,7 @@ pub async fn stage_window(
     let n = kinds.len();
     let key_count = layout.keys.len();
     let tracked_count = layout.tracked.len();
-    let stager = dedupe::Stager::new(&session.ctx);
+    let stager = stage::Stager::new(&session.ctx);
     let source = session.source.take().expect("source connection present");
     let (mut batches, handle) = extract::spawn_reader(source, plan, layout, window)?;
     let mut admission = extract::Admission::new(*window, key_count);
@@ -1296,15 +1296,15 @@ async fn fill_empty_dimension(
 }
 
 /// [`stage_window`] from PostgreSQL to PostgreSQL: the source's COPY text streams into one
-/// `COPY dimlog_raw FROM STDIN` through a [`dedupe::CopyStager`], never parsed into rows.
+/// `COPY dimlog_raw FROM STDIN` through a [`stage::CopyStager`], never parsed into rows.
 async fn stage_window_copy(
     session: &mut Session,
     plan: &Plan,
     window: &Window,
     observer: &dyn Observer,
 ) -> Result<Staged, Error> {
-    let stager = dedupe::CopyStager::new(plan, &session.layout, *window);
-    let columns = dedupe::Stager::new(&session.ctx).columns().to_vec();
+    let stager = stage::CopyStager::new(plan, &session.layout, *window);
+    let columns = stage::Stager::new(&session.ctx).columns().to_vec();
     let read = extract::RawRead::Window(window);
     let into = ("staging source rows", "dimlog_raw", &columns[..]);
     let stager = copy_through(session, plan, stager, read, into, observer).await?;
@@ -1321,14 +1321,14 @@ async fn stage_window_copy(
 async fn copy_through<'p>(
     session: &mut Session,
     plan: &Plan,
-    mut stager: dedupe::CopyStager<'p>,
+    mut stager: stage::CopyStager<'p>,
     read: extract::RawRead<'_>,
     (what, table, columns): (&str, &str, &[String]),
     observer: &dyn Observer,
-) -> Result<dedupe::CopyStager<'p>, Error> {
+) -> Result<stage::CopyStager<'p>, Error> {
     let source = session.source.take().expect("source connection present");
     let (mut chunks, handle) = extract::spawn_raw_reader(source, plan, &session.layout, read)?;
-    let copied = dedupe::copy_into(
+    let copied = stage::copy_into(
         &mut session.target,
         what,
         table,

@@ -13,7 +13,7 @@ use crate::context::{run_named, SqlContext};
 use crate::db::{sql, BindKind, Conn, Param};
 use crate::extract::{self, Layout};
 use crate::ts::Micros;
-use crate::{dedupe, Error};
+use crate::{stage, Error};
 
 /// What reconciliation found.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -112,7 +112,7 @@ async fn stage_keys_copy(
         .map_err(Error::from);
     if result.is_ok() {
         let columns = key_list_columns(ctx);
-        result = dedupe::copy_into(
+        result = stage::copy_into(
             target,
             "staging the source key list",
             "dimlog_source_keys",

@@ -500,7 +500,7 @@ async fn checks(
         observer.phase("reading the source");
         let mut latest = ctx.clone();
         latest.history_all = false;
-        crate::dedupe::create_staging(&mut session.target, &latest).await?;
+        crate::stage::create_staging(&mut session.target, &latest).await?;
         let clock = {
             let source = session.source.as_mut().expect("source connection");
             extract::source_now(source, plan, &session.layout).await?
