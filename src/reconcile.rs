@@ -147,6 +147,36 @@ fn unreachable_source(e: extract::ExtractError) -> ! {
     panic!("the key-list statement did not render: {e}")
 }
 
+/// The mass-delete guard: reconciliation refuses to close more than `max_fraction` of the
+/// live keys unless allowed.
+#[derive(Clone, Copy, Debug)]
+struct MassDeleteGuard {
+    max_fraction: f64,
+    allowed: bool,
+}
+
+impl MassDeleteGuard {
+    /// How many live keys to count at most to decide, for `missing` keys to close (None:
+    /// nothing to decide). The guard trips when missing > max_fraction × live: once
+    /// `live` reaches missing / max_fraction it cannot, so counting stops there.
+    fn live_to_count(self, missing: i64) -> Option<i64> {
+        if missing == 0 || self.allowed {
+            return None;
+        }
+        Some(if self.max_fraction > 0.0 {
+            ((missing as f64 / self.max_fraction).floor() as i64).saturating_add(1)
+        } else {
+            i64::MAX
+        })
+    }
+
+    /// Whether closing `missing` of `live` (as counted, at most [`Self::live_to_count`])
+    /// keys is refused.
+    fn trips(self, missing: i64, live: i64) -> bool {
+        missing > 0 && !self.allowed && (missing as f64) > self.max_fraction * (live as f64)
+    }
+}
+
 async fn compare(
     target: &mut Conn,
     ctx: &SqlContext,
@@ -161,21 +191,19 @@ async fn compare(
     let missing = target
         .query_count("counting missing keys", &count("missing_count")?, &[])
         .await?;
-    // The guard trips when missing > max_fraction × live: once `live` reaches
-    // missing / max_fraction it cannot, so counting stops there.
-    let enough = if plan.max_fraction > 0.0 {
-        ((missing as f64 / plan.max_fraction).floor() as i64).saturating_add(1)
-    } else {
-        i64::MAX
+    let guard = MassDeleteGuard {
+        max_fraction: plan.max_fraction,
+        allowed: allow,
     };
-    let live = if missing > 0 && !allow {
-        target
-            .query_count("counting live keys", &count("live_count")?, &[Param::I64(enough)])
-            .await?
-    } else {
-        0
+    let live = match guard.live_to_count(missing) {
+        Some(enough) => {
+            target
+                .query_count("counting live keys", &count("live_count")?, &[Param::I64(enough)])
+                .await?
+        }
+        None => 0,
     };
-    if missing > 0 && !allow && (missing as f64) > plan.max_fraction * (live as f64) {
+    if guard.trips(missing, live) {
         return Err(Error::MassDelete {
             would_close: missing,
             live,
@@ -223,4 +251,52 @@ async fn compare(
         .query_count("counting source keys no window read", &count("unseen_count")?, &[])
         .await?;
     Ok(Reconciled { missing, unseen })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MassDeleteGuard;
+
+    fn guard(max_fraction: f64) -> MassDeleteGuard {
+        MassDeleteGuard {
+            max_fraction,
+            allowed: false,
+        }
+    }
+
+    /// Counting live keys only up to the limit decides exactly as counting them all.
+    #[test]
+    fn counting_to_the_limit_decides_as_counting_all() {
+        for max_fraction in [0.0, 0.01, 0.1, 0.25, 0.5, 1.0, 2.0] {
+            for missing in 0..40 {
+                for live in 0..200 {
+                    let g = guard(max_fraction);
+                    let counted = g.live_to_count(missing).map_or(live, |limit| live.min(limit));
+                    assert_eq!(
+                        g.trips(missing, counted),
+                        g.trips(missing, live),
+                        "max_fraction {max_fraction}, missing {missing}, live {live}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_guard_trips_above_the_fraction_only() {
+        let g = guard(0.1);
+        assert!(!g.trips(10, 100), "exactly 10% is allowed");
+        assert!(g.trips(11, 100));
+        assert!(!g.trips(0, 0), "nothing to close");
+        assert!(g.trips(1, 0), "closing keys of an empty dimension's count");
+        assert!(guard(0.0).trips(1, 1_000_000), "0 allows no delete");
+        let allowed = MassDeleteGuard {
+            max_fraction: 0.1,
+            allowed: true,
+        };
+        assert!(!allowed.trips(100, 100));
+        assert_eq!(allowed.live_to_count(100), None, "allowed: nothing is counted");
+        assert_eq!(guard(0.1).live_to_count(0), None);
+        assert_eq!(guard(0.1).live_to_count(10), Some(101));
+    }
 }

@@ -487,3 +487,112 @@ impl ConfigChange {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Overrides;
+    use std::path::Path;
+
+    fn plan() -> Plan {
+        let text = r#"
+name = "customer"
+[source]
+url = "sqlite://source.db"
+table = "src_customers"
+key = ["customer_id"]
+updated_at = "updated_at"
+[target]
+url = "sqlite://warehouse.db"
+log = "customer_versions"
+dimension = "dim_customer"
+surrogate_key = "customer_sk"
+[track]
+columns = ["email", "tier"]
+"#;
+        Plan::from_toml(text, Path::new("dimlog.toml"), Path::new("/tmp"), &Overrides::default()).expect("a plan")
+    }
+
+    fn record(tracked: &[&str], type1: &[&str], types: &[(&str, &str)]) -> DimensionRecord {
+        let names = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        DimensionRecord {
+            key_columns: names(&["customer_id"]),
+            tracked_columns: names(tracked),
+            type1_columns: names(type1),
+            current_columns: Vec::new(),
+            column_types: types.iter().map(|(n, t)| (n.to_string(), t.to_string())).collect(),
+            hash_version: HASH_VERSION,
+        }
+    }
+
+    #[test]
+    fn the_same_column_sets_are_no_change() {
+        let r = record(&["email", "tier"], &["name"], &[("email", "TEXT"), ("tier", "TEXT")]);
+        assert_eq!(ConfigChange::between(&r, &r.clone()), None);
+    }
+
+    #[test]
+    fn a_new_type2_column_is_a_change_that_rehashes_and_adds_a_log_column() {
+        let stored = record(&["email"], &[], &[("email", "TEXT")]);
+        let wanted = record(&["email", "tier"], &[], &[("email", "TEXT"), ("tier", "TEXT")]);
+        let c = ConfigChange::between(&stored, &wanted).expect("a change");
+        assert!(c.rehash_needed());
+        assert_eq!(c.retained(), ["email"]);
+        assert_eq!(c.new_log_columns, [("tier".to_string(), "TEXT".to_string())]);
+        assert!(c.no_longer_written().is_empty());
+    }
+
+    #[test]
+    fn moving_a_column_from_type2_to_type1_keeps_its_log_column_and_rehashes() {
+        let types = [("email", "TEXT"), ("tier", "TEXT")];
+        let stored = record(&["email", "tier"], &[], &types);
+        let wanted = record(&["email"], &["tier"], &types);
+        let c = ConfigChange::between(&stored, &wanted).expect("a change");
+        assert!(c.rehash_needed());
+        assert!(c.new_log_columns.is_empty(), "the log has the column");
+        assert!(c.no_longer_written().is_empty(), "still written, as Type 1");
+        let dropped = record(&["email"], &[], &types);
+        let c = ConfigChange::between(&stored, &dropped).expect("a change");
+        assert_eq!(
+            c.no_longer_written(),
+            ["tier"],
+            "taken off the dimension, kept in the log"
+        );
+    }
+
+    #[test]
+    fn a_type1_change_alone_does_not_rehash() {
+        let types = [("email", "TEXT"), ("name", "TEXT")];
+        let stored = record(&["email"], &[], &types);
+        let wanted = record(&["email"], &["name"], &types);
+        let c = ConfigChange::between(&stored, &wanted).expect("a change");
+        assert!(!c.rehash_needed());
+    }
+
+    #[test]
+    fn another_key_or_a_retyped_column_is_refused_naming_the_setting() {
+        let plan = plan();
+        let stored = record(&["email"], &[], &[("customer_id", "INTEGER"), ("email", "TEXT")]);
+        let mut other_key = stored.clone();
+        other_key.key_columns = vec!["email".into()];
+        let e = check_compatible(&stored, &other_key, &plan, plan.target.url.backend).expect_err("another key");
+        assert!(e.to_string().contains("source.key"), "{e}");
+        let mut retyped = stored.clone();
+        retyped.column_types = vec![
+            ("customer_id".into(), "INTEGER".into()),
+            ("email".into(), "INTEGER".into()),
+        ];
+        let e = check_compatible(&stored, &retyped, &plan, plan.target.url.backend).expect_err("a retype");
+        let text = e.to_string();
+        assert!(
+            text.contains("track.columns") && text.contains("`email` changed type from TEXT to INTEGER"),
+            "{text}"
+        );
+        let mut case_only = stored.clone();
+        case_only.column_types = vec![
+            ("customer_id".into(), "integer".into()),
+            ("email".into(), "text".into()),
+        ];
+        check_compatible(&stored, &case_only, &plan, plan.target.url.backend).expect("a type's case is no retype");
+    }
+}

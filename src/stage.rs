@@ -378,3 +378,23 @@ pub async fn copy_into<E: From<DbError>>(
         None => copy.finish().await.map(drop).map_err(|e| err(e).into()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::LogNumbering;
+
+    /// The numbers `append` gives the same rows (append.sql): log ids in row order from
+    /// the reserved id; surrogate keys in row order for live rows only, tombstones none.
+    #[test]
+    fn numbering_gives_every_row_a_log_id_and_live_rows_a_surrogate_key() {
+        let mut n = LogNumbering::new(100, 7);
+        let got: Vec<(i64, Option<i64>)> = [false, true, false, false, true]
+            .into_iter()
+            .map(|tombstone| n.next(tombstone))
+            .collect();
+        assert_eq!(
+            got,
+            [(100, Some(7)), (101, None), (102, Some(8)), (103, Some(9)), (104, None)]
+        );
+    }
+}
