@@ -298,6 +298,97 @@ mod tests {
         }
     }
 
+    /// The (family, statement) pairs the code names literally: in `statement(…,
+    /// "family", "name", …)` and in `run_named(…, "family", &["a", "b"], …)`.
+    fn named_in_code() -> BTreeSet<(String, String)> {
+        fn files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for entry in std::fs::read_dir(dir).expect("readable") {
+                let path = entry.expect("an entry").path();
+                if path.is_dir() {
+                    files(&path, out);
+                } else if path.extension().is_some_and(|e| e == "rs") {
+                    out.push(path);
+                }
+            }
+        }
+        // A string literal at the start of `text` (after blanks), and the bytes up to
+        // its closing quote.
+        let literal = |text: &str| -> Option<(String, usize)> {
+            let lead = text.len() - text.trim_start().len();
+            let rest = text[lead..].strip_prefix('"')?;
+            let end = rest.find('"')?;
+            Some((rest[..end].to_string(), lead + 1 + end + 1))
+        };
+        let mut all = Vec::new();
+        files(&std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"), &mut all);
+        let mut found = BTreeSet::new();
+        for path in all {
+            let text = std::fs::read_to_string(&path).expect("readable");
+            for (call, list) in [("statement(", false), ("run_named(", true)] {
+                for (at, _) in text.match_indices(call) {
+                    let line_start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+                    if text[line_start..at].trim_start().starts_with("//") {
+                        continue;
+                    }
+                    // Skip the first argument (the backend or the connection).
+                    let args = &text[at + call.len()..];
+                    let Some(comma) = args.find(',') else { continue };
+                    let Some((family, used)) = literal(&args[comma + 1..]) else {
+                        continue;
+                    };
+                    let after = &args[comma + 1 + used..];
+                    let Some(after) = after.trim_start().strip_prefix(',') else {
+                        continue;
+                    };
+                    if list {
+                        let Some(items) = after.trim_start().strip_prefix("&[") else {
+                            continue;
+                        };
+                        let items = &items[..items.find(']').unwrap_or(0)];
+                        for item in items.split(',') {
+                            if let Some((name, _)) = literal(item) {
+                                found.insert((family.clone(), name));
+                            }
+                        }
+                    } else if let Some((name, _)) = literal(after) {
+                        found.insert((family.clone(), name));
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// Every statement the code names exists in every engine, or in the one it is
+    /// declared specific to (a step asked of the other engine would fail at run time).
+    #[test]
+    fn every_statement_the_code_names_exists() {
+        let named = named_in_code();
+        assert!(
+            named.len() > 80,
+            "the scan finds the code's statements: {}",
+            named.len()
+        );
+        for (family, name) in named {
+            assert!(
+                FAMILIES.contains(&family.as_str()),
+                "no family {family} (statement {name})"
+            );
+            let engines: Vec<Backend> = ENGINES
+                .into_iter()
+                .filter(|b| statements(*b, &family).contains(&name))
+                .collect();
+            let specific = ENGINE_SPECIFIC
+                .iter()
+                .any(|(_, f, names)| *f == family && names.contains(&name.as_str()));
+            assert!(
+                engines.len() == ENGINES.len() || (engines.len() == 1 && specific),
+                "{family}/{name} is in {:?}",
+                engines.iter().map(|b| b.dialect().name()).collect::<Vec<_>>()
+            );
+        }
+    }
+
     /// Each engine folder holds exactly the families of [`FAMILIES`].
     #[test]
     fn every_engine_has_every_family() {
