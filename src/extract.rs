@@ -104,6 +104,7 @@ pub fn key_text(row: &[Option<String>], key_count: usize) -> String {
 impl ExtractError {
     /// `rows` rows with a NULL natural key, `per_column[i]` of them NULL in key column i:
     /// the error names every key column that holds a NULL (issue 21).
+    #[doc(hidden)]
     pub fn null_key(layout: &Layout, per_column: &[i64], rows: i64) -> ExtractError {
         ExtractError::NullKey {
             columns: layout

@@ -1,39 +1,67 @@
-//! dimlog builds SCD Type 2 dimensions from changing source tables.
+//! dimlog builds SCD Type 2 dimensions from changing source tables, on SQLite and
+//! PostgreSQL: an append-only version log with surrogate keys, and a dimension derived
+//! from it with `valid_from` / `valid_to` / `is_current`.
 //!
-//! A load reads what changed in the source (a watermark with a lookback window and a
-//! fixed upper bound), keeps one row per key ([`dedupe`]), hashes the tracked columns
-//! with a NULL-safe, length-prefixed encoding ([`detect`]), appends new versions,
-//! corrections and tombstones to an append-only version log with surrogate keys
-//! ([`log`]), and derives the dimension from that log with `LEAD` ([`rebuild`]), so a
-//! version that arrives late slots into its place in history. Log rows, dimension rows,
-//! the run record and the new watermark ([`state`]) commit in one transaction.
-//!
-//! ```text
-//! source ──extract──▶ dedupe ──▶ detect ──▶ log (append-only) ──rebuild──▶ dimension
-//! ```
-//!
-//! Module map: [`config`] resolves the TOML once into a [`config::Plan`]; [`extract`]
-//! reads the source; [`dedupe`], [`detect`], [`log`], [`rebuild`] are the stages;
-//! [`reconcile`] finds hard deletes; [`state`] holds locks, watermarks and run records;
-//! [`pipeline`] orchestrates one load; [`db`] is the engine seam: a stage asks the
-//! engine's [`db::dialect::Dialect`] what differs instead of matching on the engine, and
-//! each engine's folder (`db/sqlite/`, `db/postgres/`) is the only reader of its
-//! `sql/<engine>/` files. For people rather than pipelines:
-//! [`inspect`] reads histories and status back, [`timeline`] draws a key's history as an
-//! SVG, and [`scaffold`] guesses a starter config from a source table (`dimlog new`).
-//! The library never prints and never reads the environment: the `dimlog` binary
-//! (its `cli` module) does that.
+//! The library's API is [`Dimension`]: one dimension as its config describes it, with
+//! the commands of the `dimlog` binary as async methods ([`init`](Dimension::init),
+//! [`run`](Dimension::run), [`backfill`](Dimension::backfill),
+//! [`rebuild`](Dimension::rebuild), [`verify`](Dimension::verify),
+//! [`status`](Dimension::status), [`lookup`](Dimension::lookup),
+//! [`assign_keys`](Dimension::assign_keys)) and the in-memory lookup
+//! [`index`](Dimension::index). The types they take and return are in [`dimension`];
+//! [`config`] resolves a config, [`ts`] holds times, [`ident`] validates table and column
+//! names. The library never prints and never reads the environment: the binary does.
 //!
 //! ```no_run
-//! # async fn example() -> Result<(), dimlog::Error> {
-//! use dimlog::config::{Overrides, Plan};
-//! use dimlog::pipeline::{run, Quiet, RunOptions, Session};
-//! let plan = Plan::load("dimlog.toml".as_ref(), &Overrides::default())?;
-//! let mut session = Session::open(&plan).await?;
-//! let report = run(&mut session, &plan, &RunOptions::incremental(), &Quiet).await?;
-//! println!("{} versions", report.counts.versions);
+//! use dimlog::dimension::RunOptions;
+//! use dimlog::ts::Micros;
+//! use dimlog::Dimension;
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let customers = Dimension::load("dimlog.toml")?;
+//! // One load: what changed since the last run, committed in one transaction.
+//! let report = customers.run(&RunOptions::incremental()).await?;
+//! println!("{} new versions, watermark {:?}", report.counts.versions, report.high_watermark);
+//! // The surrogate key in effect for customer 42 at a time (None: no version then).
+//! let at = Micros::parse("2026-10-05T09:30:00Z", None)?;
+//! let sk = customers.lookup(&["42"], at).await?;
+//! // Many facts: load the dimension into memory once; it agrees with `lookup`
+//! // (`UNKNOWN`, -1, where `lookup` says None).
+//! let index = customers.index().await?;
+//! let same = index.lookup(&["42"], at)?;
+//! assert_eq!(same, sk.unwrap_or(dimlog::dimension::UNKNOWN));
+//! // The invariants, and the dimension against the source.
+//! assert!(customers.verify(true).await?.ok);
 //! # Ok(()) }
 //! ```
+//!
+//! With `default-features = false` the library builds without the binary's crates
+//! (clap, indicatif, plotters, tracing-subscriber): the `cli` feature, on by default,
+//! brings them and the binary.
+
+// Module map, for contributors (the modules other than `dimension`, `config`, `ident` and
+// `ts` are public for the binary and the tests, not an API, so they are hidden from the
+// docs). A load reads what changed in the source (a watermark with a lookback window and
+// a fixed upper bound), keeps one row per key (`dedupe`), hashes the tracked columns with
+// a NULL-safe, length-prefixed encoding (`detect`), appends new versions, corrections and
+// tombstones to an append-only version log with surrogate keys (`log`), and derives the
+// dimension from that log with `LEAD` (`rebuild`), so a version that arrives late slots
+// into its place in history. Log rows, dimension rows, the run record and the new
+// watermark (`state`) commit in one transaction.
+//
+//     source ──extract──▶ dedupe ──▶ detect ──▶ log (append-only) ──rebuild──▶ dimension
+//
+// `config` resolves the TOML once into a `config::Plan`; `extract` reads the source;
+// `dedupe`, `detect`, `log`, `rebuild` are the stages; `reconcile` finds hard deletes;
+// `state` holds locks, watermarks and run records; `pipeline` orchestrates one load;
+// `backfill`, `verify` and `lookup` are the other commands' work; `dimension` is the
+// facade over them all. `db` is the engine seam: a stage asks the engine's
+// `db::dialect::Dialect` what differs instead of matching on the engine, and each
+// engine's folder (`db/sqlite/`, `db/postgres/`) is the only reader of its `sql/<engine>/`
+// files. For people rather than pipelines: `inspect` reads histories and status back,
+// `timeline` draws a key's history as an SVG (feature `svg`), and `scaffold` guesses a
+// starter config from a source table (`dimlog new`). `cli` (feature `cli`) is the
+// binary's command line: the only module that prints, reads the environment and exits.
 
 // Printing to a closed pipe with these macros panics (exit 101): output goes through
 // `cli::output`, whose writes ignore a failed write.
@@ -41,36 +69,71 @@
 
 #[cfg(test)]
 mod architecture;
+#[doc(hidden)]
 pub mod backfill;
 /// The `dimlog` binary's command line: not a library API.
+#[cfg(feature = "cli")]
 #[doc(hidden)]
 pub mod cli;
 pub mod config;
+#[doc(hidden)]
 pub mod context;
+#[doc(hidden)]
 pub mod db;
+#[doc(hidden)]
 pub mod dedupe;
+#[doc(hidden)]
 pub mod detect;
+pub mod dimension;
+#[doc(hidden)]
 pub mod extract;
+#[doc(hidden)]
 pub mod failpoint;
+#[doc(hidden)]
 pub mod hash;
 pub mod ident;
+#[doc(hidden)]
 pub mod inspect;
+#[doc(hidden)]
 pub mod layout;
+#[doc(hidden)]
 pub mod log;
+#[doc(hidden)]
 pub mod lookup;
+#[doc(hidden)]
 pub mod pipeline;
+#[doc(hidden)]
 pub mod rebuild;
+#[doc(hidden)]
 pub mod reconcile;
+#[doc(hidden)]
 pub mod record;
+#[doc(hidden)]
 pub mod rights;
+#[doc(hidden)]
 pub mod scaffold;
+#[doc(hidden)]
 pub mod secret;
+#[doc(hidden)]
 pub mod stage;
+#[doc(hidden)]
 pub mod state;
+#[doc(hidden)]
 pub mod tables;
+/// The SVG timeline of `dimlog history --format svg`.
+#[cfg(feature = "svg")]
+#[doc(hidden)]
 pub mod timeline;
 pub mod ts;
+#[doc(hidden)]
 pub mod verify;
+
+// The errors inside [`Error`], by layer, and what they name.
+pub use db::DbError;
+pub use dimension::Dimension;
+pub use extract::{ExtractError, WindowError};
+pub use lookup::{AssignError, FactColumn};
+pub use tables::{Missing, NotLoaded};
 
 /// Every way a dimlog command can fail, by layer; the CLI maps each to an exit code.
 #[derive(Debug, thiserror::Error)]
@@ -106,7 +169,8 @@ pub enum Error {
     /// A failpoint fired (tests only).
     #[error("failpoint {0} fired; nothing after it was committed")]
     Failpoint(&'static str),
-    /// Wrong command-line input (exit 2).
+    /// Wrong input: on the command line, or an argument of a [`Dimension`] method such as
+    /// a key with the wrong number of parts (exit 2).
     #[error("{0}")]
     Usage(String),
     /// `verify` found discrepancies (exit 3).

@@ -1555,6 +1555,7 @@ impl Index {
 
     /// Loads the whole dimension through a connection to its target (see
     /// [`Index::open`] for a program that has only the config).
+    #[doc(hidden)]
     pub async fn load(conn: &mut Conn, ctx: &SqlContext) -> Result<Index, DbError> {
         let sql = sql::statement(conn.backend(), "lookup", "index_rows", ctx)?;
         let rows = conn.query_text("loading the lookup index", &sql, &[]).await?;

@@ -36,10 +36,12 @@ pub struct RunOptions {
     /// Which kind of run the record says.
     pub kind: RunKind,
     /// The watermark role (`incremental`, or a backfill's own).
+    #[doc(hidden)]
     pub role: String,
     /// The fixed upper bound; else the source's clock minus `source.safety_lag`.
     pub upper: Option<Micros>,
     /// A fixed window (backfill chunks); replaces watermark and lookback.
+    #[doc(hidden)]
     pub window: Option<Window>,
     /// Reconcile hard deletes in this run.
     pub reconcile_deletes: bool,

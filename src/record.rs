@@ -32,6 +32,7 @@ pub struct DimensionRecord {
 
 impl DimensionRecord {
     /// What the current config and source say the record should be.
+    #[doc(hidden)]
     pub fn from_layout(layout: &Layout) -> DimensionRecord {
         let names = |cols: &[Col]| cols.iter().map(|c| c.bare.clone()).collect::<Vec<_>>();
         DimensionRecord {
@@ -166,6 +167,7 @@ impl DimensionRecord {
     /// column lists may have changed since (see [`DimensionRecord::pending_change`]): the
     /// tables keep the recorded ones until a run migrates them. A layout made here has no
     /// tie-break column and does not know the change column's kind: it cannot stage rows.
+    #[doc(hidden)]
     pub fn layout(&self, plan: &Plan, backend: Backend) -> Result<Layout, ConfigError> {
         let configured: Vec<String> = plan.source.key.iter().map(|k| k.name().to_string()).collect();
         if configured != self.key_columns {
@@ -223,6 +225,7 @@ impl DimensionRecord {
 
     /// The change of column sets the config asks for and a run has not applied yet
     /// (`dimlog run --accept-config-change` applies it), from the config's names alone.
+    #[doc(hidden)]
     pub fn pending_change(&self, plan: &Plan) -> Option<ConfigChange> {
         let names = |ids: &[Ident]| ids.iter().map(|c| c.name().to_string()).collect::<Vec<_>>();
         let wanted = DimensionRecord {

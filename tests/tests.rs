@@ -6,6 +6,7 @@ mod cli;
 mod columns;
 mod connections;
 mod deletes;
+mod facade;
 mod harness;
 mod lookup;
 mod production;

@@ -1,8 +1,7 @@
 //! `dimlog init`.
 
 use super::{load_plan, GlobalArgs, Output};
-use crate::pipeline::Session;
-use crate::Error;
+use crate::{Dimension, Error};
 
 /// Create dimlog's tables, the version log and the dimension, with their indexes.
 /// Idempotent; `dimlog run` does it too.
@@ -11,17 +10,9 @@ pub struct InitArgs {}
 
 /// Runs `init`.
 pub async fn run(global: &GlobalArgs, _args: InitArgs, out: &Output) -> Result<i32, Error> {
-    let plan = load_plan(global)?;
-    let mut session = Session::open(&plan).await?;
-    session.check_zone(&plan).await?;
-    session.create_target(&plan).await?;
-    let record = session
-        .under_lock(&plan, true, async |session: &mut Session| {
-            Ok(crate::tables::init(&mut session.target, &plan, &session.layout).await?)
-        })
-        .await;
-    session.close().await;
-    let record = record?;
+    let dimension = Dimension::from_plan(load_plan(global)?);
+    let record = dimension.init().await?;
+    let plan = dimension.plan();
     if out.json {
         out.print_json(&serde_json::json!({
             "dimension": plan.name,

@@ -5,7 +5,7 @@ use crate::db::Access;
 use crate::ident::Ident;
 use crate::lookup::{self, AssignSpec, UNKNOWN};
 use crate::pipeline::Session;
-use crate::Error;
+use crate::{Dimension, Error};
 
 /// What a fact with no version gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -114,19 +114,8 @@ pub async fn run_assign(global: &GlobalArgs, args: AssignKeysArgs, out: &Output)
         overwrite: args.overwrite,
         timezone: plan.source.timezone,
     };
-    let mut session = Session::open_target(&plan, Access::ReadWrite).await?;
-    // A target whose dimlog tables a newer dimlog upgraded is not written.
-    if let Err(e) = crate::db::migrate::refuse_newer(&mut session.target, &plan.target.url.redacted()).await {
-        session.close().await;
-        return Err(e.into());
-    }
     let started = std::time::Instant::now();
-    let report = match lookup::check_not_the_source(&plan, &mut session.target, &spec.facts).await {
-        Ok(()) => lookup::assign_keys(&mut session.target, &session.ctx, &spec).await,
-        Err(e) => Err(e),
-    };
-    session.close().await;
-    let report = report?;
+    let report = Dimension::from_plan(plan).assign_keys(&spec).await?;
     let seconds = started.elapsed().as_secs_f64();
     if let Some(first) = &report.first_bad_timestamp {
         let warning = format!(

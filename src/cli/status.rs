@@ -1,10 +1,8 @@
 //! `dimlog status`.
 
 use super::{load_plan, output::table, GlobalArgs, Output};
-use crate::config::Plan;
 use crate::db::Access;
-use crate::inspect::Status;
-use crate::pipeline::{self, Session};
+use crate::pipeline::Session;
 use crate::Error;
 
 /// Show the watermark of each role, the latest runs, and the column sets the dimension
@@ -20,28 +18,11 @@ pub struct StatusArgs {
     pub against_source: bool,
 }
 
-/// Reads the status from the target (and the source's newest change, when asked).
-async fn read(plan: &Plan, args: &StatusArgs, session: &mut Session) -> Result<Status, Error> {
-    let record = crate::tables::existing_record(&mut session.target, plan).await?;
-    let newest = if args.against_source {
-        let mut source = pipeline::open_source(plan).await?;
-        let newest = crate::extract::source_newest(&mut source, plan, &session.layout).await;
-        let _ = source.close().await;
-        newest?
-    } else {
-        None
-    };
-    let mut status = crate::inspect::status(&mut session.target, plan, newest, args.runs).await?;
-    status.pending_config_change = record.pending_change(plan).map(|c| c.describe());
-    status.columns = Some(record);
-    Ok(status)
-}
-
 /// Runs `status`.
 pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<i32, Error> {
     let plan = load_plan(global)?;
     let mut session = Session::open_target(&plan, Access::QueryOnly).await?;
-    let status = read(&plan, &args, &mut session).await;
+    let status = crate::dimension::read_status(&plan, &mut session, args.runs, args.against_source).await;
     session.close().await;
     let status = status?;
     if out.json {

@@ -130,6 +130,7 @@ pub trait Dialect: Sync {
 /// The engines dimlog speaks, chosen from the URL scheme.
 impl crate::db::Backend {
     /// This engine's answers.
+    #[doc(hidden)]
     pub fn dialect(self) -> &'static dyn Dialect {
         match self {
             crate::db::Backend::Sqlite => &crate::db::sqlite::dialect::Sqlite,
