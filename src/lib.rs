@@ -41,9 +41,11 @@
 
 // Module map, for contributors (the modules other than `dimension`, `config`, `ident` and
 // `ts` are public for the binary and the tests, not an API, so they are hidden from the
-// docs). A load reads what changed in the source (a watermark with a lookback window and
-// a fixed upper bound), keeps one row per key (`dedupe`), hashes the tracked columns with
-// a NULL-safe, length-prefixed encoding (`detect`), appends new versions, corrections and
+// docs; docs/architecture.md has the map by layer). A load reads what changed in the
+// source (a watermark with a lookback window and a fixed upper bound) into staging
+// (`stage`), keeps one row per key (`dedupe`), hashes the tracked columns with a
+// NULL-safe, length-prefixed encoding (`hash`) and classifies them against the log
+// (`detect`), appends new versions, corrections and
 // tombstones to an append-only version log with surrogate keys (`log`), and derives the
 // dimension from that log with `LEAD` (`rebuild`), so a version that arrives late slots
 // into its place in history. Log rows, dimension rows, the run record and the new
