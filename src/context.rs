@@ -74,7 +74,7 @@ pub struct SqlContext {
     /// One read holds at most one row per key (see [`Layout::unique_key`]).
     pub unique_key: bool,
     /// The log's and the dimension's indexes other than their primary keys, qualified
-    /// (see [`drop_indexes_for_first_load`]).
+    /// (see [`crate::tables::drop_indexes_for_first_load`]).
     pub secondary_indexes: Vec<String>,
     /// The far-future `valid_to` literal.
     pub sentinel: String,

@@ -44,7 +44,7 @@ pub struct Changes {
 }
 
 /// Classifies the staged rows into `dimlog_changes` and counts them. With
-/// `history = "latest"` it first settles the rows of restored keys (see [`settle_restored`]),
+/// `history = "latest"` it first settles the rows of restored keys (see `settle_restored`),
 /// whose new versions open at `upper`.
 pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<Changes, DbError> {
     // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`)
@@ -116,7 +116,7 @@ async fn settle_restored(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Re
 
 /// Counts a first load's changes without comparing anything: into an empty log, with one
 /// staged row per key, every live row opens a version and every deleted one a
-/// tombstone. Pair with [`Append::FirstLoad`].
+/// tombstone. Pair with [`crate::log::Append::FirstLoad`].
 pub async fn classify_first_load(conn: &mut Conn, ctx: &SqlContext) -> Result<Changes, DbError> {
     let at = counts(conn, ctx, "first_counts").await?;
     Ok(Changes {

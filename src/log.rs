@@ -15,9 +15,9 @@ use serde::Serialize;
 /// Which rows a load appends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Append {
-    /// The classified changes (`dimlog_changes`, see [`classify`]).
+    /// The classified changes (`dimlog_changes`, see [`crate::detect::classify`]).
     Classified,
-    /// A first load's staged rows as they are (see [`classify_first_load`]), numbered
+    /// A first load's staged rows as they are (see [`crate::detect::classify_first_load`]), numbered
     /// exactly as the classified path would number them.
     FirstLoad,
 }

@@ -118,7 +118,7 @@ pub async fn rebuild_first_load(conn: &mut Conn, ctx: &SqlContext) -> Result<(),
 
 /// Rebuilds the whole dimension from the log in place, inside the caller's transaction
 /// (`dimlog rebuild`, and a run that accepted a config change): first the dimension's
-/// columns are aligned with what dimlog writes ([`align_columns`]: a missing one is added,
+/// columns are aligned with what dimlog writes (`align_columns`: a missing one is added,
 /// a retyped one altered, and the columns in `no_longer_written` — dimlog's own, no
 /// longer in the config — dropped), then every row is derived and merged by surrogate
 /// key, and a primary key, NOT NULL or unique index that a hand edit took away is put

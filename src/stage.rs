@@ -27,7 +27,7 @@ pub async fn recreate_raw(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbErr
 }
 
 /// Adds to the staged rows those raw rows whose key reconciliation listed in
-/// `dimlog_unseen`, deduplicated by the same rule as [`dedupe`].
+/// `dimlog_unseen`, deduplicated by the same rule as [`crate::dedupe::dedupe`].
 pub async fn add_unseen(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
     run_named(conn, "dedupe", &["unseen"], ctx).await
 }
