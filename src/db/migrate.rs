@@ -70,6 +70,8 @@ pub enum Outcome {
         /// dimlog made).
         from: Option<i64>,
     },
+    /// At the current version, tables or indexes that were dropped were made again.
+    Repaired,
     /// A target an older dimlog made, already as the baseline has it, that this role may
     /// not stamp (it may not create `dimlog_schema`): left as it is.
     Unstamped,
@@ -88,12 +90,24 @@ pub fn this_dimlog() -> String {
 /// a password).
 pub async fn migrate(conn: &mut Conn, target: &str) -> Result<Outcome, DbError> {
     let found = read_version(conn).await?;
+    // At the current version a table or index dropped by hand since is made again, as
+    // `init` always did (every step of every version is checked: cheap catalog probes);
+    // the stamp stays as it is.
+    let repair = found == Some(CURRENT_VERSION);
     match found {
         Some(v) if v > CURRENT_VERSION => return Err(too_new(shown_target(conn, target), v)),
-        Some(v) if v == CURRENT_VERSION => return Ok(Outcome::Current),
+        _ if repair => {
+            let every: Vec<&Migration> = MIGRATIONS.iter().collect();
+            if all_done(conn, &every).await? {
+                return Ok(Outcome::Current);
+            }
+        }
         _ => {}
     }
-    let pending: Vec<&Migration> = MIGRATIONS.iter().filter(|m| m.version > found.unwrap_or(0)).collect();
+    let pending: Vec<&Migration> = MIGRATIONS
+        .iter()
+        .filter(|m| repair || m.version > found.unwrap_or(0))
+        .collect();
     let rights = match conn {
         Conn::Postgres(_) => Some(pg_rights(conn).await?),
         Conn::Sqlite(_) => None,
@@ -125,10 +139,17 @@ pub async fn migrate(conn: &mut Conn, target: &str) -> Result<Outcome, DbError> 
                 run_step(conn, migration, step).await?;
             }
         }
+        if repair {
+            return Ok(());
+        }
         stamp(conn, found.is_none()).await
     }
     .await;
     match (result, &rights) {
+        (Ok(()), _) if repair => {
+            tracing::info!("{target}: dimlog's tables that were missing were made again");
+            Ok(Outcome::Repaired)
+        }
         (Ok(()), _) => {
             tracing::info!(
                 "{target}: dimlog's tables brought from schema version {} to {CURRENT_VERSION}",

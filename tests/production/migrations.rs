@@ -17,6 +17,7 @@ on_both_backends!(
     a_fresh_target_is_at_the_current_version,
     an_older_dimlogs_target_is_upgraded_by_the_next_run,
     a_newer_schema_is_refused_by_writers_and_read_by_readers,
+    init_makes_again_what_was_dropped_at_the_current_version,
 );
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
@@ -79,6 +80,45 @@ async fn a_fresh_target_is_at_the_current_version(mut fx: Fixture) {
     cli_exits(&fx, &["init"], 0);
     assert_eq!(schema_rows(&mut fx, "dimlog_schema").await, rows, "left as it was");
     assert_eq!(fx.count("dim_customer").await, 2);
+}
+
+/// At the current version, `init` still makes what is missing (as it always did): a
+/// dimlog table or index dropped by hand is made again, and the next run records itself.
+async fn init_makes_again_what_was_dropped_at_the_current_version(mut fx: Fixture) {
+    loaded(&mut fx).await;
+    let stamped = schema_rows(&mut fx, "dimlog_schema").await;
+    fx.target_exec("DROP TABLE dimlog_runs").await;
+    if fx.backend == Backend::Postgres {
+        fx.target_exec("DROP TABLE dimlog_assigned").await;
+    }
+    cli_exits(&fx, &["init"], 0);
+    assert!(fx.target_has_table("dimlog_runs").await, "dimlog_runs made again");
+    if fx.backend == Backend::Postgres {
+        assert!(
+            fx.target_has_table("dimlog_assigned").await,
+            "dimlog_assigned made again"
+        );
+    }
+    let index = match fx.backend {
+        Backend::Sqlite => {
+            "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'dimlog_runs_dimension_idx'"
+        }
+        Backend::Postgres => "SELECT count(*)::text FROM pg_indexes WHERE indexname = 'dimlog_runs_dimension_idx'",
+    };
+    assert_eq!(
+        fx.target_query(index).await[0][0].as_deref(),
+        Some("1"),
+        "its index too"
+    );
+    assert_eq!(
+        schema_rows(&mut fx, "dimlog_schema").await,
+        stamped,
+        "the stamp is left as it was"
+    );
+    fx.exec("UPDATE src_customers SET tier = 'pro', updated_at = '2026-03-02T10:30:00Z' WHERE customer_id = 1")
+        .await;
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T11:00:00Z"], 0);
+    assert_eq!(fx.count("dimlog_runs").await, 1, "the run recorded itself");
 }
 
 /// Replaces the target's `dimlog_runs` with the one an older dimlog made (its DDL without
