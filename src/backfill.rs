@@ -168,7 +168,15 @@ pub async fn run(
     let role = role(opts.from, opts.to);
     session.check_zone(plan).await?;
     session.create_target(plan).await?;
-    crate::tables::init(&mut session.target, plan, &session.layout).await?;
+    // Under the dimension's lock, as each chunk is: with --no-wait a held lock refuses the
+    // backfill here instead of waiting (on SQLite init's transaction is the lock).
+    session
+        .under_lock(plan, opts.wait, async |session: &mut Session| {
+            crate::tables::init(&mut session.target, plan, &session.layout)
+                .await
+                .map_err(|e| pipeline::init_failed(e, plan))
+        })
+        .await?;
     let states = chunk_states(&mut session.target, plan, &role, &all).await?;
     let mut outcomes = Vec::new();
     let mut stop = false;

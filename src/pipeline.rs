@@ -492,7 +492,7 @@ async fn resolve_state_schema(conn: &mut Conn, plan: &Plan) -> Result<String, Er
 
 /// An init that failed, as a command reports it: a lock another run holds is
 /// [`DbError::Locked`].
-fn init_failed(e: tables::InitError, plan: &Plan) -> Error {
+pub(crate) fn init_failed(e: tables::InitError, plan: &Plan) -> Error {
     match e {
         tables::InitError::Db(d) => Error::Db(state::locked_or(d, plan)),
         tables::InitError::Config(c) => Error::Config(c),

@@ -17,6 +17,7 @@ on_both_backends!(
     two_runs_at_once_append_each_version_once,
     a_run_waits_for_the_lock,
     no_wait_exits_1_while_the_lock_is_held,
+    a_backfill_with_no_wait_exits_1_while_the_lock_is_held,
 );
 
 const UPPER: &str = "2026-04-01T12:00:00Z";
@@ -175,6 +176,40 @@ async fn no_wait_exits_1_while_the_lock_is_held(mut fx: Fixture) {
     // Refused runs leave no record; the killed run's was never committed.
     let statuses = fx.runs().await.values("status");
     assert_eq!(statuses, [Some("succeeded".to_string())]);
+}
+
+/// `backfill --no-wait` does not wait either, not even for the tables' check before its
+/// first chunk (on SQLite that check is a write transaction, which waited for the lock).
+async fn a_backfill_with_no_wait_exits_1_while_the_lock_is_held(mut fx: Fixture) {
+    load_source(&mut fx, 20).await;
+    let config = fx.config_path();
+    let held = cli::hold(&config, &["run", "--upper", UPPER], "after_extract").await;
+    let backfill = {
+        let config = config.clone();
+        std::thread::spawn(move || {
+            cli::run(
+                &config,
+                &[
+                    "backfill",
+                    "--from",
+                    "2026-04-01T00:00:00Z",
+                    "--to",
+                    "2026-04-01T06:00:00Z",
+                    "--no-wait",
+                ],
+            )
+        })
+    };
+    let started = std::time::Instant::now();
+    while !backfill.is_finished() && started.elapsed() < Duration::from_secs(20) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let waited = !backfill.is_finished();
+    held.kill();
+    let out = backfill.join().expect("the backfill's thread");
+    assert!(!waited, "backfill --no-wait waited for the lock: {out:?}");
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("holds its lock"), "{out:?}");
 }
 
 /// The upper bound of the run that meets a backfill: after all three days.
