@@ -638,7 +638,7 @@ impl SourceSchema {
 /// everything else maps through the column's kind.
 fn target_type(source: Backend, target: Backend, c: &SourceColumn) -> String {
     let target = target.dialect();
-    (source.dialect().name() == target.name())
+    (source.dialect().root() == target.root())
         .then(|| target.carried_type(&c.type_name, c.kind))
         .flatten()
         .unwrap_or_else(|| target.type_of_kind(c.kind).to_string())

@@ -545,6 +545,9 @@ struct AssignContext<'a> {
     /// PostgreSQL: that column is a `date` (a day's first instant; never in a gap).
     at_date: bool,
     tz: Option<String>,
+    /// Citus: the fact table is distributed (colocated by the key, the assignment runs
+    /// on the shards); a local one is assigned through a map on the coordinator.
+    facts_distributed: bool,
 }
 
 /// Whether two column names name the same column: SQLite compares names without regard
@@ -665,6 +668,7 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         at_local: false,
         at_date: false,
         tz: spec.timezone.map(|z| z.name().to_string()),
+        facts_distributed: false,
     };
     let columns_sql = sql::statement(backend, "lookup", "fact_columns", &actx)?;
     // The catalog statement's first parameter names the table.
@@ -840,6 +844,22 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
             parse_fact_times(conn, &actx, spec.timezone.as_ref()).await?;
             map_fact_keys(conn, ctx, &actx).await?;
         }
+        let distributed = sql::statement(backend, "lookup", "facts_distributed", &actx)?;
+        actx.facts_distributed = conn
+            .query_count(
+                "finding how the fact table is laid out",
+                &distributed,
+                &[Param::Text(actx.facts.clone())],
+            )
+            .await?
+            > 0;
+        if actx.facts_distributed {
+            tracing::info!(
+                "assign-keys: {} is a distributed table, assigned on its shards",
+                spec.facts
+            );
+        }
+        run_named(conn, "lookup", &["assign_map"], &actx).await?;
         conn.execute("assign-keys", &sql::statement(backend, "lookup", "assign", &actx)?, &[])
             .await?;
         let counts = conn
@@ -1004,7 +1024,7 @@ pub async fn check_not_the_source(
         return Ok(());
     };
     let backend = target.backend();
-    if plan.source.url.backend != backend
+    if plan.source.url.backend.dialect().root() != backend.dialect().root()
         || !crate::db::same_table(backend, &facts.to_string(), &source_table.to_string())
     {
         return Ok(());

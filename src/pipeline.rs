@@ -378,7 +378,7 @@ async fn check_not_the_source(plan: &Plan, source: &mut Conn, target: &mut Conn)
     let Some(collision) = crate::config::source_table_collision(&plan.source, &plan.target) else {
         return Ok(());
     };
-    if source.dialect().name() != target.dialect().name() {
+    if source.dialect().root() != target.dialect().root() {
         return Ok(());
     }
     let (Some(a), Some(b)) = (source.database_identity().await?, target.database_identity().await?) else {
@@ -434,6 +434,15 @@ async fn open_target(plan: &Plan, access: Access, need: Need) -> Result<Conn, Er
         return Err(e.into());
     }
     if !access.is_read_only() {
+        let keys: Vec<String> = plan.source.key.iter().map(|k| k.quoted()).collect();
+        let schema = plan.target.log.schema().map(|s| format!("\"{s}\""));
+        if let Err(e) = conn
+            .scope_to_dimension(&plan.name, schema.as_deref(), &plan.target.log.quoted(), &keys)
+            .await
+        {
+            let _ = conn.close().await;
+            return Err(e.into());
+        }
         if let Err(e) = conn.tune_for_loads().await {
             let _ = conn.close().await;
             return Err(e.into());

@@ -378,7 +378,7 @@ async fn restore_constraints(conn: &mut Conn, ctx: &SqlContext, added: &[OwnColu
             .query_text("finding a primary key", &find, &[Param::Text(ctx.dim.clone())])
             .await?;
         if pk.is_empty() {
-            let add = serde_json::json!({ "table": ctx.dim, "name": ctx.dim_pk, "column": ctx.sk });
+            let add = serde_json::json!({ "table": ctx.dim, "name": ctx.dim_pk, "column": ctx.sk, "keys": ctx.keys });
             run_named(conn, "tables", &["add_primary_key"], &add).await?;
         }
     }

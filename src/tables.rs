@@ -77,7 +77,7 @@ pub async fn drop_indexes_for_first_load(conn: &mut Conn, ctx: &SqlContext) -> R
                 continue;
             };
             let pk = (table.clone(), format!("\"{}\"", name.replace('"', "\"\"")), column);
-            let sql = sql::statement(backend, "tables", "drop_primary_key", &pk_context(&pk))?;
+            let sql = sql::statement(backend, "tables", "drop_primary_key", &pk_context(&pk, &ctx.keys))?;
             conn.execute("tables/drop_primary_key", &sql, &[]).await?;
             dropped.primary_keys.push(pk);
         }
@@ -85,8 +85,8 @@ pub async fn drop_indexes_for_first_load(conn: &mut Conn, ctx: &SqlContext) -> R
     Ok(dropped)
 }
 
-fn pk_context((table, name, column): &(String, String, String)) -> serde_json::Value {
-    serde_json::json!({ "table": table, "name": name, "column": column })
+fn pk_context((table, name, column): &(String, String, String), keys: &[String]) -> serde_json::Value {
+    serde_json::json!({ "table": table, "name": name, "column": column, "keys": keys })
 }
 
 /// Builds the indexes [`drop_indexes_for_first_load`] dropped (the secondary ones with
@@ -96,7 +96,7 @@ pub async fn restore_indexes(conn: &mut Conn, ctx: &SqlContext, dropped: Dropped
         return Ok(());
     }
     for pk in &dropped.primary_keys {
-        let sql = sql::statement(conn.backend(), "tables", "add_primary_key", &pk_context(pk))?;
+        let sql = sql::statement(conn.backend(), "tables", "add_primary_key", &pk_context(pk, &ctx.keys))?;
         conn.execute("tables/add_primary_key", &sql, &[]).await?;
     }
     run_named(conn, "tables", &["log_index", "log_load_index", "dimension_index"], ctx).await?;
@@ -216,14 +216,16 @@ async fn init_with(
         }
         let (log, dim) = (plan.target.log.name(), plan.target.dimension.name());
         let log_table = plan.target.log.to_string();
-        create_table_if_missing(conn, &log_table, plan.target.log.schema(), ("tables", "log"), &ctx).await?;
+        let log_made = ("tables", &["log", "distribute_log"][..]);
+        create_table_if_missing(conn, &log_table, plan.target.log.schema(), log_made, &ctx).await?;
         let log_index = (ctx.log.as_str(), log, ctx.log_index.as_str());
         create_index_if_missing(conn, ("tables", "log_index"), log_index, &ctx).await?;
         let log_load_index = (ctx.log.as_str(), log, ctx.log_load_index.as_str());
         create_index_if_missing(conn, ("tables", "log_load_index"), log_load_index, &ctx).await?;
         let dim_table = plan.target.dimension.to_string();
         let dim_schema = plan.target.dimension.schema();
-        create_table_if_missing(conn, &dim_table, dim_schema, ("tables", "dimension"), &ctx).await?;
+        let dim_made = ("tables", &["dimension", "distribute_dimension"][..]);
+        create_table_if_missing(conn, &dim_table, dim_schema, dim_made, &ctx).await?;
         let dim_index = (ctx.dim.as_str(), dim, ctx.dim_index.as_str());
         create_index_if_missing(conn, ("tables", "dimension_index"), dim_index, &ctx).await?;
         let wanted = DimensionRecord::from_layout(layout);
@@ -258,7 +260,8 @@ async fn init_with(
     conn.finish(result).await
 }
 
-/// Runs the `CREATE TABLE IF NOT EXISTS` statement `family/statement` only when the table
+/// Runs the `CREATE TABLE IF NOT EXISTS` statement `family/statements[0]`, and the
+/// statements after it (distributing the table, on an engine that does), only when the table
 /// (`name`: a config's table name, or one of dimlog's own, which the connection qualifies)
 /// is missing; on PostgreSQL a role that may not create it in `schema` (None: the
 /// session's current schema) is refused naming the GRANT and `dimlog init`.
@@ -266,7 +269,7 @@ async fn create_table_if_missing(
     conn: &mut Conn,
     name: &str,
     schema: Option<&str>,
-    (family, statement): (&str, &str),
+    (family, statements): (&str, &[&str]),
     ctx: &SqlContext,
 ) -> Result<(), DbError> {
     let backend = conn.backend();
@@ -285,7 +288,7 @@ async fn create_table_if_missing(
         _ => name.to_string(),
     };
     crate::rights::check_may_create(conn, &shown, schema).await?;
-    run_named(conn, family, &[statement], ctx).await
+    run_named(conn, family, statements, ctx).await
 }
 
 /// Runs the `CREATE INDEX IF NOT EXISTS` statement `family/statement` only when the

@@ -2,6 +2,8 @@
 //! so cargo builds and links the crate's dependencies once instead of once per file.
 
 mod backfill;
+#[cfg(feature = "citus-tests")]
+mod citus;
 mod cli;
 mod columns;
 mod connections;

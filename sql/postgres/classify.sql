@@ -22,7 +22,7 @@ ORDER BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from, dimlog_l.log_id DESC
    version keeps a 1 µs interval. Runs before everything else compares the staged rows. #}
 -- statement: shift_deletes
 UPDATE dimlog_stage dimlog_s
-SET valid_from = dimlog_s.valid_from + interval '1 microsecond'
+SET valid_from = {{ "dimlog_s.valid_from"|next_micro }}
 FROM dimlog_history dimlog_h
 WHERE {{ keys|eqs("dimlog_s", "dimlog_h") }} AND dimlog_h.valid_from = dimlog_s.valid_from
   AND dimlog_s.is_deleted AND NOT dimlog_h.is_deleted
@@ -30,13 +30,18 @@ WHERE {{ keys|eqs("dimlog_s", "dimlog_h") }} AND dimlog_h.valid_from = dimlog_s.
    load, 1 µs later) would replace that one: there is no room for it, and it is dropped;
    its key and (moved) time are returned, for the run to report. #}
 -- statement: drop_hidden_deletes
+{# Formatted outside the DELETE: a distributed engine runs the DELETE on its shards,
+   where RETURNING may only call IMMUTABLE functions (to_char is STABLE). #}
+WITH dimlog_dropped AS (
 DELETE FROM dimlog_stage dimlog_s
 WHERE dimlog_s.is_deleted
   AND (EXISTS (SELECT 1 FROM dimlog_history dimlog_h
                WHERE {{ keys|eqs("dimlog_h", "dimlog_s") }} AND dimlog_h.valid_from = dimlog_s.valid_from AND NOT dimlog_h.is_deleted)
        OR EXISTS (SELECT 1 FROM dimlog_stage dimlog_o
                   WHERE {{ keys|eqs("dimlog_o", "dimlog_s") }} AND dimlog_o.valid_from = dimlog_s.valid_from AND NOT dimlog_o.is_deleted))
-RETURNING {% for k in keys %}{{ k }}::text, {% endfor %}{{ "valid_from"|pgts }}
+RETURNING {{ keys|cols("dimlog_s") }}, dimlog_s.valid_from
+)
+SELECT {% for k in keys %}{{ k }}::text, {% endfor %}{{ "valid_from"|pgts }} FROM dimlog_dropped
 {# Restored keys (spec 1.4, "Revival"; history = "latest", where a staged row is the key's
    state now). For each staged key with a tombstone in its history: its newest effective
    row, the newest tombstone, and the first row after that tombstone (the key's return).
@@ -68,7 +73,7 @@ WHERE dimlog_o.dimlog_rn = 1
    hard delete's tombstone. #}
 -- statement: revive
 UPDATE dimlog_stage dimlog_s
-SET valid_from = GREATEST($1::timestamptz, dimlog_r.dimlog_newest_at + interval '1 microsecond')
+SET valid_from = GREATEST($1::timestamptz, {{ "dimlog_r.dimlog_newest_at"|next_micro }})
 FROM dimlog_restored dimlog_r
 WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND dimlog_r.dimlog_newest_deleted
   AND NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= dimlog_r.dimlog_newest_at
@@ -94,7 +99,7 @@ WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }}
    a version or tombstone after its newest row (at the upper bound), not a late one. #}
 -- statement: restate
 UPDATE dimlog_stage dimlog_s
-SET valid_from = GREATEST($1::timestamptz, dimlog_r.dimlog_newest_at + interval '1 microsecond')
+SET valid_from = GREATEST($1::timestamptz, {{ "dimlog_r.dimlog_newest_at"|next_micro }})
 FROM dimlog_restored dimlog_r
 WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND NOT dimlog_r.dimlog_newest_deleted
   AND dimlog_s.valid_from < dimlog_r.dimlog_return_at
@@ -225,12 +230,12 @@ WHERE NOT dimlog_s.is_deleted
    $1) are history under the old column set. Only each key's newest such event stays, the
    key's state when the change was made; later events are read as usual. #}
 -- statement: feed_read_before
-DELETE FROM dimlog_stage WHERE ctid IN (
-    SELECT ctid FROM (
-        SELECT ctid, ROW_NUMBER() OVER (PARTITION BY {{ keys|cols }} ORDER BY valid_from DESC) AS dimlog_rn
-        FROM dimlog_stage WHERE valid_from <= $1::timestamptz
-    ) dimlog_x WHERE dimlog_rn > 1
-)
+{# A staged row is one per key and valid_from (history = "all"), so "not the newest" is
+   "a later one of its key is staged up to $1" (no ctid: the same on a distributed engine). #}
+DELETE FROM dimlog_stage dimlog_s
+WHERE dimlog_s.valid_from <= $1::timestamptz
+  AND EXISTS (SELECT 1 FROM dimlog_stage dimlog_o
+              WHERE {{ keys|eqs("dimlog_o", "dimlog_s") }} AND dimlog_o.valid_from > dimlog_s.valid_from AND dimlog_o.valid_from <= $1::timestamptz)
 -- statement: rehash_count
 SELECT count(*)::text FROM dimlog_rehashed
 {# On a change feed, events stamped up to the watermark of the last accepted column change

@@ -19,6 +19,11 @@ SELECT dimlog_a.attname::text, format_type(dimlog_a.atttypid, dimlog_a.atttypmod
 FROM pg_attribute dimlog_a WHERE dimlog_a.attrelid = to_regclass($1) AND dimlog_a.attnum > 0 AND NOT dimlog_a.attisdropped
 -- statement: add_sk_column
 ALTER TABLE {{ facts }} ADD COLUMN IF NOT EXISTS {{ fact_sk }} bigint
+-- statement: facts_distributed
+{# Whether the fact table is distributed: never on this engine. #}
+SELECT '0'
+-- statement: assign_map
+{# Not needed on this engine: `assign` reads the dimension itself (see sql/citus/lookup.sql). #}
 -- statement: assign
 UPDATE {{ facts }} dimlog_f
 SET {{ fact_sk }} = dimlog_m.dimlog_sk

@@ -43,7 +43,7 @@ SELECT count(*)::text FROM dimlog_missing
 SELECT count(*)::text FROM (SELECT 1 FROM {{ dim }} WHERE is_current LIMIT $1) dimlog_live
 -- statement: tombstones
 INSERT INTO dimlog_stage ({{ keys|cols }}, valid_from, is_deleted)
-SELECT {{ keys|cols }}, GREATEST($1::timestamptz, valid_from + interval '1 microsecond'), true
+SELECT {{ keys|cols }}, GREATEST($1::timestamptz, {{ "valid_from"|next_micro }}), true
 FROM dimlog_missing
 -- statement: late_missing
 SELECT 0 WHERE FALSE

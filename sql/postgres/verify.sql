@@ -52,7 +52,7 @@ FROM (
     SELECT {{ keys|cols("dimlog_l") }}, dimlog_l.{{ sk }} AS dimlog_sk, min(dimlog_l.valid_from) AS valid_from, max(dimlog_l.log_id) AS dimlog_last
     FROM {{ log }} dimlog_l
     WHERE dimlog_l.{{ sk }} IS NOT NULL AND NOT dimlog_l.is_deleted
-      AND NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE dimlog_d.{{ sk }} = dimlog_l.{{ sk }})
+      AND NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE {{ sk_pair("dimlog_d", "dimlog_l") }})
     GROUP BY {{ keys|cols("dimlog_l") }}, dimlog_l.{{ sk }}
 ) dimlog_x
 {# Rows of the log that break its rules (what its constraints guard, and what a rebuild
@@ -153,6 +153,6 @@ WITH {% if rebuilt %}{{ rebuilt }},
 {% endif %}dimlog_check AS MATERIALIZED (
 {{ check }}
 )
-SELECT CAST((SELECT count(*) FROM dimlog_check) AS TEXT), dimlog_c.* FROM dimlog_check dimlog_c LIMIT {{ examples }}
+SELECT CAST((SELECT count(*) FROM dimlog_check) AS TEXT), dimlog_c.* FROM dimlog_check dimlog_c ORDER BY 2, 3 LIMIT {{ examples }}
 -- statement: stage_index
 {# Not needed on this engine: PostgreSQL hashes the staged rows; no index is needed. #}

@@ -55,6 +55,11 @@ DROP TABLE IF EXISTS temp.dimlog_key_map
 -- statement: fact_keys
 SELECT DISTINCT {% for k in fact_keys %}{{ k|text }}{% if not loop.last %}, {% endif %}{% endfor %} FROM {{ facts }}
 WHERE {% for k in fact_keys %}{{ k }} IS NOT NULL AND typeof({{ k }}) <> 'blob'{% if not loop.last %} AND {% endif %}{% endfor %}
+-- statement: facts_distributed
+{# Whether the fact table is distributed: never on this engine. #}
+SELECT '0'
+-- statement: assign_map
+{# Not needed on this engine: `assign` reads the dimension itself (see sql/citus/lookup.sql). #}
 -- statement: assign
 UPDATE {{ facts }}
 SET {{ fact_sk }} = COALESCE((

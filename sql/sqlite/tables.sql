@@ -40,6 +40,10 @@ CREATE TABLE IF NOT EXISTS {{ dim }} (
 {# Unique: two versions of a key never share a valid_from, so a rebuild that produced
    them fails loudly instead of writing an overlap. It also finds a key's current row
    (its last version), so no separate current-row index is kept. #}
+-- statement: distribute_log
+{# Not needed on this engine: the log is one table (see sql/citus/tables.sql). #}
+-- statement: distribute_dimension
+{# Not needed on this engine: the dimension is one table. #}
 -- statement: dimension_index
 CREATE UNIQUE INDEX IF NOT EXISTS {{ dim_index }} ON {{ dim }} ({{ keys|cols }}, valid_from)
 -- statement: add_log_column

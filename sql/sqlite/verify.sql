@@ -158,4 +158,4 @@ WITH {% if rebuilt %}{{ rebuilt }},
 {% endif %}dimlog_check AS MATERIALIZED (
 {{ check }}
 )
-SELECT CAST((SELECT count(*) FROM dimlog_check) AS TEXT), dimlog_c.* FROM dimlog_check dimlog_c LIMIT {{ examples }}
+SELECT CAST((SELECT count(*) FROM dimlog_check) AS TEXT), dimlog_c.* FROM dimlog_check dimlog_c ORDER BY 2, 3 LIMIT {{ examples }}

@@ -35,6 +35,18 @@ pub trait Dialect: Sync {
     /// The text of the SQL template family `family` (one file of `sql/<engine>/`).
     fn template(&self, family: &str) -> Option<&'static str>;
 
+    /// The engine this one extends, if any (Citus extends PostgreSQL): a statement this
+    /// engine's files do not have is the base engine's, and rows pass between the two as
+    /// the base's COPY text.
+    fn base(&self) -> Option<&'static dyn Dialect> {
+        None
+    }
+
+    /// The engine at the root of [`Dialect::base`] (itself if it extends none).
+    fn root(&self) -> &'static str {
+        self.base().map_or(self.name(), |b| b.root())
+    }
+
     /// The schema an unqualified table name is in.
     fn default_schema(&self) -> &'static str;
 
@@ -135,6 +147,7 @@ impl crate::db::Backend {
         match self {
             crate::db::Backend::Sqlite => &crate::db::sqlite::dialect::Sqlite,
             crate::db::Backend::Postgres => &crate::db::postgres::dialect::Postgres,
+            crate::db::Backend::Citus => &crate::db::citus::dialect::Citus,
         }
     }
 }

@@ -12,6 +12,7 @@
 //! cannot write by mistake, and a database that does not exist is never created except
 //! where a target is meant to be created (a first `run` or `init`).
 
+pub mod citus;
 pub mod dialect;
 pub mod migrate;
 pub mod postgres;
@@ -228,7 +229,7 @@ pub enum Param {
 pub fn refuse_unwritable(url: &DbUrl, access: Access) -> Result<(), DbError> {
     match url.backend {
         Backend::Sqlite => sqlite::refuse_unwritable(url, access),
-        Backend::Postgres => Ok(()),
+        Backend::Postgres | Backend::Citus => Ok(()),
     }
 }
 
@@ -325,9 +326,25 @@ impl Conn {
     pub async fn open(url: &DbUrl, access: Access) -> Result<Conn, DbError> {
         let conn = match url.backend {
             Backend::Sqlite => sqlite::connect(url, access).await.map(Conn::Sqlite),
-            Backend::Postgres => postgres::connect(url, access)
-                .await
-                .map(|c| Conn::Postgres(postgres::PgConn::new(c))),
+            Backend::Postgres | Backend::Citus => match postgres::connect(url, access).await {
+                Ok(c) => {
+                    let mut c = postgres::PgConn::new(c);
+                    match citus::detect(&mut c).await {
+                        Ok(found) => {
+                            c.citus = found.then_some(citus::Cluster {
+                                active: true,
+                                staging: None,
+                            });
+                            Ok(Conn::Postgres(c))
+                        }
+                        Err(source) => Err(DbError::Connect {
+                            url: url.redacted(),
+                            source,
+                        }),
+                    }
+                }
+                Err(e) => Err(e),
+            },
         };
         // A driver's message may echo what it was given: never a secret of the URL.
         conn.map_err(|e| match e {
@@ -374,6 +391,57 @@ impl Conn {
         }
     }
 
+    /// Tells a connection that will load dimension `dimension` where its tables are:
+    /// `log` (quoted) in `schema` (quoted; None: the session's current schema), keyed by
+    /// `keys` (quoted). On a Citus coordinator the load's session tables become
+    /// distributed tables colocated with the log; a dimension whose log is already a
+    /// local table, or whose key has several columns, stays a PostgreSQL one there (its
+    /// tables are not distributed). A no-op elsewhere.
+    pub async fn scope_to_dimension(
+        &mut self,
+        dimension: &str,
+        schema: Option<&str>,
+        log: &str,
+        keys: &[String],
+    ) -> Result<(), DbError> {
+        let Conn::Postgres(c) = self else {
+            return Ok(());
+        };
+        if c.citus.is_none() {
+            return Ok(());
+        }
+        let reason = if keys.len() != 1 {
+            Some("its key has several columns, and dimlog distributes a dimension by a one-column key only")
+        } else {
+            let sql = "SELECT (to_regclass($1) IS NOT NULL)::text, \
+                       EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1))::text";
+            let sql = c.qualify(sql).into_owned();
+            let rows = postgres::query_text(c, &sql, &[Param::Text(log.to_string())])
+                .await
+                .map_err(|source| DbError::Query {
+                    what: "finding whether the log is distributed".into(),
+                    source,
+                })?;
+            let row = rows.into_iter().next().unwrap_or_default();
+            let flag = |i: usize| row.get(i).cloned().flatten().as_deref() == Some("true");
+            (flag(0) && !flag(1)).then_some("its log is a local table on the coordinator")
+        };
+        let cluster = c.citus.as_mut().expect("checked above");
+        match reason {
+            Some(reason) => {
+                tracing::info!(
+                    "the target is a Citus coordinator, but dimension {dimension} stays in local tables there: {reason}"
+                );
+                cluster.active = false;
+            }
+            None => {
+                cluster.active = true;
+                cluster.staging = Some(citus::Staging::new(dimension, schema, log, &keys[0]));
+            }
+        }
+        Ok(())
+    }
+
     /// Takes the lock of dimension `dimension` before anything is read. On PostgreSQL
     /// it is a session advisory lock (see [`postgres::lock`]); on SQLite the run's
     /// `BEGIN IMMEDIATE` is the lock, and `wait` sets how long that waits.
@@ -401,7 +469,7 @@ impl Conn {
     pub async fn open_empty(url: &DbUrl) -> Result<Conn, DbError> {
         match url.backend {
             Backend::Sqlite => sqlite::connect_empty(url).await.map(Conn::Sqlite),
-            Backend::Postgres => Conn::open(url, Access::ReadWrite).await,
+            Backend::Postgres | Backend::Citus => Conn::open(url, Access::ReadWrite).await,
         }
     }
 
@@ -424,7 +492,7 @@ impl Conn {
     /// COPY text, unparsed ([`dialect::Dialect::passes_copy_text`], both of one engine).
     pub fn passes_copy_text_to(&self, target: &Conn) -> bool {
         let (a, b) = (self.dialect(), target.dialect());
-        a.passes_copy_text() && a.name() == b.name()
+        a.passes_copy_text() && a.root() == b.root()
     }
 
     /// What this engine can do, and how it names and types things.
@@ -557,6 +625,7 @@ impl Conn {
     pub fn backend(&self) -> Backend {
         match self {
             Conn::Sqlite(_) => Backend::Sqlite,
+            Conn::Postgres(c) if c.citus.as_ref().is_some_and(|c| c.active) => Backend::Citus,
             Conn::Postgres(_) => Backend::Postgres,
         }
     }
@@ -608,10 +677,7 @@ impl Conn {
     pub async fn execute(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<u64, DbError> {
         match self {
             Conn::Sqlite(c) => sqlite::execute(c, sql, params).await,
-            Conn::Postgres(c) => {
-                let sql = c.qualify(sql);
-                postgres::execute(c, &sql, params).await
-            }
+            Conn::Postgres(c) => c.execute(sql, params).await,
         }
         .map_err(|source| DbError::Query {
             what: what.into(),
@@ -626,7 +692,7 @@ impl Conn {
             Conn::Sqlite(c) => c.execute(sqlx::raw_sql(sql)).await.map(|_| ()),
             Conn::Postgres(c) => {
                 let sql = c.qualify(sql).into_owned();
-                c.execute(sqlx::raw_sql(&sql)).await.map(|_| ())
+                sqlx::Executor::execute(&mut **c, sqlx::raw_sql(&sql)).await.map(|_| ())
             }
         };
         r.map_err(|source| DbError::Query {
@@ -781,6 +847,11 @@ impl Conn {
         }
         let _ = self.execute_script("rollback", "ROLLBACK").await;
         self.note_transaction(false);
+        if let Conn::Postgres(c) = self {
+            if let Some(staging) = c.citus.as_mut().and_then(|c| c.staging.as_mut()) {
+                staging.forget();
+            }
+        }
     }
 
     /// Opens `COPY table (columns) FROM STDIN` on PostgreSQL, for COPY text that is
@@ -798,7 +869,9 @@ impl Conn {
         };
         match self {
             Conn::Postgres(c) => {
-                let sql = format!("COPY {table} ({}) FROM STDIN", columns.join(", "));
+                let sql = c
+                    .qualify(&format!("COPY {table} ({}) FROM STDIN", columns.join(", ")))
+                    .into_owned();
                 c.copy_in_raw(&sql).await.map(postgres::CopyIn).map_err(err)
             }
             Conn::Sqlite(_) => Err(err(sqlx::Error::Protocol("COPY needs a PostgreSQL target".into()))),
@@ -820,7 +893,10 @@ impl Conn {
         }
         match self {
             Conn::Sqlite(c) => sqlite::bulk_insert(c, table, columns, kinds, rows).await,
-            Conn::Postgres(c) => postgres::copy_in(c, table, columns, rows).await,
+            Conn::Postgres(c) => {
+                let table = c.qualify(table).into_owned();
+                postgres::copy_in(c, &table, columns, rows).await
+            }
         }
         .map_err(|source| DbError::Query {
             what: what.into(),

@@ -143,12 +143,19 @@ pub const ENGINE_SPECIFIC: &[(&str, &str, &[&str])] = &[
     ),
 ];
 
-/// Returns the template text of the family `name` for `backend`.
+/// Returns the template text of the family `name` for `backend`: its own file, or, for
+/// an engine that extends another and replaces nothing of this family, the base's.
 pub fn template(backend: Backend, name: &str) -> &'static str {
-    backend
-        .dialect()
-        .template(name)
-        .unwrap_or_else(|| panic!("no sql template {name}"))
+    let mut dialect = backend.dialect();
+    loop {
+        if let Some(text) = dialect.template(name) {
+            return text;
+        }
+        match dialect.base() {
+            Some(base) => dialect = base,
+            None => panic!("no sql template {name}"),
+        }
+    }
 }
 
 fn environment() -> &'static Environment<'static> {
@@ -185,6 +192,17 @@ fn environment() -> &'static Environment<'static> {
                  ELSE printf('%!.17g', {expr}) END"
             )
         });
+        // `lit`: text as a SQL string literal (for the few catalog functions that take a
+        // name as text, such as Citus's `create_distributed_table`).
+        env.add_filter("lit", |text: String| -> String { format!("'{}'", text.replace('\'', "''")) });
+        // `bare`: a quoted identifier as its name (`"a""b"` → `a"b`).
+        env.add_filter("bare", |quoted: String| -> String { super::citus::bare(&quoted) });
+        // `next_micro`: a PostgreSQL timestamptz expression 1 µs later, with IMMUTABLE
+        // operators only (timestamptz + interval is STABLE: a day's length depends on the
+        // session's zone), so that Citus may run it on its shards; the same instant.
+        env.add_filter("next_micro", |expr: String| -> String {
+            format!("((({expr}) AT TIME ZONE 'UTC') + interval '1 microsecond') AT TIME ZONE 'UTC'")
+        });
         // `pgts`: a PostgreSQL timestamptz expression as dimlog's fixed-width UTC text.
         env.add_filter("pgts", |expr: String| -> String {
             format!("to_char(({expr}) AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')")
@@ -193,22 +211,40 @@ fn environment() -> &'static Environment<'static> {
     })
 }
 
+/// The part of a template before its first statement: comments and macros.
+fn preamble(text: &str) -> &str {
+    &text[..text.find("-- statement:").unwrap_or(text.len())]
+}
+
+/// The text of statement `statement` in `text`, if it has one.
+fn body<'a>(text: &'a str, statement: &str) -> Option<&'a str> {
+    let marker = format!("-- statement: {statement}\n");
+    let start = text.find(&marker)? + marker.len();
+    let end = text[start..].find("-- statement:").map_or(text.len(), |e| start + e);
+    Some(&text[start..end])
+}
+
 /// Renders one statement of a template: the template's preamble (comments, macros)
 /// plus that statement's text, so values other statements need may be absent. A
-/// template holds several statements, each after a line `-- statement: NAME`.
+/// template holds several statements, each after a line `-- statement: NAME`. An engine
+/// that extends another ([`crate::db::dialect::Dialect::base`]) has the base's preamble
+/// and then its own (where it redefines a macro, its own wins), and the statement from
+/// its own file if that has it, else the base's.
 pub fn statement<C: Serialize>(backend: Backend, name: &str, statement: &str, ctx: &C) -> Result<String, DbError> {
-    let text = template(backend, name);
-    let marker = format!("-- statement: {statement}\n");
-    let start = text.find(&marker).ok_or_else(|| DbError::Template {
-        name: format!("{name}/{statement}"),
-        message: "no such statement".into(),
-    })?;
-    let preamble_end = text.find("-- statement:").unwrap_or(0);
-    let body_start = start + marker.len();
-    let body_end = text[body_start..]
-        .find("-- statement:")
-        .map_or(text.len(), |e| body_start + e);
-    let source = format!("{}{}", &text[..preamble_end], &text[body_start..body_end]);
+    let mut chain = vec![backend.dialect()];
+    while let Some(base) = chain.last().and_then(|d| d.base()) {
+        chain.push(base);
+    }
+    let texts: Vec<&str> = chain.iter().filter_map(|d| d.template(name)).collect();
+    let Some(found) = texts.iter().find_map(|text| body(text, statement)) else {
+        return Err(DbError::Template {
+            name: format!("{name}/{statement}"),
+            message: "no such statement".into(),
+        });
+    };
+    // A macro defined twice keeps its last definition: the engine's own preamble last.
+    let mut source: String = texts.iter().rev().map(|text| preamble(text)).collect();
+    source.push_str(found);
     environment()
         .render_str(&source, ctx)
         .map(|s| s.trim().to_string())
@@ -258,6 +294,26 @@ mod tests {
                     this.dialect().name(),
                     other.dialect().name()
                 );
+            }
+        }
+    }
+
+    /// An engine that extends another replaces statements of its base and adds none: a
+    /// statement only it had would be one a stage asks every engine for.
+    #[test]
+    fn an_extending_engine_only_replaces_statements_of_its_base() {
+        let citus = Backend::Citus.dialect();
+        let base = citus.base().expect("Citus extends PostgreSQL");
+        for family in FAMILIES {
+            let Some(own) = citus.template(family) else { continue };
+            let theirs = base.template(family).expect("a family of the base");
+            for name in own.lines().filter_map(|l| l.strip_prefix("-- statement: ")) {
+                assert!(
+                    theirs.contains(&format!("-- statement: {}\n", name.trim())),
+                    "sql/citus/{family}.sql has {name}, which sql/postgres/{family}.sql does not"
+                );
+                let ctx = serde_json::json!({});
+                let _ = statement(Backend::Citus, family, name.trim(), &ctx);
             }
         }
     }

@@ -47,7 +47,8 @@ pub struct DbUrl {
 /// listener that never answers fails the command instead of hanging it.
 pub const DEFAULT_CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// The two backends, chosen from the URL scheme.
+/// The engines: SQLite and PostgreSQL chosen from the URL scheme, Citus found on a
+/// PostgreSQL server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Backend {
@@ -55,6 +56,9 @@ pub enum Backend {
     Sqlite,
     /// A PostgreSQL server.
     Postgres,
+    /// A Citus coordinator (PostgreSQL with the `citus` extension): never a URL's
+    /// scheme, found on the server when a PostgreSQL connection opens.
+    Citus,
 }
 
 impl DbUrl {
@@ -257,7 +261,7 @@ pub fn same_database(a: &DbUrl, b: &DbUrl) -> bool {
             };
             canonical(pa) == canonical(pb)
         }
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             let parts = |u: &DbUrl| {
                 let parsed = url::Url::parse(u.expose()).ok()?;
                 let user = parsed.username().to_string();

@@ -20,7 +20,7 @@ const UPPER: &str = "2026-11-01T00:00:00Z";
 fn backend_name(fx: &Fixture) -> &'static str {
     match fx.backend {
         Backend::Sqlite => "sqlite",
-        Backend::Postgres => "postgres",
+        Backend::Postgres | Backend::Citus => "postgres",
     }
 }
 
@@ -29,7 +29,7 @@ fn backend_name(fx: &Fixture) -> &'static str {
 fn source_url(fx: &Fixture) -> String {
     match fx.backend {
         Backend::Sqlite => "sqlite://source.db".into(),
-        Backend::Postgres => fx.source_url.clone(),
+        Backend::Postgres | Backend::Citus => fx.source_url.clone(),
     }
 }
 
@@ -37,7 +37,7 @@ fn source_url(fx: &Fixture) -> String {
 fn tstz(fx: &Fixture) -> &'static str {
     match fx.backend {
         Backend::Sqlite => "TEXT",
-        Backend::Postgres => "timestamptz",
+        Backend::Postgres | Backend::Citus => "timestamptz",
     }
 }
 
@@ -246,7 +246,7 @@ async fn new_with_several_timestamps_asks_to_pick(mut fx: Fixture) {
 async fn new_on_a_timestamp_without_time_zone_asks_for_the_zone(mut fx: Fixture) {
     let t = match fx.backend {
         Backend::Sqlite => "TEXT",
-        Backend::Postgres => "timestamp",
+        Backend::Postgres | Backend::Citus => "timestamp",
     };
     let ddl = format!("CREATE TABLE accounts (id integer PRIMARY KEY, plan text, last_modified {t} NOT NULL)");
     fx.exec(&ddl).await;

@@ -63,7 +63,7 @@ async fn refused(fx: &mut Fixture, opts: RunOptions) -> String {
 /// The columns of a target table, in order.
 async fn target_columns(fx: &mut Fixture, table: &str) -> Vec<String> {
     let sql = match fx.backend {
-        Backend::Postgres => format!(
+        Backend::Postgres | Backend::Citus => format!(
             "SELECT column_name::text FROM information_schema.columns \
              WHERE table_schema = current_schema() AND table_name = '{table}' ORDER BY ordinal_position"
         ),
@@ -98,7 +98,9 @@ async fn adding_a_tracked_column_to_a_loaded_dimension(mut fx: Fixture) {
                 '2026-03-02T09:00:00Z'";
     let insert = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at)";
     fx.exec(&match fx.backend {
-        Backend::Postgres => format!("{insert} {rows}::timestamptz FROM generate_series(1, {KEYS}) AS i"),
+        Backend::Postgres | Backend::Citus => {
+            format!("{insert} {rows}::timestamptz FROM generate_series(1, {KEYS}) AS i")
+        }
         Backend::Sqlite => format!(
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {KEYS})
              {insert} {rows} FROM n"
@@ -274,7 +276,7 @@ async fn retyping_a_source_column_names_the_migration(mut fx: Fixture) {
     .await;
     fx.run("2026-03-02T10:00:00Z").await;
     let (old, new) = match fx.backend {
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             fx.exec("ALTER TABLE src_customers ALTER COLUMN tier TYPE integer USING tier::integer")
                 .await;
             ("text", "integer")

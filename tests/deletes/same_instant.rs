@@ -161,11 +161,11 @@ async fn verify_reports_a_surrogate_key_missing_from_the_dimension(mut fx: Fixtu
     fx.run("2026-03-02T09:30:00Z").await;
     let t = match fx.backend {
         Backend::Sqlite => "'2026-03-02T09:00:00.000000Z'",
-        Backend::Postgres => "'2026-03-02T09:00:00Z'::timestamptz",
+        Backend::Postgres | Backend::Citus => "'2026-03-02T09:00:00Z'::timestamptz",
     };
     let truth = match fx.backend {
         Backend::Sqlite => "1",
-        Backend::Postgres => "true",
+        Backend::Postgres | Backend::Citus => "true",
     };
     fx.target_exec(&format!(
         "INSERT INTO customer_versions (log_id, customer_sk, customer_id, email, tier, country, valid_from, is_deleted, row_hash, load_id, loaded_at)

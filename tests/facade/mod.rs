@@ -272,7 +272,9 @@ async fn rebuild_repairs_the_dimension(mut fx: Fixture) {
 async fn assign_keys_fills_a_fact_table(mut fx: Fixture) {
     let dim = two_runs(&mut fx).await;
     let ddl = match fx.backend {
-        Backend::Postgres => "CREATE TABLE facts (order_id bigint, customer_id bigint, ordered_at timestamptz)",
+        Backend::Postgres | Backend::Citus => {
+            "CREATE TABLE facts (order_id bigint, customer_id bigint, ordered_at timestamptz)"
+        }
         Backend::Sqlite => "CREATE TABLE facts (order_id INTEGER, customer_id INTEGER, ordered_at TEXT)",
     };
     fx.target_exec(ddl).await;

@@ -173,7 +173,7 @@ async fn unknown_error_writes_nothing(mut fx: Fixture) {
 /// The column names of a target table, in order.
 async fn columns_of(fx: &mut Fixture, table: &str) -> Vec<String> {
     let sql = match fx.backend {
-        Backend::Postgres => format!(
+        Backend::Postgres | Backend::Citus => format!(
             "SELECT column_name::text FROM information_schema.columns WHERE table_name = '{table}' ORDER BY ordinal_position"
         ),
         Backend::Sqlite => format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"),
@@ -189,7 +189,7 @@ async fn columns_of(fx: &mut Fixture, table: &str) -> Vec<String> {
 /// column, in order; the same customer id in two regions is two keys.
 async fn composite_natural_keys(mut fx: Fixture) {
     let ddl = match fx.backend {
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             "CREATE TABLE src_regional (region text, customer_id bigint, email text, tier text, country text,
                  is_deleted boolean NOT NULL DEFAULT false, updated_at timestamptz NOT NULL,
                  PRIMARY KEY (region, customer_id))"

@@ -24,7 +24,7 @@ async fn dump(fx: &mut Fixture, table: &str) -> Dump {
     let exprs: Vec<String> = columns
         .iter()
         .map(|c| match fx.backend {
-            Backend::Postgres => format!("{table}.\"{c}\"::text"),
+            Backend::Postgres | Backend::Citus => format!("{table}.\"{c}\"::text"),
             Backend::Sqlite => format!("CAST({table}.\"{c}\" AS TEXT) || ':' || typeof({table}.\"{c}\")"),
         })
         .collect();
@@ -39,7 +39,7 @@ async fn dump(fx: &mut Fixture, table: &str) -> Dump {
 
 async fn columns_of(fx: &mut Fixture, table: &str) -> Vec<String> {
     let sql = match fx.backend {
-        Backend::Postgres => format!(
+        Backend::Postgres | Backend::Citus => format!(
             "SELECT column_name::text FROM information_schema.columns WHERE table_name = '{table}' ORDER BY ordinal_position"
         ),
         Backend::Sqlite => format!("SELECT name FROM pragma_table_info('{table}') ORDER BY cid"),
@@ -71,7 +71,7 @@ fn assign<'a>(sk: &'a str, at: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 /// surrogate keys, one holding keys of an earlier assignment, one with a stray value.
 async fn guarded_facts(fx: &mut Fixture) {
     let (int, text, real, at) = match fx.backend {
-        Backend::Postgres => ("bigint", "text", "double precision", "timestamptz"),
+        Backend::Postgres | Backend::Citus => ("bigint", "text", "double precision", "timestamptz"),
         Backend::Sqlite => ("INTEGER", "TEXT", "REAL", "TEXT"),
     };
     fx.target_exec(&format!(
@@ -221,7 +221,7 @@ async fn bad_fact_timestamps_are_counted_and_named(mut fx: Fixture) {
              (3, 5, 'garbage'), (4, 6, NULL), (5, 7, 1772442000), (6, 8, '2026-03-02 13:00:00'),
              (7, 9, '2026-02-30T00:00:00Z'), (8, 42, '2026-03-02T00:00:00Z')"
         }
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             fx.target_exec("CREATE TABLE facts (order_id bigint, customer_id bigint, ordered_at timestamptz)")
                 .await;
             "(1, 1, '2026-03-01T12:00:00Z'), (2, 1, '2026-03-02T14:00:00+0100'),
@@ -234,7 +234,7 @@ async fn bad_fact_timestamps_are_counted_and_named(mut fx: Fixture) {
     .await;
     let bad = match fx.backend {
         Backend::Sqlite => 5,
-        Backend::Postgres => 2,
+        Backend::Postgres | Backend::Citus => 2,
     };
     let before = dump(&mut fx, "facts").await;
 
@@ -244,7 +244,7 @@ async fn bad_fact_timestamps_are_counted_and_named(mut fx: Fixture) {
     let stderr = text(&out.stderr);
     let first = match fx.backend {
         Backend::Sqlite => "first: key (5) at 'garbage'",
-        Backend::Postgres => "first: key (5) at 'infinity'",
+        Backend::Postgres | Backend::Citus => "first: key (5) at 'infinity'",
     };
     for s in [
         &format!("{bad} facts in facts have no usable timestamp in `ordered_at`"),
@@ -345,7 +345,7 @@ async fn zone_less_fact_times_are_read_in_source_timezone(mut fx: Fixture) {
             "(1, 1, '2026-03-02 13:00:00'), (2, 1, '2026-03-02T13:30:00.5'), (3, 1, '2026-03-02T12:00:00Z'),
              (4, 1, '2026-03-29 02:30:00'), (5, 1, '2026-03-02')"
         }
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             fx.target_exec("CREATE TABLE facts (order_id bigint, customer_id bigint, ordered_at timestamp)")
                 .await;
             "(1, 1, '2026-03-02 13:00:00'), (2, 1, '2026-03-02T13:30:00.5'), (3, 1, '2026-03-02 13:00:00'),

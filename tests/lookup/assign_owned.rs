@@ -31,7 +31,7 @@ on_both_backends!(
 /// Every row of a target table, every column as text, in a stable order.
 async fn snapshot(fx: &mut Fixture, table: &str) -> Dump {
     let cols: Vec<String> = match fx.backend {
-        Backend::Postgres => fx
+        Backend::Postgres | Backend::Citus => fx
             .target_query(&format!(
                 "SELECT attname::text FROM pg_attribute WHERE attrelid = to_regclass('{table}') AND attnum > 0 AND NOT attisdropped ORDER BY attnum"
             ))
@@ -46,7 +46,7 @@ async fn snapshot(fx: &mut Fixture, table: &str) -> Dump {
     let exprs: Vec<String> = cols
         .iter()
         .map(|c| match fx.backend {
-            Backend::Postgres => format!("\"{c}\"::text"),
+            Backend::Postgres | Backend::Citus => format!("\"{c}\"::text"),
             Backend::Sqlite => format!("quote(\"{c}\")"),
         })
         .collect();
@@ -79,7 +79,7 @@ fn spellings(backend: Backend, table: &str) -> Vec<String> {
             out.push(format!("MAIN.{}", table.to_uppercase()));
             out.push(format!("Main.{table}"));
         }
-        Backend::Postgres => out.push(format!("public.{table}")),
+        Backend::Postgres | Backend::Citus => out.push(format!("public.{table}")),
     }
     out
 }
@@ -206,7 +206,7 @@ fn assign<'a>(facts: &'a str, sk: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 async fn assign_keys_fills_only_columns_it_owns(mut fx: Fixture) {
     two_keys(&mut fx).await;
     let (int, at) = match fx.backend {
-        Backend::Postgres => ("bigint", "timestamptz"),
+        Backend::Postgres | Backend::Citus => ("bigint", "timestamptz"),
         Backend::Sqlite => ("INTEGER", "TEXT"),
     };
     // Surrogate keys of the dimension are 1, 2, 3: the column values below are all
@@ -315,7 +315,7 @@ async fn assign_keys_fills_only_columns_it_owns(mut fx: Fixture) {
 async fn source_state(fx: &mut Fixture) -> Vec<Vec<Option<String>>> {
     let columns = match fx.backend {
         Backend::Sqlite => "SELECT group_concat(name, ',') FROM pragma_table_info('src_feed')",
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             "SELECT string_agg(column_name::text, ',' ORDER BY ordinal_position) FROM information_schema.columns \
              WHERE table_name = 'src_feed'"
         }
@@ -341,7 +341,7 @@ async fn assign_keys_refuses_the_source_table(mut fx: Fixture) {
             format!("sqlite://{}", source_path.display()),
             "sqlite://./source.db".into(),
         ],
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             let mut urls = vec![fx.target_url.clone()];
             for (from, to) in [("@127.0.0.1:", "@localhost:"), ("@localhost:", "@127.0.0.1:")] {
                 if fx.target_url.contains(from) {

@@ -262,12 +262,12 @@ fn case() -> impl Strategy<Value = Case> {
 
 fn column_type(backend: Backend, kind: Kind) -> &'static str {
     match (backend, kind) {
-        (Backend::Postgres, Kind::Int) => "bigint",
-        (Backend::Postgres, Kind::Numeric) => "numeric(10,2)",
-        (Backend::Postgres, Kind::Text) => "text",
-        (Backend::Postgres, Kind::Uuid) => "uuid",
-        (Backend::Postgres, Kind::Date) => "date",
-        (Backend::Postgres, Kind::Decimal) => "numeric",
+        (Backend::Postgres | Backend::Citus, Kind::Int) => "bigint",
+        (Backend::Postgres | Backend::Citus, Kind::Numeric) => "numeric(10,2)",
+        (Backend::Postgres | Backend::Citus, Kind::Text) => "text",
+        (Backend::Postgres | Backend::Citus, Kind::Uuid) => "uuid",
+        (Backend::Postgres | Backend::Citus, Kind::Date) => "date",
+        (Backend::Postgres | Backend::Citus, Kind::Decimal) => "numeric",
         (Backend::Sqlite, Kind::Int) => "INTEGER",
         (Backend::Sqlite, Kind::Numeric) => "DECIMAL(10,2)",
         (Backend::Sqlite, Kind::Text) => "TEXT",
@@ -297,7 +297,7 @@ async fn run_case(backend: Backend, database: Option<&str>, case: &Case) -> Resu
         .map(|(n, k)| format!("{n} {}", column_type(backend, *k)))
         .collect();
     let (flag, at_type) = match backend {
-        Backend::Postgres => ("boolean NOT NULL DEFAULT false", "timestamptz"),
+        Backend::Postgres | Backend::Citus => ("boolean NOT NULL DEFAULT false", "timestamptz"),
         Backend::Sqlite => ("BOOLEAN NOT NULL DEFAULT false", "TEXT"),
     };
     fx.exec(&format!(
@@ -329,7 +329,7 @@ async fn run_case(backend: Backend, database: Option<&str>, case: &Case) -> Resu
 
     // The truth: each loaded key's surrogate key, found by its email.
     let sql = match backend {
-        Backend::Postgres => "SELECT email, customer_sk::text FROM dim_customer",
+        Backend::Postgres | Backend::Citus => "SELECT email, customer_sk::text FROM dim_customer",
         Backend::Sqlite => "SELECT email, CAST(customer_sk AS TEXT) FROM dim_customer",
     };
     let by_email: BTreeMap<String, i64> = fx
@@ -392,7 +392,7 @@ async fn run_case(backend: Backend, database: Option<&str>, case: &Case) -> Resu
         )));
     }
     let sql = match backend {
-        Backend::Postgres => "SELECT customer_sk::text FROM facts ORDER BY fact_id",
+        Backend::Postgres | Backend::Citus => "SELECT customer_sk::text FROM facts ORDER BY fact_id",
         Backend::Sqlite => "SELECT CAST(customer_sk AS TEXT) FROM facts ORDER BY fact_id",
     };
     let assigned: Vec<i64> = fx
@@ -476,7 +476,7 @@ fn check_property(backend: Backend) {
             .expect("a runtime")
     };
     let database = match backend {
-        Backend::Postgres => Some(runtime().block_on(crate::support::pg::fresh_database())),
+        Backend::Postgres | Backend::Citus => Some(runtime().block_on(crate::support::pg::fresh_database())),
         Backend::Sqlite => None,
     };
     let result = runner.run(&case(), |case| {
@@ -587,7 +587,7 @@ fn special_cases() -> Vec<Case> {
 
 async fn special_values(backend: Backend) {
     let database = match backend {
-        Backend::Postgres => Some(crate::support::pg::fresh_database().await),
+        Backend::Postgres | Backend::Citus => Some(crate::support::pg::fresh_database().await),
         Backend::Sqlite => None,
     };
     for case in special_cases() {

@@ -42,9 +42,9 @@ async fn create_facts(fx: &mut Fixture, table: &str, columns: &[FactCol]) {
         .iter()
         .map(|c| {
             let ty = match (fx.backend, c) {
-                (Backend::Postgres, FactCol::Int(_)) => "bigint",
-                (Backend::Postgres, FactCol::Text(_)) => "text",
-                (Backend::Postgres, FactCol::At(_)) => "timestamptz",
+                (Backend::Postgres | Backend::Citus, FactCol::Int(_)) => "bigint",
+                (Backend::Postgres | Backend::Citus, FactCol::Text(_)) => "text",
+                (Backend::Postgres | Backend::Citus, FactCol::At(_)) => "timestamptz",
                 (Backend::Sqlite, FactCol::Int(_)) => "INTEGER",
                 (Backend::Sqlite, _) => "TEXT",
             };
@@ -64,7 +64,7 @@ async fn facts(fx: &mut Fixture, table: &str, columns: &[FactCol]) -> Dump {
             (Backend::Postgres, FactCol::At(n)) => {
                 format!("to_char({n} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')")
             }
-            (Backend::Postgres, c) => format!("{}::text", c.name()),
+            (Backend::Postgres | Backend::Citus, c) => format!("{}::text", c.name()),
             (Backend::Sqlite, c) => format!("CAST({} AS TEXT)", c.name()),
         })
         .collect();

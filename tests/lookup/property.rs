@@ -311,7 +311,7 @@ fn check_property(backend: Backend) {
     };
     // PostgreSQL cases share one database, emptied before each case.
     let database = match backend {
-        Backend::Postgres => Some(runtime().block_on(crate::support::pg::fresh_database())),
+        Backend::Postgres | Backend::Citus => Some(runtime().block_on(crate::support::pg::fresh_database())),
         Backend::Sqlite => None,
     };
     let result = runner.run(&case(), |case| {

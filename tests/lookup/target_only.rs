@@ -17,7 +17,7 @@ async fn index_from_the_target_alone(mut fx: Fixture) {
     .await;
     fx.run("2026-10-01T08:00:00Z").await;
     let unreachable = match fx.backend {
-        Backend::Postgres => "postgres://nobody@127.0.0.1:1/nothing?connect_timeout=2".to_string(),
+        Backend::Postgres | Backend::Citus => "postgres://nobody@127.0.0.1:1/nothing?connect_timeout=2".to_string(),
         Backend::Sqlite => format!("sqlite://{}", fx.dir().join("no/such/dir/source.db").display()),
     };
     let old = format!("url = \"{}\"", fx.source_url);

@@ -44,7 +44,7 @@ async fn schema_rows(fx: &mut Fixture, table: &str) -> Vec<(i64, String, String)
 async fn runs_columns(fx: &mut Fixture, table: &str) -> Vec<String> {
     let sql = match fx.backend {
         Backend::Sqlite => format!("SELECT name FROM pragma_table_info('{table}')"),
-        Backend::Postgres => format!(
+        Backend::Postgres | Backend::Citus => format!(
             "SELECT attname::text FROM pg_attribute WHERE attrelid = '{table}'::regclass AND attnum > 0 AND NOT attisdropped"
         ),
     };
@@ -103,7 +103,9 @@ async fn init_makes_again_what_was_dropped_at_the_current_version(mut fx: Fixtur
         Backend::Sqlite => {
             "SELECT count(*) FROM sqlite_master WHERE type = 'index' AND name = 'dimlog_runs_dimension_idx'"
         }
-        Backend::Postgres => "SELECT count(*)::text FROM pg_indexes WHERE indexname = 'dimlog_runs_dimension_idx'",
+        Backend::Postgres | Backend::Citus => {
+            "SELECT count(*)::text FROM pg_indexes WHERE indexname = 'dimlog_runs_dimension_idx'"
+        }
     };
     assert_eq!(
         fx.target_query(index).await[0][0].as_deref(),
@@ -156,7 +158,7 @@ async fn as_an_older_dimlog_left_it(fx: &mut Fixture) {
              INSERT INTO dimlog_runs ({old_columns}) SELECT {old_columns} FROM dimlog_runs_current;
              DROP TABLE dimlog_runs_current"
         ),
-        Backend::Postgres => format!(
+        Backend::Postgres | Backend::Citus => format!(
             "DROP TABLE dimlog_schema; DROP TABLE dimlog_assigned;
              ALTER TABLE dimlog_runs RENAME TO dimlog_runs_current;
              ALTER INDEX dimlog_runs_pkey RENAME TO dimlog_runs_current_pkey;
@@ -257,7 +259,7 @@ async fn an_older_dimlogs_target_is_upgraded_by_the_next_run(mut fx: Fixture) {
     }
     let index = match fx.backend {
         Backend::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'index' AND name = 'dimlog_runs_dimension_idx'",
-        Backend::Postgres => "SELECT to_regclass('dimlog_runs_dimension_idx')::text",
+        Backend::Postgres | Backend::Citus => "SELECT to_regclass('dimlog_runs_dimension_idx')::text",
     };
     assert!(
         fx.target_query(index).await.first().is_some_and(|r| r[0].is_some()),
@@ -282,7 +284,7 @@ async fn a_newer_schema_is_refused_by_writers_and_read_by_readers(mut fx: Fixtur
             "CREATE TABLE facts (customer_id INTEGER, sold_at TEXT, customer_sk INTEGER);
                             INSERT INTO facts VALUES (1, '2026-03-02T09:30:00Z', NULL)"
         }
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             "CREATE TABLE facts (customer_id bigint, sold_at timestamptz, customer_sk bigint);
                               INSERT INTO facts VALUES (1, '2026-03-02T09:30:00Z', NULL)"
         }
@@ -295,7 +297,7 @@ async fn a_newer_schema_is_refused_by_writers_and_read_by_readers(mut fx: Fixtur
     let schema = schema_rows(&mut fx, "dimlog_schema").await;
     let target = match fx.backend {
         Backend::Sqlite => "warehouse.db".to_string(),
-        Backend::Postgres => database(&fx),
+        Backend::Postgres | Backend::Citus => database(&fx),
     };
 
     for args in [

@@ -86,7 +86,7 @@ async fn an_emptied_or_cut_log_is_refused_by_every_command(mut fx: Fixture) {
     loaded(&mut fx).await;
     let dimension = fx.dump_dimension().await;
     let emptied = match fx.backend {
-        dimlog::config::Backend::Postgres => "TRUNCATE customer_versions",
+        dimlog::config::Backend::Postgres | dimlog::config::Backend::Citus => "TRUNCATE customer_versions",
         dimlog::config::Backend::Sqlite => "DELETE FROM customer_versions",
     };
     let newest = "DELETE FROM customer_versions WHERE log_id = (SELECT max(log_id) FROM customer_versions)";

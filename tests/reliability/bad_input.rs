@@ -473,7 +473,7 @@ async fn a_dropped_tracked_column_is_named(mut fx: Fixture) {
 async fn a_retyped_tracked_column_names_the_migration(mut fx: Fixture) {
     let before = loaded(&mut fx, "src_customers").await;
     let (from, to) = match fx.backend {
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             fx.exec("ALTER TABLE src_customers ALTER COLUMN tier TYPE integer USING length(tier)")
                 .await;
             ("text", "integer")

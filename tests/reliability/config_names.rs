@@ -42,7 +42,7 @@ async fn seed(fx: &mut Fixture) {
 async fn state(fx: &mut Fixture) -> (Vec<Option<String>>, Vec<Vec<Option<String>>>) {
     let tables = match fx.backend {
         Backend::Sqlite => fx.target_query("SELECT name FROM sqlite_master ORDER BY name").await,
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             fx.target_query("SELECT relname::text FROM pg_class WHERE relnamespace = 'public'::regnamespace ORDER BY 1")
                 .await
         }
@@ -122,7 +122,7 @@ fn same_table_spellings(backend: Backend, name: &str) -> Vec<String> {
             out.push(format!("main.{name}"));
             out.push(format!("MAIN.{}", name.to_uppercase()));
         }
-        Backend::Postgres => out.push(format!("public.{name}")),
+        Backend::Postgres | Backend::Citus => out.push(format!("public.{name}")),
     }
     out
 }
@@ -203,7 +203,7 @@ async fn tables_named_alike_are_config_errors(mut fx: Fixture) {
             "sqlite://./source.db".into(),
             format!("sqlite://{}/../{}/source.db", fx.dir().display(), dir_name(fx.dir())),
         ],
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             // The same database under another spelling of its server's address: only the
             // servers can tell.
             let mut urls = vec![fx.target_url.clone()];
@@ -268,7 +268,7 @@ async fn a_zone_less_change_column_is_a_config_error_on_both_backends(mut fx: Fi
             vec!["'2026-03-02 09:00:00'", "'2026-03-02T09:00:00'", "'2026-03-02'"],
             "'2026-03-02 09:30:00'",
         ),
-        Backend::Postgres => (
+        Backend::Postgres | Backend::Citus => (
             "CREATE TABLE src_naive (customer_id bigint PRIMARY KEY, email text, tier text, country text, is_deleted boolean NOT NULL DEFAULT false, updated_at timestamp)",
             vec!["'2026-03-02 09:00:00'"],
             "'2026-03-02 09:30:00'",
@@ -282,7 +282,7 @@ async fn a_zone_less_change_column_is_a_config_error_on_both_backends(mut fx: Fi
         // Many rows with a zone, one without (SQLite); PostgreSQL: the column's type.
         let zoned = match fx.backend {
             Backend::Sqlite => "'2026-03-02T08:00:00Z'",
-            Backend::Postgres => "'2026-03-02 08:00:00'",
+            Backend::Postgres | Backend::Citus => "'2026-03-02 08:00:00'",
         };
         let mut values: Vec<String> = (1..=50)
             .map(|k| format!("({k}, 'e{k}', 'free', 'FR', false, {zoned})"))

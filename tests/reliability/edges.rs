@@ -23,7 +23,7 @@ async fn a_second_name_on_the_same_tables_is_refused(mut fx: Fixture) {
     let original = fx.config().to_string();
     let (log, dimension, runs) = (fx.log().await, fx.dimension().await, fx.runs().await);
     let schema = match fx.backend {
-        Backend::Postgres => "public",
+        Backend::Postgres | Backend::Citus => "public",
         Backend::Sqlite => "main",
     };
     let mut spellings = vec![

@@ -127,7 +127,7 @@ async fn refusals_and_dry_runs_leave_a_never_loaded_target_as_it_was(mut fx: Fix
             let tables = fx.target_query("SELECT name FROM sqlite_master").await;
             assert!(tables.is_empty(), "tables appeared: {tables:?}");
         }
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             let before = pg_objects(&mut fx).await;
             check(&fx, "a database without dimlog tables");
             assert_eq!(pg_objects(&mut fx).await, before);

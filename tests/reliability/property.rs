@@ -1007,7 +1007,7 @@ fn check_property(backend: Backend, default_cases: u32) {
     // PostgreSQL cases share one database, emptied before each case: creating a
     // database costs more than most cases.
     let database = match backend {
-        Backend::Postgres => Some(runtime().block_on(crate::support::pg::fresh_database())),
+        Backend::Postgres | Backend::Citus => Some(runtime().block_on(crate::support::pg::fresh_database())),
         Backend::Sqlite => None,
     };
     let started = Instant::now();
@@ -1102,7 +1102,7 @@ fn check_directed(backend: Backend) {
         .build()
         .expect("a runtime");
     let database = match backend {
-        Backend::Postgres => Some(runtime.block_on(crate::support::pg::fresh_database())),
+        Backend::Postgres | Backend::Citus => Some(runtime.block_on(crate::support::pg::fresh_database())),
         Backend::Sqlite => None,
     };
     let stats = Mutex::new(Stats::default());

@@ -171,7 +171,7 @@ async fn target_only_commands_work_with_read_only_rights(mut fx: Fixture) {
                 assert_eq!(files(&dir), ["warehouse.db"], "files appeared beside the target");
             }
         }
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             let reader = read_only_role(&mut fx).await;
             let tables = user_tables(&mut fx).await;
             set_url(&mut fx, true, &reader);
@@ -277,7 +277,7 @@ async fn target_only_commands_on_a_never_loaded_dimension_create_nothing(mut fx:
             let tables = fx.target_query("SELECT name FROM sqlite_master").await;
             assert!(tables.is_empty(), "tables appeared: {tables:?}");
         }
-        Backend::Postgres => {
+        Backend::Postgres | Backend::Citus => {
             assert_not_loaded(&fx.config_path(), "no dimlog tables");
             assert_eq!(user_tables(&mut fx).await, [Some("src_customers".to_string())]);
         }
@@ -289,7 +289,7 @@ async fn target_only_commands_on_a_never_loaded_dimension_create_nothing(mut fx:
 async fn assign_keys_and_rebuild_do_not_need_the_source(mut fx: Fixture) {
     load(&mut fx).await;
     let (at, int) = match fx.backend {
-        Backend::Postgres => ("timestamptz", "bigint"),
+        Backend::Postgres | Backend::Citus => ("timestamptz", "bigint"),
         Backend::Sqlite => ("TEXT", "INTEGER"),
     };
     fx.target_exec(&format!(

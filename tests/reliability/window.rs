@@ -167,7 +167,9 @@ async fn a_watermark_in_the_future_is_refused_not_read_past(mut fx: Fixture) {
     loaded(&mut fx).await;
     let future = "2030-01-01T00:00:00.000000Z";
     let set = match fx.backend {
-        dimlog::config::Backend::Postgres => format!("UPDATE dimlog_state SET high_watermark = '{future}'"),
+        dimlog::config::Backend::Postgres | dimlog::config::Backend::Citus => {
+            format!("UPDATE dimlog_state SET high_watermark = '{future}'")
+        }
         dimlog::config::Backend::Sqlite => format!("UPDATE dimlog_state SET high_watermark = '{future}'"),
     };
     fx.target_exec(&set).await;

@@ -475,7 +475,7 @@ fn refusals(target: Backend) {
     }
     let target_url = match target {
         Backend::Sqlite => "sqlite://warehouse.db",
-        Backend::Postgres => "postgres://dimlog@127.0.0.1:9/none",
+        Backend::Postgres | Backend::Citus => "postgres://dimlog@127.0.0.1:9/none",
     };
     let dir = tempfile::tempdir().expect("temp dir");
     let (mut refused_cases, mut accepted_cases) = (0, 0);
@@ -658,7 +658,7 @@ impl Shape {
     fn int_type(backend: Backend) -> &'static str {
         match backend {
             Backend::Sqlite => "INTEGER",
-            Backend::Postgres => "bigint",
+            Backend::Postgres | Backend::Citus => "bigint",
         }
     }
 
@@ -712,7 +712,7 @@ impl Shape {
         }
         let ts = match backend {
             Backend::Sqlite => "TEXT",
-            Backend::Postgres => "timestamptz",
+            Backend::Postgres | Backend::Citus => "timestamptz",
         };
         cols.push(format!("{} {ts} NOT NULL", q(&self.names.updated_at)));
         cols.push(format!("{} boolean NOT NULL", q(&self.names.deleted_flag)));
@@ -1214,7 +1214,7 @@ async fn load_history(mut fx: Fixture, shape: &Shape) {
     }
     let ts_type = match backend {
         Backend::Sqlite => "TEXT",
-        Backend::Postgres => "timestamptz",
+        Backend::Postgres | Backend::Citus => "timestamptz",
     };
     let mut cols: Vec<String> = Vec::new();
     for (c, k) in n.keys.iter().enumerate() {
@@ -1251,7 +1251,7 @@ async fn load_history(mut fx: Fixture, shape: &Shape) {
     );
     let cast = |c: &str| match backend {
         Backend::Sqlite => format!("CAST({} AS TEXT)", q(c)),
-        Backend::Postgres => format!("{}::text", q(c)),
+        Backend::Postgres | Backend::Citus => format!("{}::text", q(c)),
     };
     let order: Vec<String> = n.keys.iter().map(|k| q(k)).chain([q(&shape.fact_at)]).collect();
     let rows = fx
@@ -1460,7 +1460,7 @@ async fn every_sql_name_is_refused_or_loads(fx: Fixture) {
     for shape in &shapes {
         let fx = match backend {
             Backend::Sqlite => Fixture::sqlite().await,
-            Backend::Postgres => Fixture::postgres_reset(fx.target_url.clone()).await,
+            Backend::Postgres | Backend::Citus => Fixture::postgres_reset(fx.target_url.clone()).await,
         };
         load_history(fx, shape).await;
     }

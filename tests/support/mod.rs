@@ -1,5 +1,7 @@
 //! Helpers shared by the integration tests.
 
+#[cfg(feature = "citus-tests")]
+pub mod citus;
 pub mod fixture;
 pub mod pg;
 pub mod property;

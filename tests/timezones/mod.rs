@@ -15,8 +15,8 @@ use crate::support::fixture::{on_both_backends, ts, Fixture};
 /// (PostgreSQL `timestamp`, or `date` when `date`; SQLite text).
 async fn use_local_source(fx: &mut Fixture, zone: &str, date: bool) {
     let column = match (fx.backend, date) {
-        (Backend::Postgres, false) => "timestamp",
-        (Backend::Postgres, true) => "date",
+        (Backend::Postgres | Backend::Citus, false) => "timestamp",
+        (Backend::Postgres | Backend::Citus, true) => "date",
         (Backend::Sqlite, false) => "TEXT",
         (Backend::Sqlite, true) => "DATE",
     };

@@ -20,6 +20,8 @@ pub struct PgConn {
     /// Whether [`crate::db::Conn::begin`] opened a transaction that was not ended yet: a
     /// `ROLLBACK` outside one only draws the server's warning.
     pub in_transaction: bool,
+    /// Citus on this server, if it has the extension.
+    pub citus: Option<crate::db::citus::Cluster>,
 }
 
 impl PgConn {
@@ -29,6 +31,7 @@ impl PgConn {
             conn,
             state_schema: None,
             in_transaction: false,
+            citus: None,
         }
     }
 
@@ -37,12 +40,51 @@ impl PgConn {
         self.conn
     }
 
-    /// `sql` with dimlog's own tables qualified by the state schema.
+    /// `sql` with dimlog's own tables qualified by the state schema, and a load's session
+    /// tables named by their distributed stand-ins on Citus.
     pub fn qualify<'a>(&self, sql: &'a str) -> std::borrow::Cow<'a, str> {
-        match &self.state_schema {
+        let sql = match &self.state_schema {
             Some(schema) => std::borrow::Cow::Owned(qualify_state(sql, schema)),
             None => std::borrow::Cow::Borrowed(sql),
+        };
+        match self.staging() {
+            Some(staging) => std::borrow::Cow::Owned(staging.rename(&sql)),
+            None => sql,
         }
+    }
+
+    /// The distributed session tables of a load on Citus, if this is one.
+    pub fn staging(&self) -> Option<&crate::db::citus::Staging> {
+        self.citus
+            .as_ref()
+            .filter(|c| c.active)
+            .and_then(|c| c.staging.as_ref())
+    }
+
+    /// Runs a statement: one that makes or empties a session table on the distributed
+    /// stand-ins of a Citus load, any other with dimlog's names qualified.
+    pub async fn execute(&mut self, sql: &str, params: &[Param]) -> Result<u64, sqlx::Error> {
+        use crate::db::citus;
+        if self.staging().is_some() {
+            let sql = match &self.state_schema {
+                Some(schema) => qualify_state(sql, schema),
+                None => sql.to_string(),
+            };
+            if let Some(ddl) = citus::session_ddl(&sql) {
+                let mut staging = self
+                    .citus
+                    .as_mut()
+                    .and_then(|c| c.staging.take())
+                    .expect("checked above");
+                let result = citus::run_session_ddl(&mut self.conn, &mut staging, ddl, params).await;
+                if let Some(c) = self.citus.as_mut() {
+                    c.staging = Some(staging);
+                }
+                return result;
+            }
+        }
+        let sql = self.qualify(sql).into_owned();
+        execute(&mut self.conn, &sql, params).await
     }
 }
 
@@ -139,18 +181,51 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<PgConnection, DbErro
             opts = opts.password(&password);
         }
     }
-    let mut c = match url.connect_timeout {
-        Some(limit) => tokio::time::timeout(limit, opts.connect())
-            .await
-            .map_err(|_| DbError::ConnectTimeout {
-                url: url.redacted(),
-                seconds: limit.as_secs(),
-            })?
-            .map_err(err)?,
-        None => opts.connect().await.map_err(err)?,
+    let open = |opts: PgConnectOptions| async move {
+        match url.connect_timeout {
+            Some(limit) => tokio::time::timeout(limit, opts.connect())
+                .await
+                .map_err(|_| DbError::ConnectTimeout {
+                    url: url.redacted(),
+                    seconds: limit.as_secs(),
+                })?
+                .map_err(err),
+            None => opts.connect().await.map_err(err),
+        }
+    };
+    let mut c = match open(opts.clone()).await {
+        // `sslmode=prefer` (the default) asks for TLS without verifying anything: where the
+        // handshake fails (a certificate the TLS library cannot even read, such as the
+        // X.509 v1 one a Citus node makes for itself), libpq goes on without TLS, and so
+        // does dimlog. `require` and stricter modes fail as they should.
+        Err(DbError::Connect { source, .. }) if tls_failed(&source) && tls_only_preferred(url.expose()) => {
+            tracing::debug!("TLS to the server failed ({source}); connecting without it, as sslmode=prefer does");
+            open(opts.ssl_mode(sqlx::postgres::PgSslMode::Disable)).await?
+        }
+        other => other?,
     };
     c.execute("SET client_min_messages = warning").await.map_err(err)?;
     Ok(c)
+}
+
+/// Whether connecting failed in the TLS handshake (the driver reports a certificate it
+/// cannot read as invalid data on the socket).
+fn tls_failed(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Tls(_) => true,
+        sqlx::Error::Io(io) => io.kind() == std::io::ErrorKind::InvalidData,
+        _ => false,
+    }
+}
+
+/// Whether a PostgreSQL URL leaves TLS to `prefer` (no `sslmode`, or `prefer`/`allow`).
+fn tls_only_preferred(raw: &str) -> bool {
+    let mode = url::Url::parse(raw).ok().and_then(|u| {
+        u.query_pairs()
+            .find(|(k, _)| k == "sslmode")
+            .map(|(_, v)| v.into_owned())
+    });
+    matches!(mode.as_deref(), None | Some("prefer") | Some("allow"))
 }
 
 /// Whether a PostgreSQL URL carries a password (`user:pw@` or `?password=`).

@@ -1,0 +1,28 @@
+{# assign-keys on Citus. A fact table distributed by the key and colocated with the
+   dimension is assigned in one UPDATE that Citus runs on the shards (a correlated lookup
+   on the distribution column). A local fact table is joined with the distributed
+   dimension first, into a map on the coordinator by row (`ctid`, which Citus does not
+   let a statement that also reads a distributed table use), then updated from the map. #}
+{% macro lookup(x) %}(SELECT dimlog_d.{{ sk }} FROM {{ dim }} dimlog_d
+     WHERE {% for k in fact_keys %}dimlog_d.{{ keys[loop.index0] }} = {{ x }}.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at(x ~ "." ~ fact_at) }} AND {{ at(x ~ "." ~ fact_at) }} < dimlog_d.valid_to){% endmacro %}
+-- statement: facts_distributed
+SELECT (EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1)))::int::text
+-- statement: assign_map
+{% if not facts_distributed %}
+CREATE TEMP TABLE dimlog_assign_map ON COMMIT DROP AS
+SELECT dimlog_x.dimlog_rid, COALESCE(dimlog_d.{{ sk }}, -1) AS dimlog_sk
+FROM (SELECT ctid::text AS dimlog_rid, * FROM {{ facts }} OFFSET 0) dimlog_x
+LEFT JOIN {{ dim }} dimlog_d
+  ON {% for k in fact_keys %}dimlog_d.{{ keys[loop.index0] }} = dimlog_x.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at("dimlog_x." ~ fact_at) }} AND {{ at("dimlog_x." ~ fact_at) }} < dimlog_d.valid_to
+{% endif %}
+-- statement: assign
+{% if facts_distributed %}
+UPDATE {{ facts }} dimlog_f
+SET {{ fact_sk }} = COALESCE({{ lookup("dimlog_f") }}, -1)
+WHERE dimlog_f.{{ fact_sk }} IS DISTINCT FROM COALESCE({{ lookup("dimlog_f") }}, -1)
+{% else %}
+UPDATE {{ facts }} dimlog_f
+SET {{ fact_sk }} = dimlog_m.dimlog_sk
+FROM dimlog_assign_map dimlog_m
+WHERE dimlog_f.ctid = dimlog_m.dimlog_rid::tid AND dimlog_f.{{ fact_sk }} IS DISTINCT FROM dimlog_m.dimlog_sk
+{% endif %}

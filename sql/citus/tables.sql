@@ -1,0 +1,52 @@
+{# The log and the dimension on a Citus coordinator: distributed by the key and
+   colocated, so that every statement joining them with each other or with the load's
+   session tables (distributed alike, see src/db/citus/mod.rs) runs on the shards. A
+   distributed table's primary key must include its distribution column. #}
+-- statement: log
+CREATE TABLE IF NOT EXISTS {{ log }} (
+    log_id     bigint NOT NULL,
+    {{ sk }} bigint,
+{% for c in key_defs %}
+    {{ c.name }} {{ c.target_type }} NOT NULL,
+{% endfor %}
+{% for c in attr_defs %}
+    {{ c.name }} {{ c.target_type }},
+{% endfor %}
+    valid_from timestamptz NOT NULL,
+    is_deleted boolean     NOT NULL,
+    row_hash   bytea,
+    load_id    bigint      NOT NULL,
+    loaded_at  timestamptz NOT NULL,
+    PRIMARY KEY (log_id, {{ keys[0] }})
+)
+-- statement: distribute_log
+SELECT create_distributed_table({{ log|lit }}, {{ keys[0]|bare|lit }})
+-- statement: dimension
+CREATE TABLE IF NOT EXISTS {{ dim }} (
+    {{ sk }} bigint NOT NULL,
+{% for c in key_defs %}
+    {{ c.name }} {{ c.target_type }} NOT NULL,
+{% endfor %}
+{% for c in attr_defs %}
+    {{ c.name }} {{ c.target_type }},
+{% endfor %}
+{% for c in current_defs %}
+    {{ c.name }} {{ c.target_type }},
+{% endfor %}
+    valid_from timestamptz NOT NULL,
+    valid_to   timestamptz NOT NULL,
+    is_current boolean     NOT NULL,
+    row_hash   bytea       NOT NULL,
+    load_id    bigint      NOT NULL,
+    CONSTRAINT {{ dim_pk }} PRIMARY KEY ({{ sk }}, {{ keys[0] }})
+) WITH (fillfactor = 90)
+-- statement: distribute_dimension
+SELECT create_distributed_table({{ dim|lit }}, {{ keys[0]|bare|lit }}, colocate_with => {{ log|lit }})
+-- statement: add_primary_key
+ALTER TABLE {{ table }} ADD CONSTRAINT {{ name }} PRIMARY KEY ({{ column }}, {{ keys[0] }})
+{# Whole tables: Citus passes an ANALYZE on to the shards, and its column list unquoted
+   (a column named like a keyword breaks it). #}
+-- statement: analyze_log
+ANALYZE {{ log }}
+-- statement: analyze_dimension
+ANALYZE {{ dim }}

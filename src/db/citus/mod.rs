@@ -1,0 +1,464 @@
+//! Citus: PostgreSQL with the `citus` extension, a coordinator that shards tables across
+//! workers. The same wire protocol and SQL as PostgreSQL, so a Citus target is a
+//! PostgreSQL connection that knows two things more:
+//!
+//! - its templates are PostgreSQL's with a few statements replaced (`sql/citus/`, see
+//!   [`dialect::Citus`]): the log and the dimension are created distributed and colocated
+//!   by the key, with primary keys that include it;
+//! - the staging tables a load works in cannot be temporary: a temporary table lives on
+//!   the coordinator only, and every statement joining it with a distributed table is
+//!   pulled to the coordinator (a `MERGE` from it is refused). So, for a load, the names of
+//!   the session tables (`dimlog_stage`, `dimlog_changes`, …) are mapped to unlogged
+//!   distributed tables of the dimension, colocated with its log ([`Staging`]), made once
+//!   and truncated per load, and the `CREATE TEMP TABLE … AS` of the PostgreSQL templates
+//!   becomes an `INSERT … SELECT` into them, which Citus runs on the shards.
+
+pub mod dialect;
+
+use crate::db::{postgres, Param};
+use sqlx::PgConnection;
+use std::collections::HashMap;
+
+/// The session tables of a load, by their names in the PostgreSQL templates.
+pub const SESSION_TABLES: [&str; 13] = [
+    "dimlog_raw",
+    "dimlog_stage",
+    "dimlog_source_keys",
+    "dimlog_missing",
+    "dimlog_unseen",
+    "dimlog_appended",
+    "dimlog_history",
+    "dimlog_restored",
+    "dimlog_changes",
+    "dimlog_rehashed",
+    "dimlog_touched",
+    "dimlog_derived",
+    "dimlog_rebuilt",
+];
+
+/// A quoted identifier as its name (`"a""b"` → `a"b`): Citus's functions take a column
+/// by its name, not quoted.
+pub fn bare(quoted: &str) -> String {
+    match quoted.strip_prefix('"').and_then(|q| q.strip_suffix('"')) {
+        Some(inner) => inner.replace("\"\"", "\""),
+        None => quoted.to_string(),
+    }
+}
+
+/// What a PostgreSQL connection knows of Citus on its server.
+#[derive(Debug, Default)]
+pub struct Cluster {
+    /// Whether this connection speaks Citus (templates and staging); false on a
+    /// coordinator whose dimension tables are local ones (see [`Cluster::settle`]).
+    pub active: bool,
+    /// The distributed session tables of the dimension a load works on; None for
+    /// commands that only read (their session tables stay temporary).
+    pub staging: Option<Staging>,
+}
+
+/// Whether the server has the `citus` extension.
+pub async fn detect(c: &mut PgConnection) -> Result<bool, sqlx::Error> {
+    let rows = postgres::query_text(c, "SELECT extname::text FROM pg_extension WHERE extname = 'citus'", &[]).await?;
+    Ok(!rows.is_empty())
+}
+
+/// The session tables of one dimension on a Citus coordinator.
+#[derive(Debug)]
+pub struct Staging {
+    /// `"schema".` or empty: where the tables are (the log's schema).
+    prefix: String,
+    /// Schema as a text literal for the catalog, or None for `current_schema()`.
+    schema_literal: Option<String>,
+    /// `_` and 8 hex digits of the dimension's name: one set of tables per dimension, so
+    /// that dimensions of one target load at once (one load per dimension: its lock).
+    suffix: String,
+    /// The log, quoted: the tables are colocated with it.
+    log: String,
+    /// The distribution column, quoted.
+    key: String,
+    /// Each existing table's signature (its comment): the columns it was made for. Read
+    /// from the catalog again after a rollback, which may have undone a table made.
+    made: Option<HashMap<String, String>>,
+}
+
+impl Staging {
+    /// The session tables of `dimension`, in `schema` (quoted; None: the session's
+    /// current schema), colocated with `log` (quoted) by `key` (quoted).
+    pub fn new(dimension: &str, schema: Option<&str>, log: &str, key: &str) -> Staging {
+        let hash = blake3::hash(dimension.as_bytes()).to_hex();
+        Staging {
+            prefix: schema.map(|s| format!("{s}.")).unwrap_or_default(),
+            schema_literal: schema.map(|s| {
+                let bare = s.trim_matches('"').replace("\"\"", "\"");
+                format!("'{}'", bare.replace('\'', "''"))
+            }),
+            suffix: format!("_{}", &hash[..8]),
+            log: log.to_string(),
+            key: key.to_string(),
+            made: None,
+        }
+    }
+
+    /// Forgets what it knows of the tables, after a rollback.
+    pub fn forget(&mut self) {
+        self.made = None;
+    }
+
+    /// The bare name of a session table's distributed stand-in.
+    fn bare(&self, name: &str) -> String {
+        format!("{name}{}", self.suffix)
+    }
+
+    /// The qualified name of a session table's distributed stand-in.
+    fn table(&self, name: &str) -> String {
+        format!("{}{}", self.prefix, self.bare(name))
+    }
+
+    /// `sql` with every session table named by its stand-in: a whole word, not already
+    /// qualified or quoted (the names start with `dimlog_`, which is dimlog's alone).
+    pub fn rename(&self, sql: &str) -> String {
+        let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+        let bytes = sql.as_bytes();
+        let mut out = String::with_capacity(sql.len() + 64);
+        let (mut i, mut copied) = (0, 0);
+        while i < bytes.len() {
+            let hit = (bytes[i] == b'd'
+                && (i == 0 || !(word(bytes[i - 1]) || bytes[i - 1] == b'.' || bytes[i - 1] == b'"')))
+                .then(|| {
+                    SESSION_TABLES.iter().find(|name| {
+                        let end = i + name.len();
+                        sql[i..].starts_with(*name) && (end == bytes.len() || !(word(bytes[end]) || bytes[end] == b'"'))
+                    })
+                })
+                .flatten();
+            match hit {
+                Some(name) => {
+                    out.push_str(&sql[copied..i]);
+                    out.push_str(&self.table(name));
+                    i += name.len();
+                    copied = i;
+                }
+                None => i += 1,
+            }
+        }
+        out.push_str(&sql[copied..]);
+        out
+    }
+}
+
+/// A statement of the PostgreSQL templates that makes or drops session tables, as the
+/// Citus staging runs it instead.
+#[derive(Debug, PartialEq)]
+pub enum SessionDdl<'a> {
+    /// `DROP TABLE IF EXISTS pg_temp.a, pg_temp.b`: empty them.
+    Drop(Vec<&'a str>),
+    /// `CREATE TEMP TABLE t (column definitions)`.
+    Define { table: &'a str, columns: &'a str },
+    /// `CREATE TEMP TABLE t [(names)] [ON COMMIT DROP] AS query [WITH NO DATA]`.
+    Fill {
+        table: &'a str,
+        names: Option<&'a str>,
+        query: &'a str,
+        no_data: bool,
+    },
+    /// `ALTER TABLE a RENAME TO b`: b gets a's rows.
+    Rename { from: &'a str, to: &'a str },
+}
+
+/// Recognises the session-table statements of the PostgreSQL templates.
+pub fn session_ddl(sql: &str) -> Option<SessionDdl<'_>> {
+    let sql = sql.trim();
+    if let Some(rest) = sql.strip_prefix("DROP TABLE IF EXISTS pg_temp.") {
+        let names = std::iter::once(rest)
+            .flat_map(|r| r.split(','))
+            .map(|n| n.trim().trim_start_matches("pg_temp.").trim())
+            .collect::<Vec<_>>();
+        return names
+            .iter()
+            .all(|n| SESSION_TABLES.contains(n))
+            .then_some(SessionDdl::Drop(names));
+    }
+    if let Some(rest) = sql.strip_prefix("ALTER TABLE ") {
+        let (from, to) = rest.split_once(" RENAME TO ")?;
+        let (from, to) = (from.trim(), to.trim());
+        return (SESSION_TABLES.contains(&from) && SESSION_TABLES.contains(&to))
+            .then_some(SessionDdl::Rename { from, to });
+    }
+    let rest = sql.strip_prefix("CREATE TEMP TABLE ")?;
+    let end = rest.find(|c: char| c.is_whitespace() || c == '(').unwrap_or(rest.len());
+    let table = &rest[..end];
+    if !SESSION_TABLES.contains(&table) {
+        return None;
+    }
+    let mut rest = rest[end..].trim_start();
+    let mut list = None;
+    if rest.starts_with('(') {
+        let close = matching_paren(rest)?;
+        list = Some(&rest[1..close]);
+        rest = rest[close + 1..].trim_start();
+    }
+    if let Some(r) = rest.strip_prefix("ON COMMIT DROP") {
+        rest = r.trim_start();
+    }
+    match rest.strip_prefix("AS") {
+        Some(query) if query.starts_with(char::is_whitespace) => {
+            let query = query.trim();
+            let (query, no_data) = match query.strip_suffix("WITH NO DATA") {
+                Some(q) => (q.trim_end(), true),
+                None => (query, false),
+            };
+            Some(SessionDdl::Fill {
+                table,
+                names: list,
+                query,
+                no_data,
+            })
+        }
+        _ if rest.is_empty() => Some(SessionDdl::Define { table, columns: list? }),
+        _ => None,
+    }
+}
+
+/// The index of the parenthesis closing the one `text` starts with.
+fn matching_paren(text: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in text.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    return Some(i);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Runs a session-table statement on the distributed stand-ins; returns rows written.
+pub async fn run_session_ddl(
+    c: &mut PgConnection,
+    staging: &mut Staging,
+    ddl: SessionDdl<'_>,
+    params: &[Param],
+) -> Result<u64, sqlx::Error> {
+    load_made(c, staging).await?;
+    match ddl {
+        SessionDdl::Drop(names) => {
+            let present: Vec<String> = names
+                .iter()
+                .filter(|n| staging.made.as_ref().is_some_and(|m| m.contains_key(&staging.bare(n))))
+                .map(|n| staging.table(n))
+                .collect();
+            if !present.is_empty() {
+                postgres::execute(c, &format!("TRUNCATE {}", present.join(", ")), &[]).await?;
+            }
+            Ok(0)
+        }
+        SessionDdl::Define { table, columns } => {
+            let signature = format!("define ({columns})");
+            let create = format!("CREATE UNLOGGED TABLE {} ({columns})", staging.table(table));
+            ensure(c, staging, table, &signature, &create, &[]).await?;
+            Ok(0)
+        }
+        SessionDdl::Fill {
+            table,
+            names,
+            query,
+            no_data,
+        } => {
+            let query = staging.rename(query);
+            let described = describe(c, &query).await?;
+            let signature = format!("fill ({}) {described}", names.unwrap_or(""));
+            let create = format!(
+                "CREATE UNLOGGED TABLE {}{} AS {query} WITH NO DATA",
+                staging.table(table),
+                names.map(|n| format!(" ({n})")).unwrap_or_default()
+            );
+            ensure(c, staging, table, &signature, &create, params).await?;
+            if no_data {
+                return Ok(0);
+            }
+            let insert = format!("INSERT INTO {} {query}", staging.table(table));
+            postgres::execute(c, &insert, params).await
+        }
+        SessionDdl::Rename { from, to } => {
+            let query = format!("SELECT * FROM {}", staging.table(from));
+            let described = describe(c, &query).await?;
+            let signature = format!("fill () {described}");
+            let create = format!("CREATE UNLOGGED TABLE {} AS {query} WITH NO DATA", staging.table(to));
+            ensure(c, staging, to, &signature, &create, &[]).await?;
+            postgres::execute(c, &format!("INSERT INTO {} {query}", staging.table(to)), &[]).await
+        }
+    }
+}
+
+/// The columns (names and types) a query returns, as one line.
+async fn describe(c: &mut PgConnection, query: &str) -> Result<String, sqlx::Error> {
+    use sqlx::{Column, Executor, TypeInfo};
+    let d = c.describe(query).await?;
+    Ok(d.columns()
+        .iter()
+        .map(|col| format!("{} {}", col.name(), col.type_info().name()))
+        .collect::<Vec<_>>()
+        .join(", "))
+}
+
+/// Reads, once per connection, which stand-ins exist and what each was made for.
+async fn load_made(c: &mut PgConnection, staging: &mut Staging) -> Result<(), sqlx::Error> {
+    if staging.made.is_some() {
+        return Ok(());
+    }
+    let schema = staging
+        .schema_literal
+        .as_ref()
+        .map_or_else(|| "current_schema()".to_string(), |s| s.clone());
+    let like = format!("'dimlog\\_%{}'", staging.suffix);
+    let sql = format!(
+        "SELECT c.relname::text, COALESCE(obj_description(c.oid, 'pg_class'), '') FROM pg_class c \
+         WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = {schema}) AND c.relkind = 'r' AND c.relname LIKE {like}"
+    );
+    let rows = postgres::query_text(c, &sql, &[]).await?;
+    staging.made = Some(
+        rows.into_iter()
+            .filter_map(|r| {
+                let mut r = r.into_iter();
+                Some((r.next()??, r.next()?.unwrap_or_default()))
+            })
+            .collect(),
+    );
+    Ok(())
+}
+
+/// Makes the stand-in of `table` for `signature` (the columns it must have) unless it was
+/// made for it already, then sees that it is empty.
+async fn ensure(
+    c: &mut PgConnection,
+    staging: &mut Staging,
+    table: &str,
+    signature: &str,
+    create: &str,
+    params: &[Param],
+) -> Result<(), sqlx::Error> {
+    let bare = staging.bare(table);
+    let mark = blake3::hash(signature.as_bytes()).to_hex()[..32].to_string();
+    let made = staging.made.get_or_insert_with(HashMap::new);
+    if made.get(&bare) == Some(&mark) {
+        // Emptied every time (a rollback may have brought back rows of another load).
+        postgres::execute(c, &format!("TRUNCATE {}", staging.table(table)), &[]).await?;
+        return Ok(());
+    }
+    let qualified = staging.table(table);
+    postgres::execute(c, &format!("DROP TABLE IF EXISTS {qualified}"), &[]).await?;
+    postgres::execute(c, create, params).await?;
+    let literal = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    postgres::execute(
+        c,
+        &format!(
+            "SELECT create_distributed_table({}, {}, colocate_with => {})",
+            literal(&qualified),
+            literal(&self::bare(&staging.key)),
+            literal(&staging.log)
+        ),
+        &[],
+    )
+    .await?;
+    postgres::execute(c, &format!("COMMENT ON TABLE {qualified} IS '{mark}'"), &[]).await?;
+    staging.made.get_or_insert_with(HashMap::new).insert(bare, mark);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_statements_are_recognised() {
+        assert_eq!(
+            session_ddl("CREATE TEMP TABLE dimlog_stage AS\nSELECT 1"),
+            Some(SessionDdl::Fill {
+                table: "dimlog_stage",
+                names: None,
+                query: "SELECT 1",
+                no_data: false
+            })
+        );
+        assert_eq!(
+            session_ddl("CREATE TEMP TABLE dimlog_derived (a, b, dimlog_dead) ON COMMIT DROP AS\nSELECT (1), 2, 3"),
+            Some(SessionDdl::Fill {
+                table: "dimlog_derived",
+                names: Some("a, b, dimlog_dead"),
+                query: "SELECT (1), 2, 3",
+                no_data: false
+            })
+        );
+        assert_eq!(
+            session_ddl("CREATE TEMP TABLE dimlog_appended ON COMMIT DROP AS\nSELECT a FROM t WITH NO DATA"),
+            Some(SessionDdl::Fill {
+                table: "dimlog_appended",
+                names: None,
+                query: "SELECT a FROM t",
+                no_data: true
+            })
+        );
+        assert_eq!(
+            session_ddl("CREATE TEMP TABLE dimlog_raw (\n  \"id\" bigint,\n  v numeric(10, 2)\n)"),
+            Some(SessionDdl::Define {
+                table: "dimlog_raw",
+                columns: "\n  \"id\" bigint,\n  v numeric(10, 2)\n"
+            })
+        );
+        assert_eq!(
+            session_ddl("DROP TABLE IF EXISTS pg_temp.dimlog_raw, pg_temp.dimlog_stage"),
+            Some(SessionDdl::Drop(vec!["dimlog_raw", "dimlog_stage"]))
+        );
+        assert_eq!(
+            session_ddl("ALTER TABLE dimlog_raw RENAME TO dimlog_stage"),
+            Some(SessionDdl::Rename {
+                from: "dimlog_raw",
+                to: "dimlog_stage"
+            })
+        );
+        assert_eq!(session_ddl("CREATE TEMP TABLE users_table AS SELECT 1"), None);
+        assert_eq!(session_ddl("SELECT 1 FROM dimlog_stage"), None);
+    }
+
+    #[test]
+    fn session_tables_are_renamed_as_whole_words() {
+        let s = Staging::new("customer", Some("\"mart\""), "\"mart\".\"log\"", "\"id\"");
+        let out = s.rename("SELECT * FROM dimlog_stage s JOIN dimlog_stages x ON x.dimlog_stage = \"dimlog_stage\" JOIN pg_temp.dimlog_raw r");
+        assert!(out.starts_with("SELECT * FROM \"mart\".dimlog_stage_"), "{out}");
+        assert!(
+            out.contains("JOIN dimlog_stages x ON x.dimlog_stage = \"dimlog_stage\" JOIN pg_temp.dimlog_raw r"),
+            "{out}"
+        );
+    }
+
+    /// Every statement of the PostgreSQL templates that makes a session table is one the
+    /// Citus staging recognises: a new form would otherwise make a temporary table there.
+    #[test]
+    fn every_temporary_table_of_the_postgres_templates_is_recognised() {
+        for family in crate::db::sql::FAMILIES {
+            let text = crate::db::Backend::Postgres.dialect().template(family).expect("family");
+            for chunk in text.split("-- statement:").skip(1) {
+                let body: String = chunk
+                    .lines()
+                    .skip(1)
+                    .filter(|l| !l.trim_start().starts_with("{#") && !l.trim_start().starts_with("{%"))
+                    .collect::<Vec<_>>()
+                    .join("\n");
+                for (i, _) in body.match_indices("TEMP TABLE") {
+                    let from = body[..i].rfind("CREATE").unwrap_or(i);
+                    let head: String = body[from..].lines().next().unwrap_or("").to_string();
+                    let name = head.split_whitespace().nth(3).unwrap_or("");
+                    assert!(
+                        SESSION_TABLES.contains(&name),
+                        "{family}.sql makes a temporary table {name} that citus::SESSION_TABLES does not list"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,134 @@
+//! What is Citus's own (feature `citus-tests`; every scenario also runs on Citus through
+//! `on_both_backends!`): the layout dimlog gives a dimension on a coordinator, and
+//! connecting to nodes whose certificate the driver cannot read.
+
+use dimlog::config::Backend;
+use dimlog::db::Conn;
+
+use crate::support::fixture::{connect, Fixture};
+
+const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
+
+/// (table, distribution column, colocation group) of every distributed table.
+async fn distributed(fx: &mut Fixture) -> Vec<(String, String, String)> {
+    fx.target_query(
+        "SELECT logicalrelid::regclass::text, column_to_column_name(logicalrelid, partkey)::text, colocationid::text \
+         FROM pg_dist_partition ORDER BY 1",
+    )
+    .await
+    .into_iter()
+    .map(|r| {
+        let mut r = r.into_iter().map(|v| v.unwrap_or_default());
+        (r.next().unwrap(), r.next().unwrap(), r.next().unwrap())
+    })
+    .collect()
+}
+
+/// The log, the dimension and every working table of a load are distributed by the key
+/// and colocated; dimlog's own tables stay on the coordinator; and the dimension is the
+/// one a PostgreSQL target gets.
+#[tokio::test]
+async fn a_dimension_is_distributed_and_colocated_by_its_key() {
+    let mut fx = Fixture::citus().await;
+    assert!(fx.citus);
+    fx.exec(&format!(
+        "{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (2, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z'), \
+         (3, 'c@x', 'free', 'NL', '2026-03-01T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
+        .await;
+    fx.exec("UPDATE src_customers SET tier = 'pro', updated_at = '2026-03-01T08:50:00Z' WHERE customer_id = 3")
+        .await;
+    let report = fx.run("2026-03-01T12:00:00Z").await;
+    assert_eq!(
+        (report.counts.versions, report.counts.late_versions),
+        (2, 1),
+        "{report:?}"
+    );
+
+    let tables = distributed(&mut fx).await;
+    let names: Vec<&str> = tables.iter().map(|(t, _, _)| t.as_str()).collect();
+    assert!(
+        names.contains(&"customer_versions") && names.contains(&"dim_customer"),
+        "{tables:?}"
+    );
+    for working in [
+        "dimlog_raw_",
+        "dimlog_stage_",
+        "dimlog_changes_",
+        "dimlog_history_",
+        "dimlog_derived_",
+    ] {
+        assert!(
+            names.iter().any(|n| n.starts_with(working)),
+            "no {working}… table is distributed: {tables:?}"
+        );
+    }
+    let group = &tables.iter().find(|(t, _, _)| t == "customer_versions").unwrap().2;
+    for (table, column, colocation) in &tables {
+        if table == "src_customers" {
+            continue;
+        }
+        assert_eq!(column, "customer_id", "{table} is distributed by {column}");
+        assert_eq!(colocation, group, "{table} is not colocated with the log");
+    }
+    for own in ["dimlog_state", "dimlog_runs", "dimlog_dimensions"] {
+        assert!(!names.contains(&own), "{own} is distributed: {tables:?}");
+        assert!(fx.target_has_table(own).await, "{own} is missing");
+    }
+    // The same dimension as on one PostgreSQL server.
+    let mut twin = Fixture::on(Backend::Postgres).await;
+    for sql in [format!(
+        "{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (2, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z'), \
+             (3, 'c@x', 'free', 'NL', '2026-03-01T09:00:00Z')"
+    )] {
+        twin.exec(&sql).await;
+    }
+    twin.run("2026-03-01T10:00:00Z").await;
+    twin.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
+        .await;
+    twin.exec("UPDATE src_customers SET tier = 'pro', updated_at = '2026-03-01T08:50:00Z' WHERE customer_id = 3")
+        .await;
+    twin.run("2026-03-01T12:00:00Z").await;
+    assert_eq!(fx.dump_dimension().await, twin.dump_dimension().await);
+    assert_eq!(fx.dump_log().await, twin.dump_log().await);
+    fx.assert_dimension_derives_from_log().await;
+}
+
+/// A key of several columns is not distributed (dimlog distributes by one column): its
+/// tables are local on the coordinator, and it loads as on PostgreSQL.
+#[tokio::test]
+async fn a_composite_key_stays_in_local_tables() {
+    let mut fx = Fixture::citus().await;
+    fx.edit_config(r#"key = ["customer_id"]"#, r#"key = ["customer_id", "email"]"#);
+    fx.set_setting("columns", r#"["tier", "country"]"#);
+    fx.exec(&format!("{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z')"))
+        .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    let names: Vec<String> = distributed(&mut fx).await.into_iter().map(|(t, _, _)| t).collect();
+    assert!(names.is_empty(), "{names:?}");
+    assert_eq!(fx.count("dim_customer").await, 1);
+}
+
+/// Citus makes each node a self-signed X.509 v1 certificate, which the driver's TLS
+/// cannot read: with `sslmode` left to `prefer` dimlog connects without TLS, as libpq
+/// does; `sslmode=require` still refuses.
+#[tokio::test]
+async fn sslmode_prefer_falls_back_to_no_tls_where_the_handshake_fails() {
+    let fx = Fixture::citus().await;
+    let plain = fx.target_url.replace("sslmode=disable", "sslmode=prefer");
+    let mut conn: Conn = connect("target.url", &plain).await;
+    assert!(conn.is_alive().await);
+    let unset = fx.target_url.replace("?sslmode=disable", "");
+    assert!(!unset.contains("sslmode"), "{unset}");
+    let mut conn: Conn = connect("target.url", &unset).await;
+    assert!(conn.is_alive().await);
+    let required = fx.target_url.replace("sslmode=disable", "sslmode=require");
+    let parsed = dimlog::config::DbUrl::parse("target.url", &required, None).expect("a URL");
+    assert!(
+        Conn::connect(&parsed).await.is_err(),
+        "sslmode=require took a certificate it cannot read"
+    );
+}
