@@ -47,6 +47,24 @@ pub struct Changes {
 /// `history = "latest"` it first settles the rows of restored keys (see `settle_restored`),
 /// whose new versions open at `upper`.
 pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<Changes, DbError> {
+    let settled = settle(conn, ctx, upper).await?;
+    compare(conn, ctx, settled, false).await
+}
+
+/// What [`settle`] did to the staged rows, for the counts of [`compare`].
+#[derive(Debug)]
+pub struct Settled {
+    revived: i64,
+    dropped_deletes: i64,
+    dropped_delete_examples: Vec<(Vec<String>, Micros)>,
+}
+
+/// The first half of [`classify`]: reads the staged keys' history and settles the staged
+/// rows that cannot be compared as they are (deletes at a live version's instant, rows
+/// of restored keys), so that each staged row's predecessor is the one [`compare`] will
+/// find. Between the two a load may carry earlier versions over to a new Type 2 column
+/// set (see [`crate::log::find_stale_versions`]), against those predecessors.
+pub async fn settle(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<Settled, DbError> {
     // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`)
     // where the engine's rebuild reads it.
     run_named(conn, "classify", &["history"], ctx).await?;
@@ -70,7 +88,25 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Resul
     } else {
         settle_restored(conn, ctx, upper).await?
     };
-    run_named(conn, "classify", &["classify"], ctx).await?;
+    Ok(Settled {
+        revived,
+        dropped_deletes: dropped.len() as i64,
+        dropped_delete_examples,
+    })
+}
+
+/// The second half of [`classify`]: compares each settled staged row with its predecessor
+/// into `dimlog_changes` and counts the changes. `stale`: the load carries earlier
+/// versions over to a new Type 2 column set (`dimlog_stale`), and they compare with their
+/// new hashes.
+pub async fn compare(conn: &mut Conn, ctx: &SqlContext, settled: Settled, stale: bool) -> Result<Changes, DbError> {
+    #[derive(Serialize)]
+    struct Classify<'a> {
+        #[serde(flatten)]
+        ctx: &'a SqlContext,
+        stale: bool,
+    }
+    run_named(conn, "classify", &["classify"], &Classify { ctx, stale }).await?;
     let at = counts(conn, ctx, "counts").await?;
     Ok(Changes {
         versions: at(0),
@@ -80,9 +116,9 @@ pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Resul
         type1_updates: at(4),
         total: at(5),
         unseen_deletes: at(6),
-        revived,
-        dropped_deletes: dropped.len() as i64,
-        dropped_delete_examples,
+        revived: settled.revived,
+        dropped_deletes: settled.dropped_deletes,
+        dropped_delete_examples: settled.dropped_delete_examples,
     })
 }
 

@@ -148,8 +148,9 @@ pub struct Status {
 /// One watermark.
 #[derive(Clone, Debug, Serialize)]
 pub struct WatermarkRow {
-    /// `incremental`, `backfill:<from>/<to>`, or on a change feed `columns-changed` (the
-    /// watermark of the last accepted column change).
+    /// `incremental`, `backfill:<from>/<to>`, on a change feed `columns-changed` (the
+    /// watermark of the last accepted column change), or `tracked-columns-changed` (the
+    /// run that last accepted a change of the Type 2 columns).
     pub role: String,
     /// The watermark.
     pub high_watermark: Option<String>,

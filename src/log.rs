@@ -188,3 +188,68 @@ pub async fn rehash_current_versions(
     advance(conn, ctx, dimension, &carried, load_id, loaded_at).await?;
     Ok(n)
 }
+
+/// The `dimlog_state` role whose `run_id` is the load that last accepted a change of the
+/// Type 2 column set (its `high_watermark`, that load's upper bound, is for people).
+/// Versions logged before that load hold hashes over an earlier column set: see
+/// [`find_stale_versions`].
+pub const TRACKED_CHANGED: &str = "tracked-columns-changed";
+
+/// A change of the Type 2 columns rehashes each key's current version when the source
+/// agrees with it ([`rehash_current_versions`]); every other version keeps the hash it
+/// was logged with, over the columns of its time, so a row compared with it would differ
+/// by hash even with the very values it holds (a late row, or the source back on a
+/// current version it did not agree with at the change). Rehashing them all from their
+/// logged values cannot give the source's hash everywhere (a target may keep a value in
+/// another form than the source hashed: PostgreSQL `jsonb` or `uuid` from SQLite text),
+/// and would rewrite every version of the dimension. Instead, when a staged row's
+/// predecessor is such a version (its effective row logged by a load before
+/// `stale_before`) and holds the same Type 2 values as the row, the version is carried
+/// over to the new column set with the staged row's hash, which the source gave as it
+/// gives every hash: the staged rows are then compared as usual, and the load appends
+/// the carried-over rows ([`append_stale_versions`]). Nothing is written to the log here
+/// (a dry run stops after classifying). Returns how many versions are carried over.
+pub async fn find_stale_versions(
+    conn: &mut Conn,
+    ctx: &SqlContext,
+    stale_before: i64,
+    load_id: i64,
+) -> Result<i64, DbError> {
+    let backend = conn.backend();
+    let stale = sql::statement(backend, "classify", "stale", ctx)?;
+    conn.execute("classify/stale", &stale, &[Param::I64(stale_before)])
+        .await?;
+    run_named(conn, "classify", &["stale_index"], ctx).await?;
+    let count = sql::statement(backend, "classify", "stale_count", ctx)?;
+    let n = conn.query_count("counting versions carried over", &count, &[]).await?;
+    let history = sql::statement(backend, "classify", "stale_history", ctx)?;
+    if n > 0 && !history.is_empty() {
+        conn.execute("classify/stale_history", &history, &[Param::I64(load_id)])
+            .await?;
+    }
+    Ok(n)
+}
+
+/// Appends the `n` versions [`find_stale_versions`] carried over, under the load's id.
+pub async fn append_stale_versions(
+    conn: &mut Conn,
+    ctx: &SqlContext,
+    dimension: &str,
+    n: i64,
+    load_id: i64,
+    loaded_at: Micros,
+) -> Result<(), DbError> {
+    let (next_log, _) = reserve(conn, ctx, dimension).await?;
+    let insert = sql::statement(conn.backend(), "append", "stale_append", ctx)?;
+    conn.execute(
+        "log/stale",
+        &insert,
+        &[Param::I64(next_log), Param::I64(load_id), Param::Ts(loaded_at)],
+    )
+    .await?;
+    let carried = Changes {
+        total: n,
+        ..Changes::default()
+    };
+    advance(conn, ctx, dimension, &carried, load_id, loaded_at).await
+}

@@ -116,6 +116,11 @@ pub struct RunReport {
     pub dropped_delete_keys: Vec<DroppedDelete>,
     /// Current versions carried over to a changed Type 2 column set (no version).
     pub rehashed: i64,
+    /// Earlier versions carried over to the Type 2 column set of the last accepted change
+    /// (no version): logged before it, with a hash over the columns of their time, each
+    /// is the predecessor of a row this run read with the same Type 2 values (a late row,
+    /// or the source back on a version it did not agree with at the change).
+    pub rehashed_earlier: i64,
     /// The accepted change of column sets, in words.
     pub config_change: Option<String>,
     /// succeeded (or `dry-run`).
@@ -806,6 +811,7 @@ async fn load(
         changes,
         reconciled,
         rehashed,
+        rehashed_earlier,
     } = loaded;
     future.add(beyond_upper);
 
@@ -868,6 +874,7 @@ async fn load(
             })
             .collect(),
         rehashed,
+        rehashed_earlier,
         config_change: migration.map(|(_, c)| c.describe()),
         status: if opts.dry_run {
             "dry-run".into()
@@ -902,6 +909,7 @@ struct Loaded {
     changes: detect::Changes,
     reconciled: i64,
     rehashed: i64,
+    rehashed_earlier: i64,
 }
 
 /// What the reading phase of a load needs.
@@ -1015,21 +1023,16 @@ async fn write_changes(
         }
     }
     let mut rehashed = 0;
+    // The log rows whose hashes are over an earlier Type 2 column set: those of the loads
+    // before the one that last changed the set (see `log::find_stale_versions`).
+    let mut stale_before = None;
     if let Some((stored, change)) = migration.filter(|(_, c)| c.rehash_needed()) {
         step.observer
             .phase("carrying current versions over to the new column set");
         let quoted = |c: &String| crate::ident::Ident::column(c).map(|i| i.quoted()).unwrap_or_default();
         let mut ctx = session.ctx.clone();
         ctx.retained = change.retained().iter().map(quoted).collect();
-        let keys: Vec<&str> = ctx.key_defs.iter().map(|c| c.bare.as_str()).collect();
-        let attrs: Vec<&str> = ctx.attr_defs.iter().map(|c| c.bare.as_str()).collect();
-        ctx.carried = stored
-            .column_types
-            .iter()
-            .map(|(n, _)| n)
-            .filter(|n| !keys.contains(&n.as_str()) && !attrs.contains(&n.as_str()))
-            .map(quoted)
-            .collect();
+        ctx.carried = untracked_log_columns(&ctx, stored);
         ctx.readded = change
             .tracked_after
             .iter()
@@ -1046,16 +1049,41 @@ async fn write_changes(
             step.read_through,
         )
         .await?;
+        // From now on, the rows logged before this load hold hashes over the old set. (A
+        // dry run numbers its rows 0, so every row counts as older; those it carried over
+        // above have their staged rows' hashes, so none of them is carried again.)
+        stale_before = Some(if step.opts.dry_run { i64::MAX } else { step.run_id });
+        if !step.opts.dry_run {
+            state::set_watermark(
+                &mut session.target,
+                step.plan,
+                log::TRACKED_CHANGED,
+                step.window.high,
+                step.run_id,
+            )
+            .await?;
+        }
+    } else if !first_load {
+        stale_before = state::run_of(&mut session.target, step.plan, log::TRACKED_CHANGED).await?;
     }
 
     step.observer.phase("detecting changes");
-    let changes = if one_row_per_key {
-        detect::classify_first_load(&mut session.target, &session.ctx).await?
+    let (changes, stale) = if one_row_per_key {
+        (
+            detect::classify_first_load(&mut session.target, &session.ctx).await?,
+            None,
+        )
     } else {
-        detect::classify(&mut session.target, &session.ctx, step.window.high).await?
+        let settled = detect::settle(&mut session.target, &session.ctx, step.window.high).await?;
+        let stale = match stale_before {
+            Some(before) => find_stale(session, step, before).await?,
+            None => None,
+        };
+        let changes = detect::compare(&mut session.target, &session.ctx, settled, stale.is_some()).await?;
+        (changes, stale)
     };
     let loaded_at = now();
-    if changes.total > 0 && !step.opts.dry_run {
+    if (changes.total > 0 || stale.is_some()) && !step.opts.dry_run {
         let dropped = if first_load && owner {
             Some(tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?)
         } else if first_load {
@@ -1064,12 +1092,15 @@ async fn write_changes(
             None
         };
         step.observer.phase("appending to the log");
+        let (name, run_id) = (&step.plan.name, step.run_id);
+        if let Some((ctx, n)) = &stale {
+            log::append_stale_versions(&mut session.target, ctx, name, *n, run_id, loaded_at).await?;
+        }
         let rows = if one_row_per_key {
             log::Append::FirstLoad
         } else {
             log::Append::Classified
         };
-        let (name, run_id) = (&step.plan.name, step.run_id);
         log::append(
             &mut session.target,
             &session.ctx,
@@ -1085,7 +1116,7 @@ async fn write_changes(
             fill_empty_dimension(session, step.observer, dropped, one_row_per_key).await?;
         } else if migration.is_none() {
             step.observer.phase("rebuilding touched keys");
-            rebuild::rebuild_touched(&mut session.target, &session.ctx).await?;
+            rebuild::rebuild_touched(&mut session.target, &session.ctx, stale.is_some()).await?;
         }
     }
     if let (Some((_, change)), false) = (migration, step.opts.dry_run) {
@@ -1100,7 +1131,39 @@ async fn write_changes(
         changes,
         reconciled: read.reconciled,
         rehashed,
+        rehashed_earlier: stale.map_or(0, |(_, n)| n),
     })
+}
+
+/// The log columns a dimension's record names that are neither a key nor an attribute of
+/// the config (removed from `[track]`: the log keeps their history), quoted. A row that
+/// carries a version over to a new column set keeps the version's logged values in them.
+fn untracked_log_columns(ctx: &SqlContext, record: &tables::DimensionRecord) -> Vec<String> {
+    let keys: Vec<&str> = ctx.key_defs.iter().map(|c| c.bare.as_str()).collect();
+    let attrs: Vec<&str> = ctx.attr_defs.iter().map(|c| c.bare.as_str()).collect();
+    record
+        .column_types
+        .iter()
+        .map(|(n, _)| n)
+        .filter(|n| !keys.contains(&n.as_str()) && !attrs.contains(&n.as_str()))
+        .map(|c| crate::ident::Ident::column(c).map(|i| i.quoted()).unwrap_or_default())
+        .collect()
+}
+
+/// The settled staged rows' predecessors logged before `stale_before` under an earlier
+/// Type 2 column set that a row equals by value (see [`log::find_stale_versions`]): the
+/// context to append them with and how many, if any.
+async fn find_stale(
+    session: &mut Session,
+    step: &Step<'_>,
+    stale_before: i64,
+) -> Result<Option<(SqlContext, i64)>, Error> {
+    let mut ctx = session.ctx.clone();
+    if let Some(record) = tables::read_record(&mut session.target, step.plan).await? {
+        ctx.carried = untracked_log_columns(&ctx, &record);
+    }
+    let n = log::find_stale_versions(&mut session.target, &ctx, stale_before, step.run_id).await?;
+    Ok((n > 0).then_some((ctx, n)))
 }
 
 /// Reads the whole source up to the run's upper bound into a fresh raw staging table and
@@ -1174,6 +1237,7 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
         changes,
         reconciled: 0,
         rehashed: 0,
+        rehashed_earlier: 0,
     })
 }
 

@@ -50,15 +50,22 @@ const DERIVE_ALL: [&str; 5] = [
 ];
 
 /// Rebuilds the dimension rows of the keys the classified changes touch (listed in
-/// `dimlog_touched`).
+/// `dimlog_touched`), and with `stale` those of the earlier versions the load carried over
+/// to a new Type 2 column set (see [`crate::log::find_stale_versions`]).
 ///
 /// On PostgreSQL the rows are derived into a temporary table from the history classify
 /// read and the rows this load appended (no second pass over the log), then merged
 /// where the server has `MERGE` (15 and later): a row that did not change is not
 /// rewritten, a version that only closed is updated in place, and only new versions are
 /// inserted. Elsewhere the same is done by a delete, an update and an insert.
-pub async fn rebuild_touched(conn: &mut Conn, ctx: &SqlContext) -> Result<(), DbError> {
-    run_named(conn, "rebuild", &["touched"], ctx).await?;
+pub async fn rebuild_touched(conn: &mut Conn, ctx: &SqlContext, stale: bool) -> Result<(), DbError> {
+    #[derive(Serialize)]
+    struct Touched<'a> {
+        #[serde(flatten)]
+        ctx: &'a SqlContext,
+        stale: bool,
+    }
+    run_named(conn, "rebuild", &["touched"], &Touched { ctx, stale }).await?;
     // Surrogate keys never vanish: a touched key's version the log lost stops the load.
     let lost = sql::statement(conn.backend(), "rebuild", "lost_versions", ctx)?;
     let lost = conn

@@ -98,6 +98,16 @@ pub async fn set_watermark(conn: &mut Conn, plan: &Plan, role: &str, to: Micros,
     Ok(())
 }
 
+/// The run that last set the row of `role`, if there is one.
+pub async fn run_of(conn: &mut Conn, plan: &Plan, role: &str) -> Result<Option<i64>, DbError> {
+    Ok(watermarks(conn, plan)
+        .await?
+        .into_iter()
+        .find(|r| r.first().and_then(|v| v.as_deref()) == Some(role))
+        .and_then(|r| r.get(2).cloned().flatten())
+        .and_then(|v| v.parse().ok()))
+}
+
 /// Every watermark of the dimension: (role, watermark, run id, updated at).
 pub async fn watermarks(conn: &mut Conn, plan: &Plan) -> Result<Vec<crate::db::TextRow>, DbError> {
     let sql = sql::statement(conn.backend(), "state", "watermarks", &empty())?;

@@ -54,6 +54,13 @@ FROM (SELECT dimlog_s.*, ROW_NUMBER() OVER (ORDER BY {{ key_order|join(", ") }},
 UPDATE dimlog_dimensions
 SET next_surrogate_key = next_surrogate_key + $2, next_log_id = next_log_id + $3, built_through_load = $4, updated_at = $5
 WHERE dimension = $1
+{# The earlier versions a load carries over to the new Type 2 column set (`stale` in
+   classify.sql), before its classified rows: same surrogate key, valid_from and logged
+   values, the new hash. #}
+-- statement: stale_append
+INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}{% for c in carried %}, {{ c }}{% endfor %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
+SELECT $1 + dimlog_n - 1, dimlog_sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}{% for c in carried %}, {{ c }}{% endfor %}, valid_from, false, row_hash, $2, $3
+FROM dimlog_stale
 -- statement: is_empty
 SELECT CASE WHEN EXISTS (SELECT 1 FROM {{ log }}) THEN '0' ELSE '1' END
 -- statement: rehash_append

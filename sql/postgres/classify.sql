@@ -6,6 +6,9 @@
 {# The staged keys' effective versions, read from the log once: classify compares with
    them, and the rebuild derives the touched keys' rows from them and the rows this load
    appends (`dimlog_appended`) instead of reading the log again. #}
+{# The value of a Type 1 column at a version's instant: its newest row there, an
+   observation included. #}
+{% macro at_instant(c, v) %}(SELECT dimlog_i.{{ c }} FROM {{ log }} dimlog_i WHERE {{ keys|eqs("dimlog_i", v) }} AND dimlog_i.valid_from = {{ v }}.valid_from AND NOT dimlog_i.is_deleted ORDER BY dimlog_i.log_id DESC LIMIT 1){% endmacro %}
 {# The values a version logged in a column: its latest log row's. #}
 {% macro logged(c) %}(SELECT dimlog_v.{{ c }} FROM {{ log }} dimlog_v WHERE {{ keys|eqs("dimlog_v", "dimlog_d") }} AND dimlog_v.valid_from = dimlog_d.valid_from AND dimlog_v.{{ sk }} = dimlog_d.{{ sk }} ORDER BY dimlog_v.log_id DESC LIMIT 1){% endmacro %}
 -- statement: history
@@ -173,7 +176,7 @@ dimlog_typed AS (
 SELECT {{ keys|cols }}, valid_from, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, dimlog_p_sk, dimlog_final_kind AS dimlog_change_kind,
        (dimlog_newest_logged IS NOT NULL AND valid_from < dimlog_newest_logged) AS dimlog_is_late,
        {# A delete with no version of its key before it closes nothing: counted apart. #}
-       (dimlog_final_kind = 'tombstone' AND dimlog_p_valid_from IS NULL) AS dimlog_unseen
+       (dimlog_final_kind = 'tombstone' AND dimlog_p_valid_from IS NULL) AS dimlog_closes_nothing
 FROM dimlog_typed
 WHERE dimlog_final_kind IS NOT NULL
 {% if unique_key %}
@@ -189,10 +192,10 @@ WHERE NOT EXISTS (SELECT 1 FROM dimlog_effective dimlog_e WHERE {{ keys|eqs("dim
 SELECT count(*) FILTER (WHERE dimlog_change_kind = 'version')::text,
        count(*) FILTER (WHERE dimlog_change_kind = 'version' AND dimlog_is_late)::text,
        count(*) FILTER (WHERE dimlog_change_kind = 'correction')::text,
-       count(*) FILTER (WHERE dimlog_change_kind = 'tombstone' AND NOT dimlog_unseen)::text,
+       count(*) FILTER (WHERE dimlog_change_kind = 'tombstone' AND NOT dimlog_closes_nothing)::text,
        count(*) FILTER (WHERE dimlog_change_kind = 'type1')::text,
        count(*)::text,
-       count(*) FILTER (WHERE dimlog_unseen)::text
+       count(*) FILTER (WHERE dimlog_closes_nothing)::text
 FROM dimlog_changes
 {# A first load into an empty log, one staged row per key: every row opens a version (a
    tombstone if it is deleted), so nothing needs comparing. #}
@@ -238,6 +241,53 @@ WHERE dimlog_s.valid_from <= $1::timestamptz
               WHERE {{ keys|eqs("dimlog_o", "dimlog_s") }} AND dimlog_o.valid_from > dimlog_s.valid_from AND dimlog_o.valid_from <= $1::timestamptz)
 -- statement: rehash_count
 SELECT count(*)::text FROM dimlog_rehashed
+{# A version logged before the last change of the Type 2 columns (its effective row's
+   load id below $1, see `log::TRACKED_CHANGED`) holds a hash over the columns of its
+   time, which no staged row (hashed over today's) equals: compared by hash, a row with
+   the version's very values would open a version. So a staged live row whose
+   predecessor is such a version (as `classify` finds it: the key's effective row with
+   the greatest valid_from up to the row's, and no staged row of the key from that
+   valid_from on before the row's), with another hash and the same value in every Type 2
+   column (the same text, as the hash reads them), carries the version over to the new
+   column set: its surrogate key, valid_from and logged values, with the staged row's
+   hash (the source's, as every hash is). `stale_history` gives `classify` that hash and
+   the load appends these rows. Type 1 values are those at the version's instant
+   (`at_instant`), so the key's newest Type 1 values stay what they were. #}
+-- statement: stale
+CREATE TEMP TABLE dimlog_stale ON COMMIT DROP AS
+SELECT dimlog_m.*, ROW_NUMBER() OVER (ORDER BY {{ key_order|join(", ") }}, dimlog_m.valid_from) AS dimlog_n
+FROM (
+    SELECT {{ keys|cols("dimlog_e") }}, dimlog_e.{{ sk }} AS dimlog_sk, dimlog_e.valid_from{% for c in cols %}, dimlog_e.{{ c }}{% endfor %}{% for c in t1 %}, {{ at_instant(c, "dimlog_e") }} AS {{ c }}{% endfor %}{% for c in carried %}, dimlog_v.{{ c }}{% endfor %}, dimlog_s.row_hash
+    FROM (SELECT dimlog_h.*, LEAD(dimlog_h.valid_from) OVER (PARTITION BY {{ keys|cols("dimlog_h") }} ORDER BY dimlog_h.valid_from) AS dimlog_next_from
+          FROM dimlog_history dimlog_h) dimlog_e
+{% if carried %}
+    JOIN {{ log }} dimlog_v ON dimlog_v.log_id = dimlog_e.log_id AND {{ keys|eqs("dimlog_v", "dimlog_e") }}
+{% endif %}
+    JOIN (SELECT dimlog_g.*, LAG(dimlog_g.valid_from) OVER (PARTITION BY {{ keys|cols("dimlog_g") }} ORDER BY dimlog_g.valid_from) AS dimlog_prev_from
+          FROM dimlog_stage dimlog_g) dimlog_s ON {{ keys|eqs("dimlog_s", "dimlog_e") }}
+         AND dimlog_s.valid_from >= dimlog_e.valid_from
+         AND (dimlog_e.dimlog_next_from IS NULL OR dimlog_s.valid_from < dimlog_e.dimlog_next_from)
+    WHERE NOT dimlog_e.is_deleted AND dimlog_e.load_id < $1
+      AND NOT dimlog_s.is_deleted AND dimlog_s.row_hash IS DISTINCT FROM dimlog_e.row_hash
+{% for c in cols %}
+      AND dimlog_s.{{ c }}::text IS NOT DISTINCT FROM dimlog_e.{{ c }}::text
+{% endfor %}
+      AND (dimlog_s.dimlog_prev_from IS NULL OR dimlog_s.dimlog_prev_from < dimlog_e.valid_from)
+) dimlog_m
+-- statement: stale_index
+{# Not needed on this engine: `classify` reads the carried-over versions' hashes from `dimlog_history` (`stale_history`). #}
+-- statement: stale_count
+SELECT count(*)::text FROM dimlog_stale
+{# `classify` and the rebuild read the staged keys' versions from `dimlog_history`: the
+   carried-over ones take their new hash, Type 1 values and this load's id ($1) there.
+   (Their log ids stay those of the rows they supersede: no other row of this load has
+   their key and valid_from, so the rebuild's order among them does not matter.) #}
+-- statement: stale_history
+UPDATE dimlog_history dimlog_h
+SET row_hash = dimlog_x.row_hash, load_id = $1{% for c in t1 %}, {{ c }} = dimlog_x.{{ c }}{% endfor %}
+
+FROM dimlog_stale dimlog_x
+WHERE {{ keys|eqs("dimlog_h", "dimlog_x") }} AND dimlog_h.valid_from = dimlog_x.valid_from
 {# On a change feed, events stamped up to the watermark of the last accepted column change
    ($1) are history under the column sets of their time, for every key the log holds: a
    later read (a lookback, a full refresh, a backfill) leaves them alone instead of

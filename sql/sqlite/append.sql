@@ -50,6 +50,14 @@ INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs
 SELECT ?1 + ROW_NUMBER() OVER (ORDER BY {{ keys|cols }}) - 1, dimlog_sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}{% for c in carried %}, {{ c }}{% endfor %}, valid_from, 0, row_hash, ?2, ?3
 FROM dimlog_rehashed
 ORDER BY {{ keys|cols }}
+{# The earlier versions a load carries over to the new Type 2 column set (`stale` in
+   classify.sql), before its classified rows: same surrogate key, valid_from and logged
+   values, the new hash. #}
+-- statement: stale_append
+INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}{% for c in carried %}, {{ c }}{% endfor %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
+SELECT ?1 + dimlog_n - 1, dimlog_sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}{% for c in carried %}, {{ c }}{% endfor %}, valid_from, 0, row_hash, ?2, ?3
+FROM dimlog_stale
+ORDER BY dimlog_n
 -- statement: is_empty
 SELECT CASE WHEN EXISTS (SELECT 1 FROM {{ log }}) THEN 0 ELSE 1 END
 -- statement: appended_table

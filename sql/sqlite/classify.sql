@@ -12,6 +12,12 @@
    load (issue 21): logged at that instant it would replace the version, and a surrogate
    key facts may hold would vanish. It moves to the version's valid_from + 1 µs, so the
    version keeps a 1 µs interval. Runs before everything else compares the staged rows. #}
+{# A version this load carries over to a changed Type 2 column set (`stale`, below) is
+   compared with the hash it is appended with. #}
+{% macro logged_hash(l) %}{% if stale %}(COALESCE((SELECT dimlog_r.row_hash FROM dimlog_stale dimlog_r WHERE {{ keys|eqs("dimlog_r", l) }} AND dimlog_r.valid_from = {{ l }}.valid_from), {{ l }}.row_hash)){% else %}{{ l }}.row_hash{% endif %}{% endmacro %}
+{# The value of a Type 1 column at a version's instant: its newest row there, an
+   observation included. #}
+{% macro at_instant(c, v) %}(SELECT dimlog_i.{{ c }} FROM {{ log }} dimlog_i WHERE {{ keys|eqs("dimlog_i", v) }} AND dimlog_i.valid_from = {{ v }}.valid_from AND NOT dimlog_i.is_deleted ORDER BY dimlog_i.log_id DESC LIMIT 1){% endmacro %}
 {# The values a version logged in a column: its latest log row's. #}
 {% macro logged(c) %}(SELECT dimlog_v.{{ c }} FROM {{ log }} dimlog_v WHERE {{ keys|eqs("dimlog_v", "dimlog_d") }} AND dimlog_v.valid_from = dimlog_d.valid_from AND dimlog_v.{{ sk }} = dimlog_d.{{ sk }} ORDER BY dimlog_v.log_id DESC LIMIT 1){% endmacro %}
 -- statement: shift_deletes
@@ -43,7 +49,7 @@ WITH dimlog_staged_keys AS (
 dimlog_effective AS (
     SELECT {{ keys|cols }}, valid_from, dimlog_sk, is_deleted, row_hash{% for a in attrs %}, {{ a }}{% endfor %}
     FROM (
-        SELECT {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from, dimlog_l.{{ sk }} AS dimlog_sk, dimlog_l.is_deleted, dimlog_l.row_hash{% for a in attrs %}, dimlog_l.{{ a }}{% endfor %},
+        SELECT {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from, dimlog_l.{{ sk }} AS dimlog_sk, dimlog_l.is_deleted, {{ logged_hash("dimlog_l") }} AS row_hash{% for a in attrs %}, dimlog_l.{{ a }}{% endfor %},
                ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from ORDER BY dimlog_l.log_id DESC) AS dimlog_rn
         FROM dimlog_staged_keys dimlog_t
         CROSS JOIN {{ log }} dimlog_l ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
@@ -116,7 +122,7 @@ dimlog_typed AS (
 SELECT {{ keys|cols }}, valid_from, row_hash{% for a in attrs %}, {{ a }}{% endfor %}, dimlog_p_sk, dimlog_final_kind AS dimlog_change_kind,
        (dimlog_newest_logged IS NOT NULL AND valid_from < dimlog_newest_logged) AS dimlog_is_late,
        {# A delete with no version of its key before it closes nothing: counted apart. #}
-       (dimlog_final_kind = 'tombstone' AND dimlog_p_valid_from IS NULL) AS dimlog_unseen
+       (dimlog_final_kind = 'tombstone' AND dimlog_p_valid_from IS NULL) AS dimlog_closes_nothing
 FROM dimlog_typed
 WHERE dimlog_final_kind IS NOT NULL
 {% if unique_key %}
@@ -130,8 +136,8 @@ WHERE NOT EXISTS (SELECT 1 FROM dimlog_effective dimlog_e WHERE {{ keys|eqs("dim
 {% endif %}
 -- statement: counts
 SELECT sum(dimlog_change_kind = 'version'), sum(dimlog_change_kind = 'version' AND dimlog_is_late),
-       sum(dimlog_change_kind = 'correction'), sum(dimlog_change_kind = 'tombstone' AND NOT dimlog_unseen), sum(dimlog_change_kind = 'type1'), count(*),
-       sum(dimlog_unseen)
+       sum(dimlog_change_kind = 'correction'), sum(dimlog_change_kind = 'tombstone' AND NOT dimlog_closes_nothing), sum(dimlog_change_kind = 'type1'), count(*),
+       sum(dimlog_closes_nothing)
 FROM dimlog_changes
 {# A first load into an empty log, one staged row per key: every row opens a version (a
    tombstone if it is deleted), so nothing needs comparing. #}
@@ -176,6 +182,58 @@ DELETE FROM dimlog_stage WHERE rowid IN (
 )
 -- statement: rehash_count
 SELECT count(*) FROM dimlog_rehashed
+{# A version logged before the last change of the Type 2 columns (its effective row's
+   load id below ?1, see `log::TRACKED_CHANGED`) holds a hash over the columns of its
+   time, which no staged row (hashed over today's) equals: compared by hash, a row with
+   the version's very values would open a version. So a staged live row whose
+   predecessor is such a version (as `classify` finds it: the key's effective row with
+   the greatest valid_from up to the row's, and no staged row of the key from that
+   valid_from on before the row's), with another hash and the same value in every Type 2
+   column (same storage class and value, as the hash reads them), carries the version
+   over to the new column set: its surrogate key, valid_from and logged values, with the
+   staged row's hash (the source's, as every hash is). `classify` compares with that hash
+   (`logged_hash`) and the load appends these rows. Type 1 values are those at the
+   version's instant (`at_instant`), so the key's newest Type 1 values stay what they
+   were. #}
+-- statement: stale
+CREATE TEMP TABLE dimlog_stale AS
+WITH dimlog_staged_keys AS (
+    SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage
+),
+dimlog_effective AS (
+    SELECT dimlog_x.*, LEAD(dimlog_x.valid_from) OVER (PARTITION BY {{ keys|cols("dimlog_x") }} ORDER BY dimlog_x.valid_from) AS dimlog_next_from
+    FROM (
+        SELECT {{ keys|cols("dimlog_l") }}, dimlog_l.log_id AS dimlog_log_id, dimlog_l.valid_from, dimlog_l.is_deleted, dimlog_l.row_hash, dimlog_l.load_id,
+               ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from ORDER BY dimlog_l.log_id DESC) AS dimlog_rn
+        FROM dimlog_staged_keys dimlog_t
+        CROSS JOIN {{ log }} dimlog_l ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
+        WHERE dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL
+    ) dimlog_x
+    WHERE dimlog_x.dimlog_rn = 1
+)
+SELECT dimlog_m.*, ROW_NUMBER() OVER (ORDER BY {{ keys|cols("dimlog_m") }}, dimlog_m.valid_from) AS dimlog_n
+FROM (
+    SELECT {{ keys|cols("dimlog_v") }}, dimlog_v.{{ sk }} AS dimlog_sk, dimlog_v.valid_from{% for c in cols %}, dimlog_v.{{ c }}{% endfor %}{% for c in t1 %}, {{ at_instant(c, "dimlog_v") }} AS {{ c }}{% endfor %}{% for c in carried %}, dimlog_v.{{ c }}{% endfor %}, dimlog_s.row_hash
+    FROM dimlog_effective dimlog_e
+    JOIN {{ log }} dimlog_v ON dimlog_v.log_id = dimlog_e.dimlog_log_id
+    JOIN (SELECT dimlog_g.*, LAG(dimlog_g.valid_from) OVER (PARTITION BY {{ keys|cols("dimlog_g") }} ORDER BY dimlog_g.valid_from) AS dimlog_prev_from
+          FROM dimlog_stage dimlog_g) dimlog_s ON {{ keys|eqs("dimlog_s", "dimlog_e") }}
+         AND dimlog_s.valid_from >= dimlog_e.valid_from
+         AND (dimlog_e.dimlog_next_from IS NULL OR dimlog_s.valid_from < dimlog_e.dimlog_next_from)
+    WHERE NOT dimlog_e.is_deleted AND dimlog_e.load_id < ?1
+      AND NOT dimlog_s.is_deleted AND dimlog_s.row_hash IS NOT dimlog_e.row_hash
+{% for c in cols %}
+      AND dimlog_s.{{ c }} IS dimlog_v.{{ c }} AND typeof(dimlog_s.{{ c }}) = typeof(dimlog_v.{{ c }})
+{% endfor %}
+      AND (dimlog_s.dimlog_prev_from IS NULL OR dimlog_s.dimlog_prev_from < dimlog_e.valid_from)
+) dimlog_m
+{# `classify` looks each effective row up in it. #}
+-- statement: stale_index
+CREATE INDEX temp.dimlog_stale_key ON dimlog_stale ({{ keys|cols }}, valid_from)
+-- statement: stale_count
+SELECT count(*) FROM dimlog_stale
+-- statement: stale_history
+{# Not needed on this engine: `classify` reads the log, and looks the carried-over versions' hashes up in `dimlog_stale`; the rebuild reads the log after the append. #}
 {# Restored keys (spec 1.4, "Revival"; history = "latest", where a staged row is the key's
    state now). For each staged key with a tombstone in its history: its newest effective
    row, the newest tombstone, and the first row after that tombstone (the key's return).

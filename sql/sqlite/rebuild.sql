@@ -48,9 +48,15 @@ WHERE NOT dimlog_y.is_deleted
 {# Every column of the dimension that dimlog writes, but the surrogate key. #}
 {% set every = keys + attrs + (current_defs|map(attribute="name")|list) + ["valid_from", "valid_to", "is_current", "row_hash", "load_id"] %}
 {% macro columns() %}{{ sk }}, {{ keys|cols }}{% for c in attrs %}, {{ c }}{% endfor %}{% for c in current_defs %}, {{ c.name }}{% endfor %}, valid_from, valid_to, is_current, row_hash, load_id{% endmacro %}
+{# The keys the load's rows are of: its classified changes, and (`stale`) the earlier
+   versions it carried over to a new Type 2 column set. #}
 -- statement: touched
 CREATE TEMP TABLE dimlog_touched AS
 SELECT DISTINCT {{ keys|cols }} FROM dimlog_changes
+{% if stale %}
+UNION
+SELECT {{ keys|cols }} FROM dimlog_stale
+{% endif %}
 {# Versions of the touched keys that the dimension holds and the log no longer does
    (rows deleted from the log): a rebuild of those keys would drop them, so the load
    stops instead. Probes the log's key index per row. #}

@@ -26,6 +26,7 @@ DROP TABLE IF EXISTS temp.dimlog_source_keys;
 DROP TABLE IF EXISTS temp.dimlog_missing;
 DROP TABLE IF EXISTS temp.dimlog_unseen;
 DROP TABLE IF EXISTS temp.dimlog_rehashed;
+DROP TABLE IF EXISTS temp.dimlog_stale;
 DROP TABLE IF EXISTS temp.dimlog_restored;
 -- statement: drop_raw
 DROP TABLE IF EXISTS temp.dimlog_raw

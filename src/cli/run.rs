@@ -193,6 +193,12 @@ pub fn summary(r: &RunReport) -> String {
             r.rehashed
         ));
     }
+    if r.rehashed_earlier > 0 {
+        text.push_str(&format!(
+            ", {} earlier versions carried over to the new column set (a row read has their values)",
+            r.rehashed_earlier
+        ));
+    }
     text.push_str(&format!(
         "; watermark {} -> {}",
         opt(r.watermark_before),

@@ -823,6 +823,18 @@ impl Conn {
     pub async fn commit(&mut self) -> Result<(), DbError> {
         let committed = self.execute_script("commit", "COMMIT").await;
         self.note_transaction(false);
+        if committed.is_ok() {
+            // A Citus load's working tables hold source rows: emptied once it committed.
+            let empty = match self {
+                Conn::Postgres(c) => c.staging().and_then(|s| s.empty_all()),
+                Conn::Sqlite(_) => None,
+            };
+            if let Some(sql) = empty {
+                if let Err(e) = self.execute_script("emptying the load's working tables", &sql).await {
+                    tracing::warn!("{e}");
+                }
+            }
+        }
         committed
     }
 

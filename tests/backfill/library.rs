@@ -4,9 +4,9 @@
 use std::collections::BTreeMap;
 
 use super::{backfill, outcomes};
-use crate::support::fixture::{assert_snapshot, on_both_backends, Fixture};
+use crate::support::fixture::{assert_snapshot, on_every_engine, Fixture};
 
-on_both_backends!(
+on_every_engine!(
     backfills_never_move_the_incremental_watermark,
     the_window_is_half_open,
     a_rerun_appends_nothing,

@@ -132,3 +132,45 @@ async fn sslmode_prefer_falls_back_to_no_tls_where_the_handshake_fails() {
         "sslmode=require took a certificate it cannot read"
     );
 }
+
+/// A log and a dimension in a schema of their own: the load's working tables go there
+/// too, and every load after the first works (a working table's name qualified by the
+/// schema must never land where only a bare name may stand).
+#[tokio::test]
+async fn a_dimension_in_its_own_schema_loads_again_and_again() {
+    let mut fx = Fixture::citus().await;
+    fx.target_exec("CREATE SCHEMA dw").await;
+    fx.edit_config(r#"log = "customer_versions""#, r#"log = "dw.customer_versions""#);
+    fx.edit_config(r#"dimension = "dim_customer""#, r#"dimension = "dw.dim_customer""#);
+    fx.exec(&format!(
+        "{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (2, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
+        .await;
+    fx.exec("UPDATE src_customers SET is_deleted = true, updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 1")
+        .await;
+    let report = fx.run("2026-03-01T12:00:00Z").await;
+    assert_eq!((report.counts.versions, report.counts.tombstones), (1, 1), "{report:?}");
+    let working = fx
+        .target_query("SELECT count(*)::text FROM pg_dist_partition WHERE logicalrelid::text LIKE 'dw.dimlog\\_%'")
+        .await;
+    assert_ne!(working[0][0].as_deref(), Some("0"), "no working table in schema dw");
+    // Emptied once the load committed: the source's rows are not kept there.
+    let rows = fx
+        .target_query(
+            "SELECT count(*)::text FROM pg_dist_partition p WHERE logicalrelid::text LIKE 'dw.dimlog\\_stage\\_%'",
+        )
+        .await;
+    assert_eq!(rows[0][0].as_deref(), Some("1"), "one stage table");
+    let staged = fx
+        .target_query("SELECT relname::text FROM pg_class WHERE relname LIKE 'dimlog\\_stage\\_%' AND relnamespace = 'dw'::regnamespace")
+        .await;
+    let table = staged[0][0].clone().expect("a name");
+    assert_eq!(
+        fx.count(&format!("dw.{table}")).await,
+        0,
+        "the working table still holds the load's rows"
+    );
+}

@@ -3,6 +3,8 @@
 //! makes with `--accept-config-change` and without re-versioning history.
 
 mod edges;
+mod kinds;
+mod late;
 mod tracked;
 mod type1;
 

@@ -5,9 +5,9 @@
 use dimlog::pipeline::RunOptions;
 
 use super::{assert_verify_passes, text, verify_cli};
-use crate::support::fixture::{assert_snapshot, on_both_backends, summary, ts, Fixture};
+use crate::support::fixture::{assert_snapshot, on_every_engine, summary, ts, Fixture};
 
-on_both_backends!(
+on_every_engine!(
     emptied_source_trips_the_mass_delete_guard,
     the_mass_delete_guard_decides_at_its_boundary,
     hard_deletes_and_the_revenue_figure,

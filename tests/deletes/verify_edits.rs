@@ -19,11 +19,10 @@ use std::collections::BTreeMap;
 use dimlog::config::Backend;
 
 use super::verify_cli;
-use crate::support::fixture::{on_both_backends, on_sqlite_and_postgres, Fixture};
+use crate::support::fixture::{on_both_backends, Fixture};
 
-// Edits the key column of a row by hand: Citus refuses to change a distribution column.
-on_sqlite_and_postgres!(every_dimension_column_edited_or_dropped_is_named);
 on_both_backends!(
+    every_dimension_column_edited_or_dropped_is_named,
     hand_corrupted_logs_are_findings_not_crashes,
     rows_stamped_after_the_last_upper_bound_are_named,
 );

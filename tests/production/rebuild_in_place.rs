@@ -10,10 +10,9 @@ use dimlog::config::Backend;
 use dimlog::pipeline::RunOptions;
 
 use super::{cli_exits, database, loaded};
-use crate::support::fixture::{on_sqlite_and_postgres, ts, Fixture};
+use crate::support::fixture::{on_both_backends, ts, Fixture};
 
-// A fact table's foreign key to the surrogate key alone: not possible on Citus.
-on_sqlite_and_postgres!(
+on_both_backends!(
     rebuild_keeps_what_users_added,
     accepted_config_change_keeps_what_users_added,
     first_load_keeps_a_fact_foreign_key,

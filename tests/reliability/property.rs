@@ -38,6 +38,9 @@ use crate::support::fixture::{ts, Dump, Fixture};
 /// Cases per backend when `PROPTEST_CASES` is not set.
 const SQLITE_CASES: u32 = 160;
 const POSTGRES_CASES: u32 = 80;
+/// Cases on Citus: each distributes a dimension's tables anew (seconds, not milliseconds).
+#[cfg(feature = "citus-tests")]
+const CITUS_CASES: u32 = 16;
 /// The fixed seed of CI runs (`PROPTEST_RNG_SEED` overrides).
 const SEED: u64 = 0x5cd2_d1a1_0c0f_fee5;
 
@@ -994,6 +997,27 @@ async fn run_case(backend: Backend, database: Option<&str>, case: &Case, stats: 
     result.map_err(|e| format!("{e}\nscript so far:\n  {}", h.script.join("\n  ")))
 }
 
+/// The database the cases of `backend` share (emptied before each case), and on Citus the
+/// lease that keeps it the test's own.
+#[cfg(feature = "citus-tests")]
+type Lease = Option<crate::support::citus::Lease>;
+#[cfg(not(feature = "citus-tests"))]
+type Lease = ();
+
+async fn database_for(backend: Backend) -> (Option<String>, Lease) {
+    match backend {
+        Backend::Postgres => (Some(crate::support::pg::fresh_database().await), Lease::default()),
+        #[cfg(feature = "citus-tests")]
+        Backend::Citus => {
+            let lease = crate::support::citus::lease().await;
+            (Some(lease.url.clone()), Some(lease))
+        }
+        #[cfg(not(feature = "citus-tests"))]
+        Backend::Citus => panic!("the Citus cases need the feature citus-tests"),
+        Backend::Sqlite => (None, Lease::default()),
+    }
+}
+
 fn check_property(backend: Backend, default_cases: u32) {
     let config = crate::support::property::config(default_cases, SEED, 400);
     let cases = config.cases;
@@ -1006,10 +1030,7 @@ fn check_property(backend: Backend, default_cases: u32) {
     };
     // PostgreSQL cases share one database, emptied before each case: creating a
     // database costs more than most cases.
-    let database = match backend {
-        Backend::Postgres | Backend::Citus => Some(runtime().block_on(crate::support::pg::fresh_database())),
-        Backend::Sqlite => None,
-    };
+    let (database, _lease) = runtime().block_on(database_for(backend));
     let started = Instant::now();
     let stats = Mutex::new(Stats::default());
     let result = runner.run(&case(), |case| {
@@ -1101,10 +1122,7 @@ fn check_directed(backend: Backend) {
         .enable_all()
         .build()
         .expect("a runtime");
-    let database = match backend {
-        Backend::Postgres | Backend::Citus => Some(runtime.block_on(crate::support::pg::fresh_database())),
-        Backend::Sqlite => None,
-    };
+    let (database, _lease) = runtime.block_on(database_for(backend));
     let stats = Mutex::new(Stats::default());
     for case in directed_cases() {
         if let Err(e) = runtime.block_on(run_case(backend, database.as_deref(), &case, &stats)) {
@@ -1134,4 +1152,17 @@ fn sqlite() {
 #[test]
 fn postgres() {
     check_property(Backend::Postgres, POSTGRES_CASES);
+}
+
+/// The oracle on Citus: the PostgreSQL fixture's statements, the dimension distributed.
+#[cfg(feature = "citus-tests")]
+#[test]
+fn citus() {
+    check_property(Backend::Citus, CITUS_CASES);
+}
+
+#[cfg(feature = "citus-tests")]
+#[test]
+fn directed_citus() {
+    check_directed(Backend::Citus);
 }

@@ -7,9 +7,9 @@ use std::os::unix::process::ExitStatusExt as _;
 use dimlog::config::Backend;
 
 use super::cli;
-use crate::support::fixture::{on_both_backends, Fixture};
+use crate::support::fixture::{on_every_engine, Fixture};
 
-on_both_backends!(a_killed_run_leaves_the_previous_state);
+on_every_engine!(a_killed_run_leaves_the_previous_state);
 
 const UPPER: &str = "2026-03-02T10:00:00Z";
 

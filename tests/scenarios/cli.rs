@@ -3,9 +3,9 @@
 
 use std::process::{Command, Output};
 
-use crate::support::fixture::{on_both_backends, Fixture};
+use crate::support::fixture::{on_every_engine, Fixture};
 
-on_both_backends!(
+on_every_engine!(
     bad_configs_exit_2_naming_the_setting,
     json_run_output_matches_dimlog_runs
 );

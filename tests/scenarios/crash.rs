@@ -6,9 +6,9 @@ use dimlog::failpoint::ALL;
 use dimlog::pipeline::RunOptions;
 use dimlog::state::RunCounts;
 
-use crate::support::fixture::{on_both_backends, ts, Dump, Fixture};
+use crate::support::fixture::{on_every_engine, ts, Dump, Fixture};
 
-on_both_backends!(
+on_every_engine!(
     a_failed_run_leaves_the_previous_state,
     a_crash_after_commit_is_committed
 );

@@ -1,9 +1,9 @@
 //! History rewrites (spec 1.4, 1.5): every scenario snapshots the whole dimension and log
 //! after each run, and every run checks that the dimension is the one derived from the log.
 
-use crate::support::fixture::{assert_snapshot, on_both_backends, Fixture, SENTINEL};
+use crate::support::fixture::{assert_snapshot, on_every_engine, Fixture, SENTINEL};
 
-on_both_backends!(
+on_every_engine!(
     late_version_in_the_middle,
     late_version_before_the_first,
     null_transition,

@@ -19,8 +19,9 @@ use dimlog::state::RunKind;
 use crate::support::fixture::{ts, Fixture, SENTINEL};
 
 /// Instantiates each `async fn scenario(fx: Fixture) -> Vec<String>` (the transcript of
-/// what it wrote after every run) as `scenario::sqlite` and `scenario::postgres`; the
-/// latter also runs the scenario on SQLite and asserts that both wrote the same.
+/// what it wrote after every run) as `scenario::sqlite`, `scenario::postgres` and (feature
+/// `citus-tests`) `scenario::citus`; the latter two also run the scenario on SQLite and
+/// assert that both wrote the same.
 macro_rules! on_both_backends_alike {
     ($($scenario:ident),* $(,)?) => {
         $(
@@ -37,6 +38,14 @@ macro_rules! on_both_backends_alike {
                     let postgres = super::$scenario(Fixture::postgres().await).await;
                     let sqlite = super::$scenario(Fixture::sqlite().await).await;
                     super::assert_backends_agree(&postgres, &sqlite);
+                }
+
+                #[cfg(feature = "citus-tests")]
+                #[tokio::test]
+                async fn citus() {
+                    let citus = super::$scenario(Fixture::citus().await).await;
+                    let sqlite = super::$scenario(Fixture::sqlite().await).await;
+                    super::assert_backends_agree(&citus, &sqlite);
                 }
             }
         )*

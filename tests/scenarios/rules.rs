@@ -4,9 +4,9 @@ use dimlog::detect::{row_hash, ColumnKind};
 use dimlog::pipeline::RunOptions;
 use dimlog::state::RunKind;
 
-use crate::support::fixture::{on_both_backends, ts, Fixture};
+use crate::support::fixture::{on_every_engine, ts, Fixture};
 
-on_both_backends!(
+on_every_engine!(
     unchanged_source_appends_nothing,
     watermark_is_the_greatest_updated_at_read,
     row_at_the_watermark_is_not_lost,

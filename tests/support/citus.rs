@@ -4,7 +4,7 @@
 //! the group fails, naming the variable: it never skips.
 //!
 //! Each test leases a database of its own (`dimlog_citus_<n>`, made on every node with
-//! the extension, the coordinator knowing the workers, 4 shards per distributed table), emptied at the start of the lease and given back when the fixture
+//! the extension, the coordinator knowing the workers, 2 shards per distributed table, one per worker), emptied at the start of the lease and given back when the fixture
 //! is dropped: so many tests need as many databases as run at once, not one each.
 
 use std::sync::{Mutex, OnceLock};
@@ -102,7 +102,7 @@ async fn make_database(name: &str) {
         );
         t.execute(add.as_str()).await.expect("add a worker");
     }
-    t.execute(format!("ALTER DATABASE {name} SET citus.shard_count = 4").as_str())
+    t.execute(format!("ALTER DATABASE {name} SET citus.shard_count = 2").as_str())
         .await
         .expect("shard count");
 }
@@ -139,6 +139,13 @@ pub async fn lease() -> Lease {
             name
         }
     };
+    // Settings a test gave its database (auto_explain, say) end with the test.
+    let mut admin = connect(&with_database(&coordinator_url(), "postgres")).await;
+    admin
+        .execute(format!("ALTER DATABASE {name} RESET ALL; ALTER DATABASE {name} SET citus.shard_count = 2").as_str())
+        .await
+        .unwrap_or_else(|e| panic!("cannot reset the settings of database {name}: {e}"));
+    let _ = admin.close().await;
     let url = with_database(&coordinator_url(), &name);
     let mut c = connect(&url).await;
     if let Err(first) = empty(&mut c).await {

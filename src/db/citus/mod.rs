@@ -20,7 +20,7 @@ use sqlx::PgConnection;
 use std::collections::HashMap;
 
 /// The session tables of a load, by their names in the PostgreSQL templates.
-pub const SESSION_TABLES: [&str; 13] = [
+pub const SESSION_TABLES: [&str; 14] = [
     "dimlog_raw",
     "dimlog_stage",
     "dimlog_source_keys",
@@ -31,6 +31,7 @@ pub const SESSION_TABLES: [&str; 13] = [
     "dimlog_restored",
     "dimlog_changes",
     "dimlog_rehashed",
+    "dimlog_stale",
     "dimlog_touched",
     "dimlog_derived",
     "dimlog_rebuilt",
@@ -97,6 +98,15 @@ impl Staging {
             key: key.to_string(),
             made: None,
         }
+    }
+
+    /// The statement that empties every table made (after a load commits: the rows it
+    /// staged, the source's, are not kept until the next load).
+    pub fn empty_all(&self) -> Option<String> {
+        let made = self.made.as_ref()?;
+        let mut tables: Vec<String> = made.keys().map(|bare| format!("{}{bare}", self.prefix)).collect();
+        tables.sort();
+        (!tables.is_empty()).then(|| format!("TRUNCATE {}", tables.join(", ")))
     }
 
     /// Forgets what it knows of the tables, after a rollback.
@@ -423,6 +433,23 @@ mod tests {
         );
         assert_eq!(session_ddl("CREATE TEMP TABLE users_table AS SELECT 1"), None);
         assert_eq!(session_ddl("SELECT 1 FROM dimlog_stage"), None);
+    }
+
+    /// A session table's name is only ever a table's in the PostgreSQL templates: as a
+    /// column alias it would be renamed too (and qualified, a syntax error).
+    #[test]
+    fn session_table_names_are_no_aliases() {
+        for family in crate::db::sql::FAMILIES {
+            let text = crate::db::Backend::Postgres.dialect().template(family).expect("family");
+            let words: Vec<&str> = text.split_whitespace().collect();
+            for pair in words.windows(2) {
+                let name = pair[1].trim_end_matches([',', ')']);
+                assert!(
+                    !(pair[0].eq_ignore_ascii_case("AS") && SESSION_TABLES.contains(&name)),
+                    "{family}.sql uses {name} as an alias"
+                );
+            }
+        }
     }
 
     #[test]
