@@ -289,15 +289,37 @@ pub struct Overrides {
     pub target_url: Option<String>,
 }
 
-/// Parses a duration such as `15m`, `1h 30m`, `0s`, `2d`.
+/// The longest duration a setting may hold: a hundred years (any window longer than that
+/// reaches before the first instant dimlog can write).
+const LONGEST_DURATION_MICROS: i64 = 36_525 * 86_400 * 1_000_000;
+
+/// Parses a duration such as `15m`, `1h 30m`, `0s`, `2d`. Months are refused: humantime
+/// reads `M` as months (of 30.44 days), where `15M` was almost surely meant as minutes.
 pub fn parse_duration(setting: &str, text: &str) -> Result<i64, ConfigError> {
+    let months = text
+        .split(|c: char| c.is_ascii_digit() || c.is_whitespace())
+        .any(|unit| matches!(unit, "M" | "month" | "months"));
+    if months {
+        return Err(ConfigError::invalid(
+            setting,
+            format!("{text:?}: months have no fixed length (and `M` is not minutes); write minutes as \"15m\", or days as \"30d\""),
+        ));
+    }
     let d = humantime::parse_duration(text.trim()).map_err(|e| {
         ConfigError::invalid(
             setting,
             format!("{text:?} is not a duration ({e}); write e.g. \"15m\", \"2h\", \"1d\""),
         )
     })?;
-    i64::try_from(d.as_micros()).map_err(|_| ConfigError::invalid(setting, format!("{text:?} is too long")))
+    match i64::try_from(d.as_micros()) {
+        Ok(micros) if micros <= LONGEST_DURATION_MICROS => Ok(micros),
+        _ => Err(ConfigError::invalid(
+            setting,
+            format!(
+                "{text:?} is longer than a hundred years; a window that long reaches before any time dimlog can hold"
+            ),
+        )),
+    }
 }
 
 fn table_ident(setting: &str, s: &str) -> Result<Ident, ConfigError> {
@@ -797,6 +819,33 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Durations a person writes load; months (`M` reads as months, not minutes) and
+    /// lengths past a hundred years are errors naming the setting, never a crash.
+    #[test]
+    fn durations_are_read_as_written_or_refused() {
+        assert_eq!(parse_duration("source.lookback", "15m").unwrap(), 15 * 60 * 1_000_000);
+        assert_eq!(
+            parse_duration("source.lookback", "1h 30m").unwrap(),
+            90 * 60 * 1_000_000
+        );
+        assert_eq!(
+            parse_duration("source.lookback", "3650days").unwrap(),
+            3650 * 86_400 * 1_000_000
+        );
+        for text in [
+            "15M",
+            "1month",
+            "2 months",
+            "99999999d",
+            "9999999d",
+            "200y",
+            "18446744073709551615s",
+        ] {
+            let e = parse_duration("source.lookback", text).expect_err(text).to_string();
+            assert!(e.contains("source.lookback"), "{text}: {e}");
+        }
+    }
 
     const GOOD: &str = r#"
 name = "customer"
