@@ -173,10 +173,24 @@ pub async fn rehash_current_versions(
     if n == 0 {
         return Ok(0);
     }
+    append_carried(conn, ctx, dimension, "rehash_append", n, (load_id, loaded_at)).await?;
+    Ok(n)
+}
+
+/// Appends `n` versions carried over to a new column set (append statement `statement`:
+/// log ids from the reserved block, no new surrogate key), under the load's id and stamp.
+async fn append_carried(
+    conn: &mut Conn,
+    ctx: &SqlContext,
+    dimension: &str,
+    statement: &str,
+    n: i64,
+    (load_id, loaded_at): (i64, Micros),
+) -> Result<(), DbError> {
     let (next_log, _) = reserve(conn, ctx, dimension).await?;
-    let insert = sql::statement(backend, "append", "rehash_append", ctx)?;
+    let insert = sql::statement(conn.backend(), "append", statement, ctx)?;
     conn.execute(
-        "log/rehash",
+        &format!("log/{statement}"),
         &insert,
         &[Param::I64(next_log), Param::I64(load_id), Param::Ts(loaded_at)],
     )
@@ -185,8 +199,7 @@ pub async fn rehash_current_versions(
         total: n,
         ..Changes::default()
     };
-    advance(conn, ctx, dimension, &carried, load_id, loaded_at).await?;
-    Ok(n)
+    advance(conn, ctx, dimension, &carried, load_id, loaded_at).await
 }
 
 /// The `dimlog_state` role whose `run_id` is the load that last accepted a change of the
@@ -239,17 +252,5 @@ pub async fn append_stale_versions(
     load_id: i64,
     loaded_at: Micros,
 ) -> Result<(), DbError> {
-    let (next_log, _) = reserve(conn, ctx, dimension).await?;
-    let insert = sql::statement(conn.backend(), "append", "stale_append", ctx)?;
-    conn.execute(
-        "log/stale",
-        &insert,
-        &[Param::I64(next_log), Param::I64(load_id), Param::Ts(loaded_at)],
-    )
-    .await?;
-    let carried = Changes {
-        total: n,
-        ..Changes::default()
-    };
-    advance(conn, ctx, dimension, &carried, load_id, loaded_at).await
+    append_carried(conn, ctx, dimension, "stale_append", n, (load_id, loaded_at)).await
 }
