@@ -11,6 +11,9 @@
 {% macro at_instant(c, v) %}(SELECT dimlog_i.{{ c }} FROM {{ log }} dimlog_i WHERE {{ keys|eqs("dimlog_i", v) }} AND dimlog_i.valid_from = {{ v }}.valid_from AND NOT dimlog_i.is_deleted ORDER BY dimlog_i.log_id DESC LIMIT 1){% endmacro %}
 {# The values a version logged in a column: its latest log row's. #}
 {% macro logged(c) %}(SELECT dimlog_v.{{ c }} FROM {{ log }} dimlog_v WHERE {{ keys|eqs("dimlog_v", "dimlog_d") }} AND dimlog_v.valid_from = dimlog_d.valid_from AND dimlog_v.{{ sk }} = dimlog_d.{{ sk }} ORDER BY dimlog_v.log_id DESC LIMIT 1){% endmacro %}
+{# A CTE read more than once: computed once (Citus inlines it instead, see
+   sql/citus/classify.sql). #}
+{% macro reused() %}MATERIALIZED{% endmacro %}
 -- statement: history
 CREATE TEMP TABLE dimlog_history ON COMMIT DROP AS
 SELECT DISTINCT ON ({{ keys|cols("dimlog_l") }}, dimlog_l.valid_from)
@@ -52,7 +55,7 @@ SELECT {% for k in keys %}{{ k }}::text, {% endfor %}{{ "valid_from"|pgts }} FRO
    once, against this summary, before classify compares anything. #}
 -- statement: restored
 CREATE TEMP TABLE dimlog_restored ON COMMIT DROP AS
-WITH dimlog_ordered AS (
+WITH dimlog_ordered AS {{ reused() }} (
     SELECT dimlog_h.*,
            LAG(dimlog_h.is_deleted) OVER (PARTITION BY {{ keys|cols("dimlog_h") }} ORDER BY dimlog_h.valid_from) AS dimlog_after_tombstone,
            ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_h") }} ORDER BY dimlog_h.valid_from DESC) AS dimlog_rn
@@ -108,14 +111,15 @@ WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND NOT dimlog_r.dimlog_newest_dele
   AND dimlog_s.valid_from < dimlog_r.dimlog_return_at
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes ON COMMIT DROP AS
-WITH dimlog_staged_keys AS (
-    SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage
-),
-dimlog_effective AS MATERIALIZED (
+WITH dimlog_effective AS {{ reused() }} (
     SELECT {{ keys|cols }}, valid_from, {{ sk }} AS dimlog_sk, is_deleted, row_hash{% for a in attrs %}, {{ a }}{% endfor %}
     FROM dimlog_history
 ),
 {% if t1 %}
+{# (Only where it is read: Citus plans a statement with an unread CTE apart.) #}
+dimlog_staged_keys AS (
+    SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage
+),
 dimlog_newest_observation AS (
     SELECT DISTINCT ON ({{ keys|cols("dimlog_l") }}) {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from{% for c in t1 %}, dimlog_l.{{ c }}{% endfor %}
     FROM {{ log }} dimlog_l

@@ -136,10 +136,16 @@ SELECT {{ keytext("dimlog_d.") }}, 'current in the dimension, not in the source'
 FROM {{ dim }} dimlog_d
 WHERE dimlog_d.is_current AND NOT EXISTS (
     SELECT 1 FROM dimlog_stage dimlog_s WHERE (NOT dimlog_s.is_deleted OR dimlog_s.valid_from > $1) AND {{ keys|eqs("dimlog_d", "dimlog_s") }})
+{# A source row is compared with the version in effect at its updated_at: a row stamped
+   before its key's current version is a late version, in the history (comparing it with
+   the current one sent users to a full refresh that changes nothing); one stamped before
+   every version, with the first-loaded current row. #}
 -- statement: source_different
 SELECT {{ keytext("dimlog_s.") }}, 'tracked values differ (source updated_at ' || {{ "dimlog_s.valid_from"|pgts }} || ', dimension valid_from ' || {{ "dimlog_d.valid_from"|pgts }} || ')'
 FROM dimlog_stage dimlog_s
-JOIN {{ dim }} dimlog_d ON dimlog_d.is_current AND {{ keys|eqs("dimlog_d", "dimlog_s") }}
+JOIN {{ dim }} dimlog_d ON {{ keys|eqs("dimlog_d", "dimlog_s") }}
+  AND (dimlog_d.valid_from <= dimlog_s.valid_from AND dimlog_s.valid_from < dimlog_d.valid_to
+       OR dimlog_d.is_current AND dimlog_s.valid_from < (SELECT min(dimlog_f.valid_from) FROM {{ dim }} dimlog_f WHERE {{ keys|eqs("dimlog_f", "dimlog_s") }}))
 WHERE NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= $1 AND {{ differs("dimlog_s", "dimlog_d") }}
 -- statement: table_columns
 SELECT dimlog_a.attname::text, format_type(dimlog_a.atttypid, dimlog_a.atttypmod)

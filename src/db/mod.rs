@@ -677,7 +677,7 @@ impl Conn {
     pub async fn execute(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<u64, DbError> {
         match self {
             Conn::Sqlite(c) => sqlite::execute(c, sql, params).await,
-            Conn::Postgres(c) => c.execute(sql, params).await,
+            Conn::Postgres(c) => c.execute(what, sql, params).await,
         }
         .map_err(|source| DbError::Query {
             what: what.into(),
@@ -705,10 +705,7 @@ impl Conn {
     pub async fn query_text(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<Vec<TextRow>, DbError> {
         match self {
             Conn::Sqlite(c) => sqlite::query_text(c, sql, params).await,
-            Conn::Postgres(c) => {
-                let sql = c.qualify(sql);
-                postgres::query_text(c, &sql, params).await
-            }
+            Conn::Postgres(c) => c.query_named(what, sql, params).await.map(|(_, rows)| rows),
         }
         .map_err(|source| DbError::Query {
             what: what.into(),
@@ -722,10 +719,7 @@ impl Conn {
     pub async fn query_records(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<Vec<Record>, DbError> {
         let (names, rows) = match self {
             Conn::Sqlite(c) => sqlite::query_named(c, sql, params).await,
-            Conn::Postgres(c) => {
-                let sql = c.qualify(sql);
-                postgres::query_named(c, &sql, params).await
-            }
+            Conn::Postgres(c) => c.query_named(what, sql, params).await,
         }
         .map_err(|source| DbError::Query {
             what: what.into(),

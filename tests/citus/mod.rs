@@ -7,6 +7,8 @@ use dimlog::db::Conn;
 
 use crate::support::fixture::{connect, Fixture};
 
+mod pushdown;
+
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
 
 /// (table, distribution column, colocation group) of every distributed table.

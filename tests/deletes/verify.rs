@@ -12,6 +12,7 @@ on_both_backends!(
     silent_change_found_by_verify_and_fixed_by_full_refresh,
     late_commit_behind_a_zero_lookback_found_by_verify,
     corrupted_dimension_found_by_verify_and_repaired_by_rebuild,
+    a_late_version_is_no_difference_from_the_source,
 );
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
@@ -100,6 +101,42 @@ async fn silent_change_found_by_verify_and_fixed_by_full_refresh(mut fx: Fixture
     assert_eq!(appended(&r), (0, 0, 0, 0), "an in-sync dimension gets nothing");
     assert_eq!(fx.log().await, log);
     assert_eq!(fx.dimension().await, dim);
+}
+
+/// A source row stamped before its key's current version (a late version on a `latest`
+/// source) is in the dimension's history: `verify --against-source` compares it with the
+/// version in effect at its `updated_at` and passes (it used to send the user to a full
+/// refresh that changed nothing). A late row whose values the history does not hold, one
+/// stamped before every version included, is still a difference.
+async fn a_late_version_is_no_difference_from_the_source(mut fx: Fixture) {
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z'),
+                  (2, 'bob@example.com', 'free', 'DE', '2026-03-02T09:00:00Z'),
+                  (3, 'cyd@example.com', 'pro', 'NL', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-02T10:00:00Z").await;
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-02T08:50:00Z' WHERE customer_id = 1")
+        .await;
+    let r = fx.run("2026-03-02T11:00:00Z").await;
+    assert_eq!((r.counts.versions, r.counts.late_versions), (1, 1), "{r:?}");
+    assert_verify_passes(&fx, true);
+
+    // Moved back past the lookback: not read, and the history does not hold it; one
+    // stamped before every version of its key, one inside a past version's interval.
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-02T11:30:00Z' WHERE customer_id = 3")
+        .await;
+    assert_eq!(fx.run("2026-03-02T12:00:00Z").await.counts.versions, 1);
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-02T08:00:00Z' WHERE customer_id = 2")
+        .await;
+    fx.exec("UPDATE src_customers SET tier = 'silver', updated_at = '2026-03-02T10:00:00Z' WHERE customer_id = 3")
+        .await;
+    let r = fx.run("2026-03-02T12:30:00Z").await;
+    assert_eq!(r.counts.rows_read, 0, "{r:?}");
+    let (code, failing) = verify_cli(&fx, true);
+    assert_eq!(code, 3, "{failing:#?}");
+    assert_eq!(failing.keys().collect::<Vec<_>>(), ["source_different"], "{failing:#?}");
+    assert_eq!(keys(&failing["source_different"]), ["2", "3"]);
 }
 
 /// With `lookback = "0s"`, rows committed late with an `updated_at` behind the watermark

@@ -22,6 +22,9 @@ fn template(family: &str) -> Option<&'static str> {
         };
     }
     Some(match family {
+        "append" => file!("append"),
+        "classify" => file!("classify"),
+        "reconcile" => file!("reconcile"),
         "tables" => file!("tables"),
         "rebuild" => file!("rebuild"),
         "verify" => file!("verify"),

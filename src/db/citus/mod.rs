@@ -253,6 +253,7 @@ pub async fn run_session_ddl(
     staging: &mut Staging,
     ddl: SessionDdl<'_>,
     params: &[Param],
+    (what, in_transaction): (&str, bool),
 ) -> Result<u64, sqlx::Error> {
     load_made(c, staging).await?;
     match ddl {
@@ -292,6 +293,7 @@ pub async fn run_session_ddl(
                 return Ok(0);
             }
             let insert = format!("INSERT INTO {} {query}", staging.table(table));
+            postgres::plans::record(c, in_transaction, what, &insert, params).await;
             postgres::execute(c, &insert, params).await
         }
         SessionDdl::Rename { from, to } => {

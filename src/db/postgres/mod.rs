@@ -2,6 +2,7 @@
 
 pub mod dialect;
 pub mod lock;
+pub mod plans;
 use crate::db::{Access, DbError, Param, TextRow};
 
 pub mod pgpass;
@@ -63,7 +64,8 @@ impl PgConn {
 
     /// Runs a statement: one that makes or empties a session table on the distributed
     /// stand-ins of a Citus load, any other with dimlog's names qualified.
-    pub async fn execute(&mut self, sql: &str, params: &[Param]) -> Result<u64, sqlx::Error> {
+    /// `what` labels the statement in the plans of [`plans`].
+    pub async fn execute(&mut self, what: &str, sql: &str, params: &[Param]) -> Result<u64, sqlx::Error> {
         use crate::db::citus;
         if self.staging().is_some() {
             let sql = match &self.state_schema {
@@ -76,7 +78,9 @@ impl PgConn {
                     .as_mut()
                     .and_then(|c| c.staging.take())
                     .expect("checked above");
-                let result = citus::run_session_ddl(&mut self.conn, &mut staging, ddl, params).await;
+                let result =
+                    citus::run_session_ddl(&mut self.conn, &mut staging, ddl, params, (what, self.in_transaction))
+                        .await;
                 if let Some(c) = self.citus.as_mut() {
                     c.staging = Some(staging);
                 }
@@ -84,7 +88,24 @@ impl PgConn {
             }
         }
         let sql = self.qualify(sql).into_owned();
+        if plans::enabled() {
+            plans::record(&mut self.conn, self.in_transaction, what, &sql, params).await;
+        }
         execute(&mut self.conn, &sql, params).await
+    }
+
+    /// Runs a query whose columns are all text (or NULL), named: see [`query_named`].
+    pub async fn query_named(
+        &mut self,
+        what: &str,
+        sql: &str,
+        params: &[Param],
+    ) -> Result<(Vec<String>, Vec<TextRow>), sqlx::Error> {
+        let sql = self.qualify(sql).into_owned();
+        if plans::enabled() {
+            plans::record(&mut self.conn, self.in_transaction, what, &sql, params).await;
+        }
+        query_named(&mut self.conn, &sql, params).await
     }
 }
 
