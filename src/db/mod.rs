@@ -820,7 +820,12 @@ impl Conn {
         if committed.is_ok() {
             // A Citus load's working tables hold source rows: emptied once it committed.
             let empty = match self {
-                Conn::Postgres(c) => c.staging().and_then(|s| s.empty_all()),
+                Conn::Postgres(c) => c
+                    .citus
+                    .as_mut()
+                    .filter(|c| c.active)
+                    .and_then(|c| c.staging.as_mut())
+                    .and_then(|s| s.empty_written()),
                 Conn::Sqlite(_) => None,
             };
             if let Some(sql) = empty {

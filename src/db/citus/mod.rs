@@ -80,6 +80,11 @@ pub struct Staging {
     /// Each existing table's signature (its comment): the columns it was made for. Read
     /// from the catalog again after a rollback, which may have undone a table made.
     made: Option<HashMap<String, String>>,
+    /// Tables that may hold rows written on this connection: emptied before they are
+    /// filled again, and after a load commits. The others were emptied together when
+    /// the connection first used them (one statement instead of one per table: each
+    /// TRUNCATE of a distributed table is a round of every shard).
+    dirty: std::collections::BTreeSet<String>,
 }
 
 impl Staging {
@@ -97,15 +102,18 @@ impl Staging {
             log: log.to_string(),
             key: key.to_string(),
             made: None,
+            dirty: Default::default(),
         }
     }
 
-    /// The statement that empties every table made (after a load commits: the rows it
-    /// staged, the source's, are not kept until the next load).
-    pub fn empty_all(&self) -> Option<String> {
-        let made = self.made.as_ref()?;
-        let mut tables: Vec<String> = made.keys().map(|bare| format!("{}{bare}", self.prefix)).collect();
-        tables.sort();
+    /// The statement that empties every table this connection wrote to (after a load
+    /// commits: the rows it staged, the source's, are not kept until the next load),
+    /// and forgets them as written.
+    pub fn empty_written(&mut self) -> Option<String> {
+        let tables: Vec<String> = std::mem::take(&mut self.dirty)
+            .into_iter()
+            .map(|bare| format!("{}{bare}", self.prefix))
+            .collect();
         (!tables.is_empty()).then(|| format!("TRUNCATE {}", tables.join(", ")))
     }
 
@@ -258,11 +266,14 @@ pub async fn run_session_ddl(
     load_made(c, staging).await?;
     match ddl {
         SessionDdl::Drop(names) => {
-            let present: Vec<String> = names
-                .iter()
-                .filter(|n| staging.made.as_ref().is_some_and(|m| m.contains_key(&staging.bare(n))))
-                .map(|n| staging.table(n))
+            let written: Vec<&str> = names
+                .into_iter()
+                .filter(|n| {
+                    let bare = staging.bare(n);
+                    staging.dirty.remove(&bare)
+                })
                 .collect();
+            let present: Vec<String> = written.iter().map(|n| staging.table(n)).collect();
             if !present.is_empty() {
                 postgres::execute(c, &format!("TRUNCATE {}", present.join(", ")), &[]).await?;
             }
@@ -307,10 +318,12 @@ pub async fn run_session_ddl(
     }
 }
 
-/// The columns (names and types) a query returns, as one line.
+/// The columns (names and types) a query returns, as one line. (From the prepared
+/// statement: `describe` would also EXPLAIN it, to learn which columns may be NULL,
+/// which on Citus plans the whole distributed query once more.)
 async fn describe(c: &mut PgConnection, query: &str) -> Result<String, sqlx::Error> {
-    use sqlx::{Column, Executor, TypeInfo};
-    let d = c.describe(query).await?;
+    use sqlx::{Column, Executor, Statement, TypeInfo};
+    let d = c.prepare(query).await?;
     Ok(d.columns()
         .iter()
         .map(|col| format!("{} {}", col.name(), col.type_info().name()))
@@ -333,14 +346,22 @@ async fn load_made(c: &mut PgConnection, staging: &mut Staging) -> Result<(), sq
          WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = {schema}) AND c.relkind = 'r' AND c.relname LIKE {like}"
     );
     let rows = postgres::query_text(c, &sql, &[]).await?;
-    staging.made = Some(
-        rows.into_iter()
-            .filter_map(|r| {
-                let mut r = r.into_iter();
-                Some((r.next()??, r.next()?.unwrap_or_default()))
-            })
-            .collect(),
-    );
+    let made: HashMap<String, String> = rows
+        .into_iter()
+        .filter_map(|r| {
+            let mut r = r.into_iter();
+            Some((r.next()??, r.next()?.unwrap_or_default()))
+        })
+        .collect();
+    // Rows an earlier connection left (one that wrote outside a transaction and then
+    // failed or was killed) go, all tables in one statement.
+    let mut tables: Vec<String> = made.keys().map(|bare| format!("{}{bare}", staging.prefix)).collect();
+    tables.sort();
+    if !tables.is_empty() {
+        postgres::execute(c, &format!("TRUNCATE {}", tables.join(", ")), &[]).await?;
+    }
+    staging.dirty.clear();
+    staging.made = Some(made);
     Ok(())
 }
 
@@ -358,8 +379,10 @@ async fn ensure(
     let mark = blake3::hash(signature.as_bytes()).to_hex()[..32].to_string();
     let made = staging.made.get_or_insert_with(HashMap::new);
     if made.get(&bare) == Some(&mark) {
-        // Emptied every time (a rollback may have brought back rows of another load).
-        postgres::execute(c, &format!("TRUNCATE {}", staging.table(table)), &[]).await?;
+        if staging.dirty.contains(&bare) {
+            postgres::execute(c, &format!("TRUNCATE {}", staging.table(table)), &[]).await?;
+        }
+        staging.dirty.insert(bare);
         return Ok(());
     }
     let qualified = staging.table(table);
@@ -378,7 +401,8 @@ async fn ensure(
     )
     .await?;
     postgres::execute(c, &format!("COMMENT ON TABLE {qualified} IS '{mark}'"), &[]).await?;
-    staging.made.get_or_insert_with(HashMap::new).insert(bare, mark);
+    staging.made.get_or_insert_with(HashMap::new).insert(bare.clone(), mark);
+    staging.dirty.insert(bare);
     Ok(())
 }
 
