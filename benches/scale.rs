@@ -4,7 +4,8 @@
 //! ```text
 //! cargo bench --bench scale                              # N = 100k and 1M
 //! cargo bench --bench scale -- --rows 100000,1000000,10000000
-//! cargo bench --bench scale -- --sections pg             # pg | sqlite | backfill
+//! cargo bench --bench scale -- --sections pg             # pg | sqlite | backfill | citus
+//! cargo bench --bench scale -- --sections citus --citus-shards 32   # needs DIMLOG_TEST_CITUS_URL
 //! ```
 //!
 //! It starts its own PostgreSQL like the tests do (`TEST_DATABASE_URL`, Docker, or local
@@ -16,6 +17,9 @@
 mod pg;
 
 mod common;
+
+#[path = "scale/citus.rs"]
+mod citus;
 
 use common::{count, customer_config, print_table, run_child, timed, ChildResult, Job};
 use futures::StreamExt;
@@ -37,6 +41,8 @@ struct Args {
     sections: Vec<String>,
     sqlite_rows: u64,
     backfill_rows: u64,
+    /// Shards per distributed table in the Citus section (Citus's own default: 32).
+    citus_shards: u32,
 }
 
 fn parse_args() -> Args {
@@ -45,6 +51,7 @@ fn parse_args() -> Args {
         sections: vec!["pg".into(), "sqlite".into(), "backfill".into()],
         sqlite_rows: 1_000_000,
         backfill_rows: 1_000_000,
+        citus_shards: 32,
     };
     let list = |v: Option<String>| -> Vec<String> {
         v.unwrap_or_default()
@@ -60,8 +67,11 @@ fn parse_args() -> Args {
             "--sections" => args.sections = list(it.next()),
             "--sqlite-rows" => args.sqlite_rows = list(it.next())[0].parse().expect("--sqlite-rows N"),
             "--backfill-rows" => args.backfill_rows = list(it.next())[0].parse().expect("--backfill-rows N"),
+            "--citus-shards" => args.citus_shards = list(it.next())[0].parse().expect("--citus-shards N"),
             "--bench" => {}
-            other => panic!("unknown argument {other}; use --rows N,N --sections pg,sqlite,backfill"),
+            other => {
+                panic!("unknown argument {other}; use --rows N,N --sections pg,sqlite,backfill,citus --citus-shards N")
+            }
         }
     }
     args
@@ -87,6 +97,9 @@ fn main() {
         }
         if args.sections.iter().any(|s| s == "backfill") {
             backfill_section(args.backfill_rows, dir.path()).await;
+        }
+        if args.sections.iter().any(|s| s == "citus") {
+            citus::citus_section(&args.rows, args.citus_shards, dir.path()).await;
         }
     });
 }

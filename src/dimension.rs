@@ -176,6 +176,17 @@ impl Dimension {
         rebuilt
     }
 
+    /// Turns the dimension's local tables on a Citus coordinator into distributed ones
+    /// colocated by the key, as `dimlog distribute` does (see
+    /// [`crate::tables::distribute`]); waits for the dimension's lock.
+    pub async fn distribute(&self) -> Result<crate::tables::Distribution, Error> {
+        let plan = &self.plan;
+        let mut session = Session::open_target(plan, Access::ReadWrite).await?;
+        let done = pipeline::distribute(&mut session, plan, true).await;
+        session.close().await;
+        done
+    }
+
     /// Checks the dimension's invariants against its log, as `dimlog verify` does, and
     /// with `against_source` also compares the source's current rows with the
     /// dimension's. Findings are in the report ([`VerifyReport::ok`]), not an error.

@@ -168,6 +168,9 @@ pub enum Error {
     /// it says so rather than create anything.
     #[error("{0}; run `dimlog run` to load it, or check `name` and `target.url` in the config")]
     NotLoaded(#[from] tables::NotLoaded),
+    /// `distribute` refused the dimension's tables (exit 2).
+    #[error(transparent)]
+    NotDistributable(#[from] tables::NotDistributable),
     /// A failpoint fired (tests only).
     #[error("failpoint {0} fired; nothing after it was committed")]
     Failpoint(&'static str),
@@ -192,6 +195,15 @@ impl From<tables::InitError> for Error {
         match e {
             tables::InitError::Db(d) => Error::Db(d),
             tables::InitError::Config(c) => Error::Config(c),
+        }
+    }
+}
+
+impl From<tables::DistributeError> for Error {
+    fn from(e: tables::DistributeError) -> Self {
+        match e {
+            tables::DistributeError::Db(d) => Error::Db(d),
+            tables::DistributeError::Not(n) => Error::NotDistributable(n),
         }
     }
 }
@@ -225,7 +237,7 @@ impl Error {
     /// The process exit code (spec section 4).
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Config(_) | Error::Usage(_) | Error::NotLoaded(_) => 2,
+            Error::Config(_) | Error::Usage(_) | Error::NotLoaded(_) | Error::NotDistributable(_) => 2,
             // Like the other refusals of a damaged log (config errors naming target.log).
             Error::Db(db::DbError::LogLostVersions(_)) => 2,
             Error::Extract(extract::ExtractError::Config(_) | extract::ExtractError::Window(_)) => 2,
@@ -248,6 +260,7 @@ impl Error {
             Error::Usage(_) => "usage",
             Error::Extract(extract::ExtractError::Window(_)) => "window",
             Error::NotLoaded(_) => "not-loaded",
+            Error::NotDistributable(_) => "not-distributable",
             Error::Db(db::DbError::Locked { .. } | db::DbError::TableLocked { .. }) => "locked",
             Error::Db(
                 db::DbError::Connect { .. }

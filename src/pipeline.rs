@@ -1432,6 +1432,32 @@ async fn copy_through<'p>(
 /// Rebuilds the whole dimension from the log (`dimlog rebuild`), under the lock, in one
 /// transaction, in place ([`rebuild::rebuild_all`]): readers see the old rows until it
 /// commits, and what users added to the dimension stays.
+/// Turns the dimension's local tables on a Citus coordinator into distributed,
+/// colocated ones ([`tables::distribute`]), holding its lock, in one transaction: a
+/// refusal or a failure changes nothing. A target without Citus is refused.
+pub async fn distribute(session: &mut Session, plan: &Plan, wait: bool) -> Result<tables::Distribution, Error> {
+    if !session.target.speak_citus() {
+        return Err(Error::NotDistributable(tables::NotDistributable {
+            dimension: plan.name.clone(),
+            reason: format!(
+                "target {} is not a Citus coordinator (its database has no citus extension)",
+                plan.target.url.redacted()
+            ),
+        }));
+    }
+    tables::check_log_complete(&mut session.target, plan, true).await?;
+    let ctx = SqlContext::new(plan, &session.layout, session.target.backend());
+    session
+        .under_lock(plan, wait, async |session: &mut Session| {
+            session.begin_write(plan).await?;
+            let result = tables::distribute(&mut session.target, plan, &ctx)
+                .await
+                .map_err(Error::from);
+            session.target.finish(result).await
+        })
+        .await
+}
+
 pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Result<(), Error> {
     crate::rights::check(&mut session.target, plan, crate::rights::Need::Rebuild).await?;
     tables::check_log_complete(&mut session.target, plan, true).await?;

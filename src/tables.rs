@@ -669,3 +669,177 @@ pub async fn apply_change(
     .await?;
     Ok(())
 }
+
+/// Why a dimension's tables cannot be distributed ([`distribute`]), in the user's terms.
+#[derive(Debug, thiserror::Error)]
+#[error("dimension `{dimension}` cannot be distributed: {reason}")]
+pub struct NotDistributable {
+    /// The config's `name`.
+    pub dimension: String,
+    /// What stands in the way, and what to do about it.
+    pub reason: String,
+}
+
+/// A failed [`distribute`].
+#[derive(Debug, thiserror::Error)]
+pub enum DistributeError {
+    /// A database error.
+    #[error(transparent)]
+    Db(#[from] DbError),
+    /// Something about the tables stands in the way.
+    #[error(transparent)]
+    Not(#[from] NotDistributable),
+}
+
+/// What [`distribute`] did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Distribution {
+    /// False when both tables were distributed already (nothing was done).
+    pub converted: bool,
+    /// The distribution column.
+    pub column: String,
+    /// Shards per table.
+    pub shards: i64,
+}
+
+/// Turns a dimension's log and dimension, local tables on a Citus coordinator (loaded
+/// before Citus was there, or before dimlog distributed tables), into distributed tables
+/// colocated by the key, as a first run on Citus would have made them: primary keys that
+/// include the key, then `create_distributed_table`, which moves the rows to the shards.
+/// Runs in the caller's transaction, on a connection speaking Citus
+/// ([`Conn::speak_citus`]). Refuses, changing nothing, what Citus would refuse or what
+/// dimlog cannot yet do: a key of several columns, a foreign key to or from either table,
+/// a unique index without the key, one table distributed and not the other.
+pub async fn distribute(conn: &mut Conn, plan: &Plan, ctx: &SqlContext) -> Result<Distribution, DistributeError> {
+    let backend = conn.backend();
+    let refuse = |reason: String| {
+        DistributeError::Not(NotDistributable {
+            dimension: plan.name.clone(),
+            reason,
+        })
+    };
+    let (log, dim) = (plan.target.log.to_string(), plan.target.dimension.to_string());
+    let tables = [Param::Text(ctx.log.clone()), Param::Text(ctx.dim.clone())];
+    let statement = |name: &str| sql::statement(backend, "tables", name, ctx);
+    let flags = conn
+        .query_i64s(
+            "finding whether the tables are distributed",
+            &statement("distributed_tables")?,
+            &tables,
+        )
+        .await?;
+    let flag = |i: usize| flags.get(i).copied().flatten().unwrap_or(0) > 0;
+    let column = match ctx.keys.as_slice() {
+        [one] => crate::db::citus::bare(one),
+        _ => {
+            return Err(refuse(format!(
+                "its key has {} columns ({}), and dimlog distributes a dimension by a one-column key only; \
+                 it stays in local tables on the coordinator, where it works as on PostgreSQL",
+                ctx.keys.len(),
+                plan.source
+                    .key
+                    .iter()
+                    .map(|k| k.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )))
+        }
+    };
+    let shard_count = async |conn: &mut Conn| -> Result<i64, DbError> {
+        conn.query_count(
+            "counting the log's shards",
+            &sql::statement(backend, "tables", "shard_count", ctx)?,
+            &tables[..1],
+        )
+        .await
+    };
+    match (flag(0), flag(1)) {
+        (true, true) => {
+            let shards = shard_count(conn).await?;
+            return Ok(Distribution {
+                converted: false,
+                column,
+                shards,
+            });
+        }
+        (false, false) => {}
+        (log_done, _) => {
+            let (done, not) = if log_done { (&log, &dim) } else { (&dim, &log) };
+            return Err(refuse(format!(
+                "{done} is a distributed table and {not} is not; dimlog distributes both or neither. \
+                 Undo it with SELECT undistribute_table('{done}'), then distribute again"
+            )));
+        }
+    }
+    let foreign = conn
+        .query_text(
+            "finding foreign keys of the tables",
+            &statement("foreign_keys")?,
+            &tables,
+        )
+        .await?;
+    if !foreign.is_empty() {
+        let names: Vec<String> = foreign
+            .into_iter()
+            .map(|r| {
+                r.into_iter()
+                    .map(|v| v.unwrap_or_default())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        return Err(refuse(format!(
+            "foreign keys tie the tables to others ({}); Citus keeps a foreign key only between colocated distributed \
+             tables or to a reference table: drop them, distribute, and add them back between tables distributed alike",
+            names.join("; ")
+        )));
+    }
+    let mut unique_params = tables.to_vec();
+    unique_params.push(Param::Text(column.clone()));
+    let unique = conn
+        .query_text(
+            "finding unique indexes without the key",
+            &statement("unique_without_key")?,
+            &unique_params,
+        )
+        .await?;
+    if !unique.is_empty() {
+        let names: Vec<String> = unique
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().flatten())
+            .collect();
+        return Err(refuse(format!(
+            "unique indexes without the key column {column} ({}): a distributed table's unique indexes must include \
+             its distribution column; drop them or add {column} to them, then distribute",
+            names.join(", ")
+        )));
+    }
+    for (table, column) in [(&ctx.log, "log_id".to_string()), (&ctx.dim, ctx.sk.clone())] {
+        let find = sql::statement(backend, "tables", "primary_key_name", &serde_json::json!({}))?;
+        let rows = conn
+            .query_text("finding a primary key", &find, &[Param::Text(table.clone())])
+            .await?;
+        let pk_name = rows.into_iter().next().and_then(|r| r.into_iter().next().flatten());
+        let name = match pk_name {
+            Some(name) => {
+                let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+                let pk = (table.clone(), quoted.clone(), column.clone());
+                let sql = sql::statement(backend, "tables", "drop_primary_key", &pk_context(&pk, &ctx.keys))?;
+                conn.execute("tables/drop_primary_key", &sql, &[]).await?;
+                quoted
+            }
+            None if table == &ctx.log => format!("\"{}_pkey\"", plan.target.log.name().replace('"', "\"\"")),
+            None => ctx.dim_pk.clone(),
+        };
+        let pk = (table.clone(), name, column);
+        let sql = sql::statement(backend, "tables", "add_primary_key", &pk_context(&pk, &ctx.keys))?;
+        conn.execute("tables/add_primary_key", &sql, &[]).await?;
+    }
+    run_named(conn, "tables", &["distribute_log", "distribute_dimension"], ctx).await?;
+    let shards = shard_count(conn).await?;
+    Ok(Distribution {
+        converted: true,
+        column,
+        shards,
+    })
+}

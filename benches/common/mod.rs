@@ -281,9 +281,15 @@ async fn do_job(job: Job) -> ChildResult {
 
 /// Runs `job` in a child process and returns what it reported.
 pub fn run_child(job: &Job) -> ChildResult {
+    run_child_with(job, &[])
+}
+
+/// [`run_child`] with environment variables set for the child.
+pub fn run_child_with(job: &Job, env: &[(&str, &std::path::Path)]) -> ChildResult {
     let exe = std::env::current_exe().expect("the bench binary's path");
     let output = Command::new(exe)
         .env(JOB_VAR, serde_json::to_string(job).unwrap())
+        .envs(env.iter().map(|(k, v)| (*k, *v)))
         .output()
         .expect("start a child");
     let stdout = String::from_utf8_lossy(&output.stdout);

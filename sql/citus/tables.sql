@@ -50,3 +50,9 @@ ALTER TABLE {{ table }} ADD CONSTRAINT {{ name }} PRIMARY KEY ({{ column }}, {{ 
 ANALYZE {{ log }}
 -- statement: analyze_dimension
 ANALYZE {{ dim }}
+{# `dimlog distribute`: whether the log ($1) and the dimension ($2) are distributed. #}
+-- statement: distributed_tables
+SELECT (SELECT count(*) FROM pg_dist_partition WHERE logicalrelid = to_regclass($1))::text,
+       (SELECT count(*) FROM pg_dist_partition WHERE logicalrelid = to_regclass($2))::text
+-- statement: shard_count
+SELECT count(*)::text FROM pg_dist_shard WHERE logicalrelid = to_regclass($1)

@@ -154,3 +154,24 @@ ORDER BY 1 LIMIT 1
 -- statement: index_exists
 SELECT count(*)::text FROM pg_index dimlog_x JOIN pg_class dimlog_i ON dimlog_i.oid = dimlog_x.indexrelid
 WHERE dimlog_x.indrelid = to_regclass('{{ table }}') AND '"' || replace(dimlog_i.relname, '"', '""') || '"' = '{{ index }}'
+{# `dimlog distribute`, asked on a Citus coordinator alone (sql/citus/tables.sql answers
+   the first and the last; here: nothing is distributed). #}
+-- statement: distributed_tables
+SELECT '0', '0'
+-- statement: shard_count
+SELECT '1'
+{# Foreign keys from or to the log ($1) or the dimension ($2): "name (table → table)". #}
+-- statement: foreign_keys
+SELECT conname::text, '(' || conrelid::regclass::text || ' -> ' || confrelid::regclass::text || ')'
+FROM pg_constraint
+WHERE contype = 'f' AND (conrelid IN (to_regclass($1), to_regclass($2)) OR confrelid IN (to_regclass($1), to_regclass($2)))
+ORDER BY 1
+{# Unique indexes of the log ($1) or the dimension ($2), primary keys aside (dimlog makes
+   them again with the key), that do not hold the key column ($3). #}
+-- statement: unique_without_key
+SELECT dimlog_i.indexrelid::regclass::text
+FROM pg_index dimlog_i
+WHERE dimlog_i.indrelid IN (to_regclass($1), to_regclass($2)) AND dimlog_i.indisunique AND NOT dimlog_i.indisprimary
+  AND NOT EXISTS (SELECT 1 FROM pg_attribute dimlog_a
+                  WHERE dimlog_a.attrelid = dimlog_i.indrelid AND dimlog_a.attname = $3 AND dimlog_a.attnum = ANY (dimlog_i.indkey))
+ORDER BY 1

@@ -4,6 +4,7 @@
 mod backfill;
 mod completions;
 mod demo;
+mod distribute;
 pub mod error;
 mod history;
 mod init;
@@ -72,6 +73,8 @@ pub enum Command {
     Backfill(backfill::BackfillArgs),
     /// Rebuild the whole dimension from the log, in place.
     Rebuild(rebuild::RebuildArgs),
+    /// Distribute the log and the dimension across a Citus cluster (local tables there).
+    Distribute(distribute::DistributeArgs),
     /// Print the surrogate key in effect for a key at a time.
     Lookup(lookup::LookupArgs),
     /// Fill the surrogate-key column of a staged fact table, set-based.
@@ -164,6 +167,7 @@ pub async fn main_with(cli: Cli) -> i32 {
         Command::Run(a) => run::run(&cli.global, a, &out).await,
         Command::Backfill(a) => backfill::run(&cli.global, a, &out).await,
         Command::Rebuild(a) => rebuild::run(&cli.global, a, &out).await,
+        Command::Distribute(a) => distribute::run(&cli.global, a, &out).await,
         Command::Lookup(a) => lookup::run_lookup(&cli.global, a, &out).await,
         Command::AssignKeys(a) => lookup::run_assign(&cli.global, a, &out).await,
         Command::History(a) => history::run(&cli.global, a, &out).await,

@@ -436,10 +436,28 @@ impl Conn {
             }
             None => {
                 cluster.active = true;
-                cluster.staging = Some(citus::Staging::new(dimension, schema, log, &keys[0]));
+                cluster.staging = Some(Box::new(citus::Staging::new(dimension, schema, log, &keys[0])));
             }
         }
         Ok(())
+    }
+
+    /// Makes a connection to a Citus coordinator speak Citus (its statements, not
+    /// PostgreSQL's) whatever its dimension's tables are, without distributed working
+    /// tables: for turning local tables into distributed ones. False where the target
+    /// has no Citus.
+    pub fn speak_citus(&mut self) -> bool {
+        match self {
+            Conn::Postgres(c) => match c.citus.as_mut() {
+                Some(cluster) => {
+                    cluster.active = true;
+                    cluster.staging = None;
+                    true
+                }
+                None => false,
+            },
+            Conn::Sqlite(_) => false,
+        }
     }
 
     /// Takes the lock of dimension `dimension` before anything is read. On PostgreSQL

@@ -94,6 +94,17 @@ pub const ENGINE_SPECIFIC: &[(&str, &str, &[&str])] = &[
             "set_not_null",
         ],
     ),
+    // `dimlog distribute`, asked on a Citus coordinator alone (`Conn::speak_citus`).
+    (
+        "postgres",
+        "tables",
+        &[
+            "distributed_tables",
+            "foreign_keys",
+            "unique_without_key",
+            "shard_count",
+        ],
+    ),
     // Not `alters_tables`: the dimension is created again instead.
     ("sqlite", "tables", &["dimension_dependents"]),
     ("sqlite", "rebuild", &["drop_old", "rename_new"]),

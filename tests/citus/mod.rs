@@ -7,6 +7,7 @@ use dimlog::db::Conn;
 
 use crate::support::fixture::{connect, Fixture};
 
+mod distribute;
 mod pushdown;
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";

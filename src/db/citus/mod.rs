@@ -54,7 +54,7 @@ pub struct Cluster {
     pub active: bool,
     /// The distributed session tables of the dimension a load works on; None for
     /// commands that only read (their session tables stay temporary).
-    pub staging: Option<Staging>,
+    pub staging: Option<Box<Staging>>,
 }
 
 /// Whether the server has the `citus` extension.

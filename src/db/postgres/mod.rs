@@ -59,7 +59,7 @@ impl PgConn {
         self.citus
             .as_ref()
             .filter(|c| c.active)
-            .and_then(|c| c.staging.as_ref())
+            .and_then(|c| c.staging.as_deref())
     }
 
     /// Runs a statement: one that makes or empties a session table on the distributed

@@ -1,0 +1,203 @@
+//! `dimlog distribute` (issue 16): a dimension whose tables are local on a Citus
+//! coordinator (loaded there before dimlog distributed tables, or before Citus) gets them
+//! distributed and colocated by the key in place, and loads on as a distributed one;
+//! what Citus or dimlog cannot distribute is refused, naming it, and nothing changes.
+
+use crate::cli::{assert_code, json, text};
+use crate::support::fixture::Fixture;
+
+const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
+
+/// (table, distribution column, colocation group) of the log and the dimension, where
+/// distributed.
+async fn distributed(fx: &mut Fixture) -> Vec<(String, String, String)> {
+    fx.target_query(
+        "SELECT logicalrelid::regclass::text, column_to_column_name(logicalrelid, partkey)::text, colocationid::text \
+         FROM pg_dist_partition WHERE logicalrelid::text IN ('customer_versions', 'dim_customer') ORDER BY 1",
+    )
+    .await
+    .into_iter()
+    .map(|r| {
+        let mut r = r.into_iter().map(|v| v.unwrap_or_default());
+        (r.next().unwrap(), r.next().unwrap(), r.next().unwrap())
+    })
+    .collect()
+}
+
+/// A loaded dimension whose tables are local, as dimlog makes them on PostgreSQL:
+/// loaded on Citus, then its working tables dropped and the two tables undistributed,
+/// with PostgreSQL's primary keys.
+async fn local_dimension() -> Fixture {
+    let mut fx = Fixture::citus().await;
+    fx.exec(&format!(
+        "{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (2, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z'), \
+         (3, 'c@x', 'free', 'NL', '2026-03-01T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    let working = fx
+        .target_query("SELECT relname::text FROM pg_class WHERE relname LIKE 'dimlog\\_%\\_%' AND relkind = 'r' AND relname ~ '_[0-9a-f]{8}$'")
+        .await;
+    for row in working {
+        fx.target_exec(&format!("DROP TABLE {}", row[0].as_deref().unwrap()))
+            .await;
+    }
+    fx.target_exec("SELECT undistribute_table('dim_customer')").await;
+    fx.target_exec("SELECT undistribute_table('customer_versions')").await;
+    for (table, pk, column) in [
+        ("customer_versions", "customer_versions_pkey", "log_id"),
+        ("dim_customer", "dim_customer_pkey", "customer_sk"),
+    ] {
+        let name = fx
+            .target_query(&format!(
+                "SELECT conname::text FROM pg_constraint WHERE conrelid = '{table}'::regclass AND contype = 'p'"
+            ))
+            .await[0][0]
+            .clone()
+            .unwrap();
+        fx.target_exec(&format!("ALTER TABLE {table} DROP CONSTRAINT {name}"))
+            .await;
+        fx.target_exec(&format!(
+            "ALTER TABLE {table} ADD CONSTRAINT {pk} PRIMARY KEY ({column})"
+        ))
+        .await;
+    }
+    assert!(distributed(&mut fx).await.is_empty());
+    fx
+}
+
+/// A local dimension on a coordinator loads as on PostgreSQL; `distribute` makes its two
+/// tables distributed by the key and colocated, keeps every row, and says so; a second
+/// `distribute` has nothing to do; the next loads are Citus ones (working tables
+/// distributed) and give the dimension a local one would have.
+#[tokio::test]
+async fn a_local_dimension_is_distributed_in_place() {
+    let mut fx = local_dimension().await;
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
+        .await;
+    assert_eq!(fx.run("2026-03-01T12:00:00Z").await.counts.versions, 1);
+    let (log, dim) = (fx.log().await, fx.dimension().await);
+
+    let out = fx.cli(&["distribute", "--json"]);
+    assert_code(&out, 0, "distribute");
+    let v = json(&out, "distribute --json");
+    assert_eq!(
+        (&v["converted"], &v["distribution_column"]),
+        (&true.into(), &"customer_id".into()),
+        "{v}"
+    );
+    let tables = distributed(&mut fx).await;
+    assert_eq!(tables.len(), 2, "{tables:?}");
+    assert!(
+        tables.iter().all(|(_, column, _)| column == "customer_id"),
+        "{tables:?}"
+    );
+    assert_eq!(tables[0].2, tables[1].2, "not colocated: {tables:?}");
+    assert_eq!(fx.log().await, log, "the log changed");
+    assert_eq!(fx.dimension().await, dim, "the dimension changed");
+
+    let out = fx.cli(&["distribute"]);
+    assert_code(&out, 0, "distribute again");
+    assert!(
+        text(&out.stdout).contains("distributed already"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    fx.exec("UPDATE src_customers SET tier = 'silver', updated_at = '2026-03-01T10:50:00Z' WHERE customer_id = 2")
+        .await;
+    fx.exec(&format!("{INSERT} (4, 'd@x', 'free', 'DE', '2026-03-01T12:30:00Z')"))
+        .await;
+    let report = fx.run("2026-03-01T13:00:00Z").await;
+    assert_eq!(
+        (report.counts.versions, report.counts.late_versions),
+        (2, 1),
+        "{report:?}"
+    );
+    let working = fx
+        .target_query("SELECT count(*)::text FROM pg_dist_partition WHERE logicalrelid::text LIKE 'dimlog\\_stage\\_%'")
+        .await;
+    assert_eq!(
+        working[0][0].as_deref(),
+        Some("1"),
+        "the load did not use distributed working tables"
+    );
+    fx.assert_dimension_derives_from_log().await;
+    assert_eq!(fx.count("dim_customer").await, 6);
+}
+
+/// What stands in the way is refused with exit 2, naming it, and nothing changes: a
+/// foreign key of a fact table to the dimension, a unique index without the key, a
+/// target that is not a Citus coordinator.
+#[tokio::test]
+async fn what_cannot_be_distributed_is_refused_and_nothing_changes() {
+    let mut fx = local_dimension().await;
+    fx.target_exec(
+        "CREATE TABLE orders_fact (order_id bigint, customer_sk bigint REFERENCES dim_customer (customer_sk))",
+    )
+    .await;
+    let out = fx.cli(&["distribute"]);
+    assert_code(&out, 2, "distribute with a foreign key");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("orders_fact_customer_sk_fkey") && stderr.contains("orders_fact"),
+        "{stderr}"
+    );
+    assert!(distributed(&mut fx).await.is_empty());
+    fx.target_exec("DROP TABLE orders_fact").await;
+
+    fx.target_exec("CREATE UNIQUE INDEX dim_email ON dim_customer (email, valid_from)")
+        .await;
+    let out = fx.cli(&["distribute", "--json"]);
+    assert_code(&out, 2, "distribute with a unique index");
+    let v = json(&out, "distribute --json refused");
+    assert_eq!(v["error"]["kind"], "not-distributable", "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap_or_default().contains("dim_email"),
+        "{v}"
+    );
+    assert!(distributed(&mut fx).await.is_empty());
+    let pk = fx
+        .target_query("SELECT pg_get_constraintdef(oid) FROM pg_constraint WHERE conrelid = 'customer_versions'::regclass AND contype = 'p'")
+        .await;
+    assert_eq!(
+        pk[0][0].as_deref(),
+        Some("PRIMARY KEY (log_id)"),
+        "the refusal changed the log's primary key"
+    );
+    fx.target_exec("DROP INDEX dim_email").await;
+
+    let out = fx.cli(&["distribute"]);
+    assert_code(&out, 0, "distribute once nothing stands in the way");
+}
+
+/// A PostgreSQL target is no Citus coordinator: refused, exit 2, naming the target.
+#[tokio::test]
+async fn a_postgres_target_is_refused() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec(&format!("{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z')"))
+        .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    let out = fx.cli(&["distribute"]);
+    assert_code(&out, 2, "distribute on PostgreSQL");
+    assert!(
+        text(&out.stderr).contains("not a Citus coordinator"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// A key of several columns stays local: refused, saying why.
+#[tokio::test]
+async fn a_composite_key_is_refused() {
+    let mut fx = Fixture::citus().await;
+    fx.edit_config(r#"key = ["customer_id"]"#, r#"key = ["customer_id", "email"]"#);
+    fx.set_setting("columns", r#"["tier", "country"]"#);
+    fx.exec(&format!("{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z')"))
+        .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    let out = fx.cli(&["distribute"]);
+    assert_code(&out, 2, "distribute with a composite key");
+    assert!(text(&out.stderr).contains("2 columns"), "{}", text(&out.stderr));
+    assert!(distributed(&mut fx).await.is_empty());
+}
