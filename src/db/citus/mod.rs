@@ -85,7 +85,14 @@ pub struct Staging {
     /// the connection first used them (one statement instead of one per table: each
     /// TRUNCATE of a distributed table is a round of every shard).
     dirty: std::collections::BTreeSet<String>,
+    /// Rows the fills of this connection wrote, since the tables were last emptied.
+    rows_written: u64,
 }
+
+/// Up to how many rows a committed load leaves in its working tables for the next
+/// load's emptying (which runs anyway), saving a TRUNCATE of every table: a big load's
+/// rows (a first load's copy of the source) are emptied at once.
+const ROWS_LEFT_FOR_THE_NEXT_LOAD: u64 = 200_000;
 
 impl Staging {
     /// The session tables of `dimension`, in `schema` (quoted; None: the session's
@@ -103,13 +110,17 @@ impl Staging {
             key: key.to_string(),
             made: None,
             dirty: Default::default(),
+            rows_written: 0,
         }
     }
 
-    /// The statement that empties every table this connection wrote to (after a load
-    /// commits: the rows it staged, the source's, are not kept until the next load),
-    /// and forgets them as written.
+    /// The statement that empties every table this connection wrote to, after a load
+    /// commits, when it wrote many rows (the source's rows are not kept until the next
+    /// load, which empties the tables first anyway); forgets them as written.
     pub fn empty_written(&mut self) -> Option<String> {
+        if std::mem::take(&mut self.rows_written) < ROWS_LEFT_FOR_THE_NEXT_LOAD {
+            return None;
+        }
         let tables: Vec<String> = std::mem::take(&mut self.dirty)
             .into_iter()
             .map(|bare| format!("{}{bare}", self.prefix))
@@ -305,7 +316,9 @@ pub async fn run_session_ddl(
             }
             let insert = format!("INSERT INTO {} {query}", staging.table(table));
             postgres::plans::record(c, in_transaction, what, &insert, params).await;
-            postgres::execute(c, &insert, params).await
+            let rows = postgres::execute(c, &insert, params).await?;
+            staging.rows_written += rows;
+            Ok(rows)
         }
         SessionDdl::Rename { from, to } => {
             let query = format!("SELECT * FROM {}", staging.table(from));
@@ -313,7 +326,9 @@ pub async fn run_session_ddl(
             let signature = format!("fill () {described}");
             let create = format!("CREATE UNLOGGED TABLE {} AS {query} WITH NO DATA", staging.table(to));
             ensure(c, staging, to, &signature, &create, &[]).await?;
-            postgres::execute(c, &format!("INSERT INTO {} {query}", staging.table(to)), &[]).await
+            let rows = postgres::execute(c, &format!("INSERT INTO {} {query}", staging.table(to)), &[]).await?;
+            staging.rows_written += rows;
+            Ok(rows)
         }
     }
 }
@@ -361,6 +376,7 @@ async fn load_made(c: &mut PgConnection, staging: &mut Staging) -> Result<(), sq
         postgres::execute(c, &format!("TRUNCATE {}", tables.join(", ")), &[]).await?;
     }
     staging.dirty.clear();
+    staging.rows_written = 0;
     staging.made = Some(made);
     Ok(())
 }
