@@ -240,6 +240,7 @@ impl Error {
             Error::Config(_) | Error::Usage(_) | Error::NotLoaded(_) | Error::NotDistributable(_) => 2,
             // Like the other refusals of a damaged log (config errors naming target.log).
             Error::Db(db::DbError::LogLostVersions(_)) => 2,
+            Error::Db(db::DbError::MixedLayout(_)) => 2,
             Error::Extract(extract::ExtractError::Config(_) | extract::ExtractError::Window(_)) => 2,
             Error::Discrepancy(_) => 3,
             Error::Assign(e) => match e.as_ref() {
@@ -260,7 +261,7 @@ impl Error {
             Error::Usage(_) => "usage",
             Error::Extract(extract::ExtractError::Window(_)) => "window",
             Error::NotLoaded(_) => "not-loaded",
-            Error::NotDistributable(_) => "not-distributable",
+            Error::NotDistributable(_) | Error::Db(db::DbError::MixedLayout(_)) => "not-distributable",
             Error::Db(db::DbError::Locked { .. } | db::DbError::TableLocked { .. }) => "locked",
             Error::Db(
                 db::DbError::Connect { .. }

@@ -196,12 +196,19 @@ pub(crate) fn sqlite_key_filters(
 /// one family compare value for value as the key's canonical form does (any integer
 /// width; any text type; `numeric` of any precision); any other type only with itself.
 fn pg_type_family(type_name: &str) -> String {
-    let base = pg_cast_type(type_name);
+    // Names as the catalog spells them (`bigint`) or as the driver does (`INT8`, for a
+    // dimension read through `source.query`): type names are case-insensitive.
+    let base = pg_cast_type(type_name).to_ascii_lowercase();
     match base.as_str() {
-        "smallint" | "integer" | "bigint" | "int2" | "int4" | "int8" => "integer".into(),
+        "smallint" | "integer" | "bigint" | "int2" | "int4" | "int8" | "int" => "integer".into(),
         // Not `character(n)`: PostgreSQL compares it without its trailing blanks.
         "text" | "character varying" | "varchar" | "name" => "text".into(),
         "numeric" | "decimal" => "numeric".into(),
+        "bool" => "boolean".into(),
+        "float8" => "double precision".into(),
+        "float4" => "real".into(),
+        "timestamptz" => "timestamp with time zone".into(),
+        "timestamp" => "timestamp without time zone".into(),
         _ => base,
     }
 }
@@ -400,6 +407,17 @@ pub enum AssignError {
         role: &'static str,
         /// The dimension it belongs to.
         owner: String,
+    },
+    /// On Citus, a fact table distributed otherwise than by the key, colocated with the
+    /// dimension: no statement can update it from the dimension.
+    #[error("fact table {table} is a distributed table, but not distributed by {key_column} colocated with the dimension {dimension} (it is distributed by another column, in another colocation group, or a reference table); Citus cannot update it from the dimension, and nothing was written")]
+    FactsNotColocated {
+        /// The fact table, as given.
+        table: String,
+        /// The fact key column it should be distributed by.
+        key_column: String,
+        /// The dimension table.
+        dimension: String,
     },
     /// The fact table does not exist.
     #[error("table {table} does not exist in the target database")]
@@ -845,14 +863,21 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
             map_fact_keys(conn, ctx, &actx).await?;
         }
         let distributed = sql::statement(backend, "lookup", "facts_distributed", &actx)?;
-        actx.facts_distributed = conn
+        let layout = conn
             .query_count(
                 "finding how the fact table is laid out",
                 &distributed,
                 &[Param::Text(actx.facts.clone())],
             )
-            .await?
-            > 0;
+            .await?;
+        if layout == 2 {
+            return Err(AssignError::FactsNotColocated {
+                table: spec.facts.to_string(),
+                key_column: crate::db::citus::bare(&actx.fact_keys[0]),
+                dimension: ctx.dim.clone(),
+            });
+        }
+        actx.facts_distributed = layout == 1;
         if actx.facts_distributed {
             tracing::info!(
                 "assign-keys: {} is a distributed table, assigned on its shards",

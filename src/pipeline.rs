@@ -229,11 +229,30 @@ impl Session {
     ) -> Result<T, Error> {
         state::lock(&mut self.target, plan, wait).await?;
         self.lock_lost = false;
-        let result = work(self).await;
+        // The tables' layout may have changed while this waited for the lock (a
+        // `distribute` that held it): looked at again, under the lock.
+        let result = match self.rescope(plan).await {
+            Ok(()) => work(self).await,
+            Err(e) => Err(e),
+        };
         if !self.lock_lost {
             state::unlock(&mut self.target, plan).await;
         }
         result
+    }
+
+    /// Scopes a writing session's target to the dimension again ([`Conn::scope_to_dimension`]).
+    async fn rescope(&mut self, plan: &Plan) -> Result<(), Error> {
+        if self.target_access.is_read_only() {
+            return Ok(());
+        }
+        let keys: Vec<String> = plan.source.key.iter().map(|k| k.quoted()).collect();
+        let schema = plan.target.log.schema().map(|s| format!("\"{s}\""));
+        let dims = (&plan.target.log.quoted()[..], &plan.target.dimension.quoted()[..]);
+        Ok(self
+            .target
+            .scope_to_dimension(&plan.name, schema.as_deref(), dims, &keys)
+            .await?)
     }
 
     /// Opens the target's write transaction; where that is the lock (SQLite), another
@@ -442,7 +461,12 @@ async fn open_target(plan: &Plan, access: Access, need: Need) -> Result<Conn, Er
         let keys: Vec<String> = plan.source.key.iter().map(|k| k.quoted()).collect();
         let schema = plan.target.log.schema().map(|s| format!("\"{s}\""));
         if let Err(e) = conn
-            .scope_to_dimension(&plan.name, schema.as_deref(), &plan.target.log.quoted(), &keys)
+            .scope_to_dimension(
+                &plan.name,
+                schema.as_deref(),
+                (&plan.target.log.quoted(), &plan.target.dimension.quoted()),
+                &keys,
+            )
             .await
         {
             let _ = conn.close().await;
@@ -1449,6 +1473,8 @@ pub async fn distribute(session: &mut Session, plan: &Plan, wait: bool) -> Resul
     let ctx = SqlContext::new(plan, &session.layout, session.target.backend());
     session
         .under_lock(plan, wait, async |session: &mut Session| {
+            // (Taking the lock looked at the tables again, as a local dimension's.)
+            session.target.speak_citus();
             session.begin_write(plan).await?;
             let result = tables::distribute(&mut session.target, plan, &ctx)
                 .await

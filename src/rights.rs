@@ -198,6 +198,20 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
     )))
 }
 
+/// Whether `schema` (as the config names it, unquoted) is missing from the target: a
+/// table named in it cannot be made, and the error should name the setting. (An engine
+/// with one schema has the config refuse any other.)
+pub async fn schema_missing(conn: &mut Conn, schema: &str) -> Result<bool, DbError> {
+    if conn.dialect().single_schema() {
+        return Ok(false);
+    }
+    let sql = sql::statement(conn.backend(), "state", "schema_exists", &serde_json::json!({}))?;
+    let rows = conn
+        .query_text("finding the schema", &sql, &[Param::Text(schema.to_string())])
+        .await?;
+    Ok(first_text(rows).as_deref() == Some("false"))
+}
+
 /// Refuses, naming the GRANT, to create `what` (quoted, for the message `shown`) in
 /// `schema` (None: the session's current schema) when the role may not create tables
 /// there: a loading role gets its tables from `dimlog init`, run once by their owner.

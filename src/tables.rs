@@ -203,6 +203,24 @@ async fn init_with(
         // schema even when the table exists): once `init` has run, a run needs no right
         // beyond reading and writing the tables.
         run_named(conn, "init", &["lock"], &ctx).await?;
+        // A schema named by the config that the target lacks is the config's fault (and
+        // dimlog's own tables would go there too, without `state_schema`).
+        for (setting, table) in [
+            ("target.log", &plan.target.log),
+            ("target.dimension", &plan.target.dimension),
+        ] {
+            if let Some(schema) = table.schema() {
+                if crate::rights::schema_missing(conn, schema).await? {
+                    return Err(InitError::Config(ConfigError::invalid(
+                        setting,
+                        format!(
+                            "`{table}` names schema `{schema}`, which the target database does not have; \
+                             create it (CREATE SCHEMA), or name a schema it has"
+                        ),
+                    )));
+                }
+            }
+        }
         // dimlog's own tables, made or upgraded to this dimlog's schema version; a target
         // a newer dimlog upgraded is refused (src/db/migrate.rs).
         crate::db::migrate::migrate(conn, &plan.target.url.redacted()).await?;
@@ -770,6 +788,12 @@ pub async fn distribute(conn: &mut Conn, plan: &Plan, ctx: &SqlContext) -> Resul
                  Undo it with SELECT undistribute_table('{done}'), then distribute again"
             )));
         }
+    }
+    if !crate::rights::owns_tables(conn, &ctx.log, &ctx.dim).await? {
+        return Err(refuse(format!(
+            "the role of the target's URL does not own {log} and {dim}, and only their owner may make their primary keys \
+             again and distribute them; run it as their owner"
+        )));
     }
     let foreign = conn
         .query_text(

@@ -5,8 +5,20 @@
    let a statement that also reads a distributed table use), then updated from the map. #}
 {% macro lookup(x) %}(SELECT dimlog_d.{{ sk }} FROM {{ dim }} dimlog_d
      WHERE {% for k in fact_keys %}dimlog_d.{{ keys[loop.index0] }} = {{ x }}.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at(x ~ "." ~ fact_at) }} AND {{ at(x ~ "." ~ fact_at) }} < dimlog_d.valid_to){% endmacro %}
+{# 0: a local fact table; 1: distributed by the first key column and colocated with the
+   dimension (assigned on the shards); 2: distributed otherwise (by another column, in
+   another colocation group, or a reference table), which no statement here can update
+   from the dimension. #}
 -- statement: facts_distributed
-SELECT (EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1)))::int::text
+SELECT CASE
+    WHEN NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1)) THEN '0'
+    WHEN EXISTS (SELECT 1 FROM pg_dist_partition dimlog_f
+                 JOIN pg_dist_partition dimlog_d ON dimlog_d.logicalrelid = to_regclass({{ dim|lit }})
+                 WHERE dimlog_f.logicalrelid = to_regclass($1) AND dimlog_f.colocationid = dimlog_d.colocationid
+                   AND dimlog_f.partkey IS NOT NULL
+                   AND column_to_column_name(dimlog_f.logicalrelid, dimlog_f.partkey) = {{ fact_keys[0]|bare|lit }}) THEN '1'
+    ELSE '2'
+END
 -- statement: assign_map
 {% if not facts_distributed %}
 CREATE TEMP TABLE dimlog_assign_map ON COMMIT DROP AS

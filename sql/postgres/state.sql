@@ -108,6 +108,9 @@ FROM unnest(string_to_array($2, ',')) WITH ORDINALITY AS dimlog_u(dimlog_p, diml
 WHERE to_regclass($1) IS NOT NULL AND NOT has_table_privilege(to_regclass($1), dimlog_u.dimlog_p)
 -- statement: temp_missing
 SELECT (NOT has_database_privilege(current_database(), 'TEMPORARY'))::text
+{# Whether schema $1 exists (a table named in it cannot be created otherwise). #}
+-- statement: schema_exists
+SELECT (to_regnamespace($1) IS NOT NULL)::text
 -- statement: schema_creatable
 SELECT COALESCE(has_schema_privilege(dimlog_n.oid, 'CREATE'), true)::text
 FROM (SELECT $1::text AS dimlog_s) dimlog_x LEFT JOIN pg_namespace dimlog_n ON dimlog_n.nspname = dimlog_x.dimlog_s

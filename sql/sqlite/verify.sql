@@ -139,18 +139,22 @@ SELECT {{ keytext("dimlog_d.") }}, 'current in the dimension, not in the source'
 FROM {{ dim }} dimlog_d
 WHERE dimlog_d.is_current AND NOT EXISTS (
     SELECT 1 FROM dimlog_stage dimlog_s WHERE (NOT dimlog_s.is_deleted OR dimlog_s.valid_from > ?1) AND {{ keys|eqs("dimlog_d", "dimlog_s") }})
-{# A source row is compared with the version in effect at its updated_at: a row stamped
-   before its key's current version is a late version, in the history (comparing it with
-   the current one sent users to a full refresh that changes nothing); one stamped before
-   every version, with the first-loaded current row. #}
 -- statement: source_different
 SELECT {{ keytext("dimlog_s.") }}, 'tracked values differ (source updated_at ' || dimlog_s.valid_from || ', dimension valid_from ' || dimlog_d.valid_from || ')'
 FROM dimlog_stage dimlog_s
-JOIN {{ dim }} dimlog_d ON {{ keys|eqs("dimlog_d", "dimlog_s") }}
-  AND (dimlog_d.valid_from <= dimlog_s.valid_from AND dimlog_s.valid_from < dimlog_d.valid_to
-       OR dimlog_d.is_current AND dimlog_s.valid_from < (SELECT min(dimlog_f.valid_from) FROM {{ dim }} dimlog_f WHERE {{ keys|eqs("dimlog_f", "dimlog_s") }}))
-WHERE NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= ?1 AND {{ differs("dimlog_s", "dimlog_d") }}
-{# The staged source, looked up by key from the dimension's side. #}
+JOIN {{ dim }} dimlog_d ON dimlog_d.is_current AND {{ keys|eqs("dimlog_d", "dimlog_s") }}
+WHERE NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= ?1 AND dimlog_s.valid_from >= dimlog_d.valid_from
+  AND {{ differs("dimlog_s", "dimlog_d") }}
+{# A source row stamped before its key's current version, with other values: its
+   updated_at moved backwards (spec 4: reported, since source and dimension disagree). The
+   dimension holds it as a late version, or a full refresh loads it as one; the current
+   version stays the newer one either way, so the fix is at the source. #}
+-- statement: source_behind
+SELECT {{ keytext("dimlog_s.") }}, 'source row stamped ' || dimlog_s.valid_from || ', before the current version of ' || dimlog_d.valid_from || ' (its updated_at moved backwards)'
+FROM dimlog_stage dimlog_s
+JOIN {{ dim }} dimlog_d ON dimlog_d.is_current AND {{ keys|eqs("dimlog_d", "dimlog_s") }}
+WHERE NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= ?1 AND dimlog_s.valid_from < dimlog_d.valid_from
+  AND {{ differs("dimlog_s", "dimlog_d") }}
 -- statement: stage_index
 CREATE INDEX temp.dimlog_stage_key ON dimlog_stage ({{ keys|cols }})
 -- statement: table_columns

@@ -136,8 +136,9 @@ pub async fn run(_global: &GlobalArgs, args: DemoArgs, out: &Output) -> Result<i
     session.close().await;
     let _ = source.close().await;
     out.line(format!(
-        "\nthe files are in {}: run `dimlog --config {} status` or `history --key 1` to explore",
+        "\nthe files are in {}: run `dimlog --config {} status` or `dimlog --config {} history --key 1` to explore",
         args.dir.display(),
+        config_path.display(),
         config_path.display()
     ));
     if out.json {

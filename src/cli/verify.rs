@@ -36,11 +36,12 @@ pub async fn run(global: &GlobalArgs, args: VerifyArgs, out: &Output) -> Result<
             if c.count == 0 {
                 out.line(format!("ok    {}", c.description));
             } else {
-                out.line(format!("FAIL  {}: {} found", c.description, c.count));
+                let (label, then) = if c.fault { ("FAIL", "fix") } else { ("note", "so") };
+                out.line(format!("{label}  {}: {} found", c.description, c.count));
                 for e in &c.examples {
                     out.line(format!("        {e}"));
                 }
-                out.line(format!("      fix: {}", c.hint));
+                out.line(format!("      {then}: {}", c.hint));
             }
         }
     }

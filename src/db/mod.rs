@@ -147,6 +147,10 @@ pub enum DbError {
     /// written): which, on what, and the `GRANT`s that give them.
     #[error("{0}")]
     MissingRights(String),
+    /// On Citus, one of a dimension's two tables is distributed and the other is not:
+    /// no statement joining them can run (exit 2).
+    #[error("{0}")]
+    MixedLayout(String),
     /// dimlog's own tables are at a schema version newer than this dimlog knows (a newer
     /// dimlog upgraded them): a command that writes the target refuses, before writing
     /// anything; commands that only read still read ([`migrate`]).
@@ -401,7 +405,7 @@ impl Conn {
         &mut self,
         dimension: &str,
         schema: Option<&str>,
-        log: &str,
+        (log, dim): (&str, &str),
         keys: &[String],
     ) -> Result<(), DbError> {
         let Conn::Postgres(c) = self else {
@@ -411,20 +415,35 @@ impl Conn {
             return Ok(());
         }
         let reason = if keys.len() != 1 {
-            Some("its key has several columns, and dimlog distributes a dimension by a one-column key only")
+            Some("its key has several columns, and dimlog distributes a dimension by a one-column key only".to_string())
         } else {
             let sql = "SELECT (to_regclass($1) IS NOT NULL)::text, \
-                       EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1))::text";
+                       EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1))::text, \
+                       (to_regclass($2) IS NOT NULL)::text, \
+                       EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($2))::text";
             let sql = c.qualify(sql).into_owned();
-            let rows = postgres::query_text(c, &sql, &[Param::Text(log.to_string())])
+            let rows = postgres::query_text(c, &sql, &[Param::Text(log.to_string()), Param::Text(dim.to_string())])
                 .await
                 .map_err(|source| DbError::Query {
-                    what: "finding whether the log is distributed".into(),
+                    what: "finding whether the log and the dimension are distributed".into(),
                     source,
                 })?;
             let row = rows.into_iter().next().unwrap_or_default();
             let flag = |i: usize| row.get(i).cloned().flatten().as_deref() == Some("true");
-            (flag(0) && !flag(1)).then_some("its log is a local table on the coordinator")
+            let (log_local, dim_local) = (flag(0) && !flag(1), flag(2) && !flag(3));
+            let (log_dist, dim_dist) = (flag(1), flag(3));
+            if (log_dist && dim_local) || (dim_dist && log_local) {
+                let (done, not) = if log_dist { (log, dim) } else { (dim, log) };
+                return Err(DbError::MixedLayout(format!(
+                    "dimension {dimension}: {done} is a distributed table and {not} is a local one on the Citus coordinator, \
+                     and no statement joining them can run; nothing was written. Make them alike: \
+                     SELECT undistribute_table('{done}'), then `dimlog distribute` to distribute both"
+                )));
+            }
+            log_local.then(|| {
+                "its log is a local table on the coordinator (`dimlog distribute` distributes it and the dimension)"
+                    .to_string()
+            })
         };
         let cluster = c.citus.as_mut().expect("checked above");
         match reason {
@@ -433,7 +452,11 @@ impl Conn {
                     "the target is a Citus coordinator, but dimension {dimension} stays in local tables there: {reason}"
                 );
                 cluster.active = false;
+                cluster.staging = None;
             }
+            // Already scoped (this is the check again, under the dimension's lock): the
+            // working tables it knows stay known.
+            None if cluster.active && cluster.staging.is_some() => {}
             None => {
                 cluster.active = true;
                 cluster.staging = Some(Box::new(citus::Staging::new(dimension, schema, log, &keys[0])));

@@ -125,6 +125,7 @@ pub const ENGINE_SPECIFIC: &[(&str, &str, &[&str])] = &[
             "owns_tables",
             "role_name",
             "schema_creatable",
+            "schema_exists",
             "schema_unusable",
             "state_schemas",
             "table_rights_missing",

@@ -201,3 +201,90 @@ async fn a_composite_key_is_refused() {
     assert!(text(&out.stderr).contains("2 columns"), "{}", text(&out.stderr));
     assert!(distributed(&mut fx).await.is_empty());
 }
+
+/// A run that waited for the dimension's lock looks at the tables again once it has it:
+/// distributed meanwhile (by whoever held the lock, as `dimlog distribute` does), it
+/// loads them as distributed tables (it failed with Citus's refusal of a MERGE from a
+/// local table, found by an outside trial).
+#[tokio::test]
+async fn a_run_that_waited_for_the_lock_loads_tables_distributed_meanwhile() {
+    use dimlog::pipeline::{self, RunOptions, Session};
+    use std::time::Duration;
+    let mut fx = local_dimension().await;
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
+        .await;
+    let upper = "2026-03-01T12:00:00Z";
+    // Holds the lock, before its transaction (no table locks).
+    let held = crate::reliability::cli::hold(&fx.config_path(), &["run", "--upper", upper], "after_extract").await;
+    let plan = fx.plan();
+    let waiting = tokio::spawn(async move {
+        let mut session = Session::open(&plan).await?;
+        let opts = RunOptions {
+            upper: Some(crate::support::fixture::ts(upper)),
+            ..RunOptions::incremental()
+        };
+        pipeline::run(&mut session, &plan, &opts, &pipeline::Quiet).await
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiting.is_finished(), "the run did not wait for the lock");
+    for sql in [
+        "ALTER TABLE customer_versions DROP CONSTRAINT customer_versions_pkey",
+        "ALTER TABLE customer_versions ADD CONSTRAINT customer_versions_pkey PRIMARY KEY (log_id, customer_id)",
+        "ALTER TABLE dim_customer DROP CONSTRAINT dim_customer_pkey",
+        "ALTER TABLE dim_customer ADD CONSTRAINT dim_customer_pkey PRIMARY KEY (customer_sk, customer_id)",
+        "SELECT create_distributed_table('customer_versions', 'customer_id')",
+        "SELECT create_distributed_table('dim_customer', 'customer_id', colocate_with => 'customer_versions')",
+    ] {
+        fx.target_exec(sql).await;
+    }
+    assert!(!held.kill().success());
+    let report = tokio::time::timeout(Duration::from_secs(60), waiting)
+        .await
+        .expect("the run still waits")
+        .expect("task")
+        .unwrap_or_else(|e| panic!("the waiting run failed: {e}"));
+    assert_eq!(report.counts.versions, 1, "{report:?}");
+    let working = fx
+        .target_query("SELECT count(*)::text FROM pg_dist_partition WHERE logicalrelid::text LIKE 'dimlog\\_stage\\_%'")
+        .await;
+    assert_eq!(
+        working[0][0].as_deref(),
+        Some("1"),
+        "the run did not load as a distributed dimension"
+    );
+    fx.assert_dimension_derives_from_log().await;
+}
+
+/// One of the two tables distributed and the other not: every writing command refuses
+/// it, exit 2, naming both and the way out; nothing is written.
+#[tokio::test]
+async fn a_dimension_half_distributed_is_refused_by_every_writing_command() {
+    let mut fx = local_dimension().await;
+    fx.target_exec("ALTER TABLE customer_versions DROP CONSTRAINT customer_versions_pkey")
+        .await;
+    fx.target_exec(
+        "ALTER TABLE customer_versions ADD CONSTRAINT customer_versions_pkey PRIMARY KEY (log_id, customer_id)",
+    )
+    .await;
+    fx.target_exec("SELECT create_distributed_table('customer_versions', 'customer_id')")
+        .await;
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
+        .await;
+    let log = fx.log().await;
+    for args in [
+        vec!["run", "--upper", "2026-03-01T12:00:00Z"],
+        vec!["rebuild"],
+        vec!["distribute"],
+    ] {
+        let out = fx.cli(&args);
+        assert_code(&out, 2, &args.join(" "));
+        let stderr = text(&out.stderr);
+        assert!(
+            stderr.contains("customer_versions")
+                && stderr.contains("dim_customer")
+                && stderr.contains("undistribute_table"),
+            "{args:?}: {stderr}"
+        );
+    }
+    assert_eq!(fx.log().await, log);
+}

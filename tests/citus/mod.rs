@@ -186,4 +186,7 @@ async fn a_dimension_in_its_own_schema_loads_again_and_again() {
     assert_eq!((report.counts.versions, report.counts.tombstones), (0, 0), "{report:?}");
     assert_eq!(fx.log().await, log, "left rows reached the log");
     assert_eq!(fx.dimension().await, dim);
+    // verify's fresh rebuild is a CTE named like a working table: no schema on it.
+    let out = fx.cli(&["verify", "--against-source"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
 }

@@ -12,7 +12,8 @@ on_both_backends!(
     silent_change_found_by_verify_and_fixed_by_full_refresh,
     late_commit_behind_a_zero_lookback_found_by_verify,
     corrupted_dimension_found_by_verify_and_repaired_by_rebuild,
-    a_late_version_is_no_difference_from_the_source,
+    a_source_row_stamped_before_its_current_version_is_reported_apart,
+    rows_no_run_has_read_yet_are_a_notice,
 );
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
@@ -103,12 +104,13 @@ async fn silent_change_found_by_verify_and_fixed_by_full_refresh(mut fx: Fixture
     assert_eq!(fx.dimension().await, dim);
 }
 
-/// A source row stamped before its key's current version (a late version on a `latest`
-/// source) is in the dimension's history: `verify --against-source` compares it with the
-/// version in effect at its `updated_at` and passes (it used to send the user to a full
-/// refresh that changed nothing). A late row whose values the history does not hold, one
-/// stamped before every version included, is still a difference.
-async fn a_late_version_is_no_difference_from_the_source(mut fx: Fixture) {
+/// A source row stamped before its key's current version (its updated_at moved
+/// backwards) is reported apart, as `source_behind` (spec 4: source and dimension
+/// disagree), with a hint that no run changes it; it used to be `source_different`, whose
+/// hint sent users to a full refresh that changed nothing. Loaded as a late version or
+/// never read, before every version or inside a past one's interval: each is reported.
+/// A changed row stamped at or after the current version stays `source_different`.
+async fn a_source_row_stamped_before_its_current_version_is_reported_apart(mut fx: Fixture) {
     fx.exec(&format!(
         "{INSERT} (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z'),
                   (2, 'bob@example.com', 'free', 'DE', '2026-03-02T09:00:00Z'),
@@ -120,10 +122,21 @@ async fn a_late_version_is_no_difference_from_the_source(mut fx: Fixture) {
         .await;
     let r = fx.run("2026-03-02T11:00:00Z").await;
     assert_eq!((r.counts.versions, r.counts.late_versions), (1, 1), "{r:?}");
-    assert_verify_passes(&fx, true);
+    let (code, failing) = verify_cli(&fx, true);
+    assert_eq!(code, 3, "{failing:#?}");
+    assert_eq!(failing.keys().collect::<Vec<_>>(), ["source_behind"], "{failing:#?}");
+    assert_eq!(keys(&failing["source_behind"]), ["1"]);
+    let out = fx.cli(&["verify", "--against-source"]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("moved backwards")
+            && stdout.contains("no run changes this")
+            && !stdout.contains("1: tracked values differ"),
+        "{stdout}"
+    );
 
-    // Moved back past the lookback: not read, and the history does not hold it; one
-    // stamped before every version of its key, one inside a past version's interval.
+    // Moved back past the lookback (never read): one before every version of its key, one
+    // inside a past version's interval; and one changed without moving updated_at.
     fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-02T11:30:00Z' WHERE customer_id = 3")
         .await;
     assert_eq!(fx.run("2026-03-02T12:00:00Z").await.counts.versions, 1);
@@ -131,12 +144,19 @@ async fn a_late_version_is_no_difference_from_the_source(mut fx: Fixture) {
         .await;
     fx.exec("UPDATE src_customers SET tier = 'silver', updated_at = '2026-03-02T10:00:00Z' WHERE customer_id = 3")
         .await;
+    fx.exec("UPDATE src_customers SET country = 'LU' WHERE customer_id = 1")
+        .await;
     let r = fx.run("2026-03-02T12:30:00Z").await;
     assert_eq!(r.counts.rows_read, 0, "{r:?}");
     let (code, failing) = verify_cli(&fx, true);
     assert_eq!(code, 3, "{failing:#?}");
-    assert_eq!(failing.keys().collect::<Vec<_>>(), ["source_different"], "{failing:#?}");
-    assert_eq!(keys(&failing["source_different"]), ["2", "3"]);
+    assert_eq!(failing.keys().collect::<Vec<_>>(), ["source_behind"], "{failing:#?}");
+    assert_eq!(keys(&failing["source_behind"]), ["1", "2", "3"]);
+    fx.exec("UPDATE src_customers SET country = 'AT', updated_at = '2026-03-02T11:30:00Z' WHERE customer_id = 3")
+        .await;
+    let (_, failing) = verify_cli(&fx, true);
+    assert_eq!(keys(&failing["source_different"]), ["3"], "{failing:#?}");
+    assert_eq!(keys(&failing["source_behind"]), ["1", "2"], "{failing:#?}");
 }
 
 /// With `lookback = "0s"`, rows committed late with an `updated_at` behind the watermark
@@ -240,4 +260,50 @@ async fn corrupted_dimension_found_by_verify_and_repaired_by_rebuild(mut fx: Fix
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     assert_verify_passes(&fx, false);
     assert_eq!(fx.dimension().await, good);
+}
+
+/// Source rows stamped after the last run's upper bound are the next run's work:
+/// `verify --against-source` lists them (`source_ahead`) as a notice, not a fault: exit 0,
+/// `ok` true, the check's `fault` false, "note" instead of "FAIL" (it exited 3 while its
+/// hint said there was nothing to repair, found by an outside trial). A fault beside it
+/// still exits 3.
+async fn rows_no_run_has_read_yet_are_a_notice(mut fx: Fixture) {
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-02T10:00:00Z").await;
+    fx.exec(&format!(
+        "{INSERT} (2, 'bob@example.com', 'free', 'DE', '2026-03-02T10:30:00Z')"
+    ))
+    .await;
+    let (code, failing) = verify_cli(&fx, true);
+    assert_eq!(code, 0, "{failing:#?}");
+    assert_eq!(keys(&failing["source_ahead"]), ["2"]);
+    let out = fx.cli(&["verify", "--against-source", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&text(&out.stdout)).expect("JSON");
+    assert_eq!(v["ok"], true, "{v}");
+    let ahead = v["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "source_ahead")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (&ahead["fault"], &ahead["count"]),
+        (&false.into(), &1.into()),
+        "{ahead}"
+    );
+    let out = fx.cli(&["verify", "--against-source"]);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("note  keys whose source row is stamped after") && !stdout.contains("FAIL"),
+        "{stdout}"
+    );
+
+    fx.exec("UPDATE src_customers SET country = 'LU' WHERE customer_id = 1")
+        .await;
+    let (code, failing) = verify_cli(&fx, true);
+    assert_eq!(code, 3, "{failing:#?}");
 }

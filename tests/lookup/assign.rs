@@ -13,6 +13,7 @@ on_both_backends!(
     unknown_error_writes_nothing,
     composite_natural_keys,
     a_late_version_gives_the_rewritten_interval_its_key,
+    a_query_source_assigns_facts_keyed_by_the_key_type,
 );
 
 const FACTS: [FactCol; 4] = [
@@ -356,5 +357,37 @@ async fn a_late_version_gives_the_rewritten_interval_its_key(mut fx: Fixture) {
         &format!(
             "== facts before\n{before}\n== dimension after the late version\n{dimension}\n== facts after\n{after}"
         ),
+    );
+}
+
+/// A dimension read through `source.query` records its key's type as the driver names it
+/// (`INT8` on PostgreSQL): facts keyed by a `bigint` column are of that type, and
+/// assign-keys takes them (it refused them as another type, found by an outside trial).
+async fn a_query_source_assigns_facts_keyed_by_the_key_type(mut fx: Fixture) {
+    fx.edit_config(r#"table = "src_customers""#, r#"query = "SELECT * FROM src_customers""#);
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES \
+         (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (2, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z')",
+    )
+    .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    create_facts(&mut fx, "facts", &FACTS).await;
+    stage(
+        &mut fx,
+        "facts",
+        &[
+            (1, "1", "2026-03-01T09:30:00Z"),
+            (2, "2", "2026-03-01T09:30:00Z"),
+            (3, "3", "2026-03-01T09:30:00Z"),
+        ],
+    )
+    .await;
+    let out = fx.cli(&assign_args("facts", &["--json"]));
+    assert_code(&out, 0, "assign-keys on a query source");
+    let v = json(&out, "assign-keys --json");
+    assert_eq!(
+        (&v["facts_matched"], &v["facts_unknown"]),
+        (&2.into(), &1.into()),
+        "{v}"
     );
 }

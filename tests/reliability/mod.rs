@@ -4,7 +4,7 @@
 //! `MESSAGES.md` beside this file lists the message a user sees for each bad input.
 
 mod bad_input;
-mod cli;
+pub(crate) mod cli;
 mod closed_pipes;
 #[cfg(feature = "failpoints")]
 mod concurrency;

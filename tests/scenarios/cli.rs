@@ -129,6 +129,17 @@ async fn bad_configs_exit_2_naming_the_setting(mut fx: Fixture) {
             format!(r#"columns = ["email", {INJECTION}]"#),
             "track.columns",
         ),
+        // A schema the target does not have (an outside trial got a database error).
+        (
+            r#"log = "customer_versions""#.into(),
+            r#"log = "no_such_schema.customer_versions""#.into(),
+            "target.log",
+        ),
+        (
+            r#"dimension = "dim_customer""#.into(),
+            r#"dimension = "no_such_schema.dim_customer""#.into(),
+            "target.dimension",
+        ),
     ];
     for (i, (from, to, setting)) in cases.iter().enumerate() {
         assert!(good.contains(from.as_str()), "{from:?} is not in the config");

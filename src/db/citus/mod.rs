@@ -144,9 +144,13 @@ impl Staging {
     }
 
     /// `sql` with every session table named by its stand-in: a whole word, not already
-    /// qualified or quoted (the names start with `dimlog_`, which is dimlog's alone).
+    /// qualified or quoted (the names start with `dimlog_`, which is dimlog's alone). A
+    /// name the statement defines as a CTE (`dimlog_rebuilt (…) AS (…)` in `verify`) is
+    /// the CTE's, and stays as it is, definition and uses alike: a CTE's name takes no
+    /// schema.
     pub fn rename(&self, sql: &str) -> String {
         let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+        let ctes = cte_names(sql);
         let bytes = sql.as_bytes();
         let mut out = String::with_capacity(sql.len() + 64);
         let (mut i, mut copied) = (0, 0);
@@ -154,7 +158,7 @@ impl Staging {
             let hit = (bytes[i] == b'd'
                 && (i == 0 || !(word(bytes[i - 1]) || bytes[i - 1] == b'.' || bytes[i - 1] == b'"')))
                 .then(|| {
-                    SESSION_TABLES.iter().find(|name| {
+                    SESSION_TABLES.iter().filter(|name| !ctes.contains(name)).find(|name| {
                         let end = i + name.len();
                         sql[i..].starts_with(*name) && (end == bytes.len() || !(word(bytes[end]) || bytes[end] == b'"'))
                     })
@@ -173,6 +177,44 @@ impl Staging {
         out.push_str(&sql[copied..]);
         out
     }
+}
+
+/// The session-table names `sql` defines as CTEs: `name [(columns)] AS [[NOT]
+/// MATERIALIZED] (`.
+fn cte_names(sql: &str) -> Vec<&'static str> {
+    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    SESSION_TABLES
+        .iter()
+        .copied()
+        .filter(|name| {
+            sql.match_indices(name).any(|(at, _)| {
+                let before = sql[..at].bytes().next_back();
+                if before.is_some_and(|b| word(b) || b == b'.' || b == b'"') {
+                    return false;
+                }
+                let mut rest = &sql[at + name.len()..];
+                if rest.bytes().next().is_some_and(word) {
+                    return false;
+                }
+                rest = rest.trim_start();
+                if rest.starts_with('(') {
+                    match matching_paren(rest) {
+                        Some(close) => rest = rest[close + 1..].trim_start(),
+                        None => return false,
+                    }
+                }
+                let Some(r) = rest.strip_prefix("AS") else { return false };
+                let mut r = r.trim_start();
+                for kw in ["NOT MATERIALIZED", "MATERIALIZED"] {
+                    if let Some(x) = r.strip_prefix(kw) {
+                        r = x.trim_start();
+                        break;
+                    }
+                }
+                r.starts_with('(')
+            })
+        })
+        .collect()
 }
 
 /// A statement of the PostgreSQL templates that makes or drops session tables, as the
@@ -503,6 +545,20 @@ mod tests {
             out.contains("JOIN dimlog_stages x ON x.dimlog_stage = \"dimlog_stage\" JOIN pg_temp.dimlog_raw r"),
             "{out}"
         );
+    }
+
+    /// A session table's name defined as a CTE stays the CTE's, in a schema too.
+    #[test]
+    fn a_cte_named_like_a_session_table_is_not_renamed() {
+        let s = Staging::new("customer", Some("\"lp\""), "\"lp\".\"log\"", "\"id\"");
+        let out = s.rename("WITH dimlog_rebuilt (a, b) AS (SELECT 1, 2 FROM dimlog_stage), x AS (SELECT * FROM dimlog_rebuilt) SELECT * FROM x");
+        assert!(
+            out.starts_with("WITH dimlog_rebuilt (a, b) AS (SELECT 1, 2 FROM \"lp\".dimlog_stage_"),
+            "{out}"
+        );
+        assert!(out.contains("FROM dimlog_rebuilt) SELECT"), "{out}");
+        let out = s.rename("INSERT INTO dimlog_rebuilt (a) SELECT 1 FROM dimlog_derived");
+        assert!(out.starts_with("INSERT INTO \"lp\".dimlog_rebuilt_"), "{out}");
     }
 
     /// Every statement of the PostgreSQL templates that makes a session table is one the
