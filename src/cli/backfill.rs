@@ -79,6 +79,9 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
     if chunk_micros <= 0 {
         return Err(Error::Usage("--chunk must be longer than zero".into()));
     }
+    if let Some(warning) = many_chunks(to.0 - from.0, chunk_micros) {
+        out.note("warning", &warning);
+    }
     // A dry run only reads: where the engine has roles (PostgreSQL) it needs read rights
     // alone, like status.
     let mut session = if args.dry_run && plan.target.url.backend.dialect().has_roles() {
@@ -186,4 +189,49 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
         }
     }
     Ok(if failed > 0 { 1 } else { 0 })
+}
+
+/// Above this many chunks a backfill says so: each chunk is a run (a transaction, a
+/// read of the source, a record), so a chunk size far too small for the range is more
+/// likely a slip (`1s` for `1d`) than a wish.
+const MANY_CHUNKS: i64 = 1_000;
+
+/// The warning for a range cut into more than [`MANY_CHUNKS`] chunks, with a chunk size
+/// that makes about a hundred.
+fn many_chunks(range_micros: i64, chunk_micros: i64) -> Option<String> {
+    let chunks = (range_micros + chunk_micros - 1) / chunk_micros;
+    if chunks <= MANY_CHUNKS {
+        return None;
+    }
+    const HOUR: i64 = 3_600_000_000;
+    const DAY: i64 = 24 * HOUR;
+    let wanted = range_micros / 100;
+    let suggestion = if wanted >= DAY {
+        format!("{}d", wanted / DAY)
+    } else if wanted >= HOUR {
+        format!("{}h", wanted / HOUR)
+    } else {
+        format!("{}m", (wanted / 60_000_000).max(1))
+    };
+    Some(format!(
+        "--chunk cuts the range into {chunks} chunks, each a run of its own; --chunk {suggestion} makes about a hundred"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::many_chunks;
+
+    #[test]
+    fn a_range_cut_into_more_than_a_thousand_chunks_is_warned_about() {
+        const S: i64 = 1_000_000;
+        let day = 86_400 * S;
+        let w = many_chunks(day, S).expect("86,400 chunks");
+        assert!(w.contains("86400 chunks") && w.contains("--chunk 14m"), "{w}");
+        assert_eq!(many_chunks(day, 3_600 * S), None);
+        assert_eq!(many_chunks(1_000 * S, S), None);
+        assert!(many_chunks(1_001 * S, S).is_some());
+        let w = many_chunks(3_650 * day, 3_600 * S).expect("87,600 chunks");
+        assert!(w.contains("--chunk 36d"), "{w}");
+    }
 }

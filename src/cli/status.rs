@@ -70,7 +70,8 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
     }
     match (&status.source_newest, status.lag_seconds) {
         (Some(n), Some(l)) => out.line(format!(
-            "source newest change {n}; incremental watermark lags by {l:.0}s"
+            "source newest change {n}; incremental watermark lags by {}",
+            lag_text(l)
         )),
         (Some(n), None) => out.line(format!("source newest change {n}")),
         _ => {}
@@ -114,4 +115,30 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
         ));
     }
     Ok(0)
+}
+
+/// A lag as a person reads it: its two largest units (`1157d 16h`, `3h 5m`, `42s`).
+fn lag_text(seconds: f64) -> String {
+    let s = seconds.max(0.0).round() as u64;
+    let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3_600, s % 3_600 / 60, s % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{sec}s"),
+        (0, 0, _) => format!("{m}m {sec}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lag_text;
+
+    #[test]
+    fn lags_read_in_their_two_largest_units() {
+        assert_eq!(lag_text(99_954_000.0), "1156d 21h");
+        assert_eq!(lag_text(3.0 * 3600.0 + 5.0 * 60.0 + 7.0), "3h 5m");
+        assert_eq!(lag_text(65.4), "1m 5s");
+        assert_eq!(lag_text(42.0), "42s");
+        assert_eq!(lag_text(-3.0), "0s");
+    }
 }

@@ -11,17 +11,36 @@ const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, count
 /// (table, distribution column, colocation group) of the log and the dimension, where
 /// distributed.
 async fn distributed(fx: &mut Fixture) -> Vec<(String, String, String)> {
-    fx.target_query(
-        "SELECT logicalrelid::regclass::text, column_to_column_name(logicalrelid, partkey)::text, colocationid::text \
-         FROM pg_dist_partition WHERE logicalrelid::text IN ('customer_versions', 'dim_customer') ORDER BY 1",
-    )
-    .await
-    .into_iter()
-    .map(|r| {
-        let mut r = r.into_iter().map(|v| v.unwrap_or_default());
-        (r.next().unwrap(), r.next().unwrap(), r.next().unwrap())
-    })
-    .collect()
+    super::distributed(fx)
+        .await
+        .into_iter()
+        .filter(|(t, _, _)| t == "customer_versions" || t == "dim_customer")
+        .collect()
+}
+
+/// Distributes `tables` of a local dimension by hand, as `distribute` would: primary
+/// keys with the key, then `create_distributed_table`, the dimension colocated.
+async fn distribute_by_hand(fx: &mut Fixture, tables: &[&str]) {
+    for table in tables {
+        let (pk, column, colocate) = match *table {
+            "customer_versions" => ("customer_versions_pkey", "log_id", ""),
+            _ => (
+                "dim_customer_pkey",
+                "customer_sk",
+                ", colocate_with => 'customer_versions'",
+            ),
+        };
+        fx.target_exec(&format!("ALTER TABLE {table} DROP CONSTRAINT {pk}"))
+            .await;
+        fx.target_exec(&format!(
+            "ALTER TABLE {table} ADD CONSTRAINT {pk} PRIMARY KEY ({column}, customer_id)"
+        ))
+        .await;
+        fx.target_exec(&format!(
+            "SELECT create_distributed_table('{table}', 'customer_id'{colocate})"
+        ))
+        .await;
+    }
 }
 
 /// A loaded dimension whose tables are local, as dimlog makes them on PostgreSQL:
@@ -227,16 +246,7 @@ async fn a_run_that_waited_for_the_lock_loads_tables_distributed_meanwhile() {
     });
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(!waiting.is_finished(), "the run did not wait for the lock");
-    for sql in [
-        "ALTER TABLE customer_versions DROP CONSTRAINT customer_versions_pkey",
-        "ALTER TABLE customer_versions ADD CONSTRAINT customer_versions_pkey PRIMARY KEY (log_id, customer_id)",
-        "ALTER TABLE dim_customer DROP CONSTRAINT dim_customer_pkey",
-        "ALTER TABLE dim_customer ADD CONSTRAINT dim_customer_pkey PRIMARY KEY (customer_sk, customer_id)",
-        "SELECT create_distributed_table('customer_versions', 'customer_id')",
-        "SELECT create_distributed_table('dim_customer', 'customer_id', colocate_with => 'customer_versions')",
-    ] {
-        fx.target_exec(sql).await;
-    }
+    distribute_by_hand(&mut fx, &["customer_versions", "dim_customer"]).await;
     assert!(!held.kill().success());
     let report = tokio::time::timeout(Duration::from_secs(60), waiting)
         .await
@@ -260,14 +270,7 @@ async fn a_run_that_waited_for_the_lock_loads_tables_distributed_meanwhile() {
 #[tokio::test]
 async fn a_dimension_half_distributed_is_refused_by_every_writing_command() {
     let mut fx = local_dimension().await;
-    fx.target_exec("ALTER TABLE customer_versions DROP CONSTRAINT customer_versions_pkey")
-        .await;
-    fx.target_exec(
-        "ALTER TABLE customer_versions ADD CONSTRAINT customer_versions_pkey PRIMARY KEY (log_id, customer_id)",
-    )
-    .await;
-    fx.target_exec("SELECT create_distributed_table('customer_versions', 'customer_id')")
-        .await;
+    distribute_by_hand(&mut fx, &["customer_versions"]).await;
     fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
         .await;
     let log = fx.log().await;
