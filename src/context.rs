@@ -65,6 +65,9 @@ pub struct SqlContext {
     pub carried: Vec<String>,
     /// Type 2 columns added back after a removal (the log holds their history), quoted.
     pub readded: Vec<String>,
+    /// Of [`SqlContext::readded`], the columns that were Type 1 before: their last
+    /// logged value may be a Type 1 observation's.
+    pub readded_observed: Vec<String>,
     /// The column an `add_log_column` statement adds.
     pub column: Option<Col>,
     /// `source.history = "all"`.
@@ -150,6 +153,7 @@ impl SqlContext {
             retained: Vec::new(),
             carried: Vec::new(),
             readded: Vec::new(),
+            readded_observed: Vec::new(),
             column: None,
             history_all: plan.source.history == History::All,
             deleted_flag: plan.source.deleted_flag.is_some(),

@@ -1064,6 +1064,12 @@ async fn write_changes(
             .filter(|c| !change.new_log_columns.iter().any(|(n, _)| n == *c))
             .map(quoted)
             .collect();
+        ctx.readded_observed = change
+            .tracked_after
+            .iter()
+            .filter(|c| change.type1_before.contains(c))
+            .map(quoted)
+            .collect();
         rehashed = log::rehash_current_versions(
             &mut session.target,
             &ctx,

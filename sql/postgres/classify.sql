@@ -213,7 +213,9 @@ FROM dimlog_stage
    version's logged values. A column added back carries the source's value over only
    when it equals the version's logged value or the key's last logged one, or the row is
    not later than the version: otherwise it changed while it was not tracked, and the
-   row opens a version at its own time. #}
+   row opens a version at its own time. A column that was Type 1 before
+   (`readded_observed`) was logged by Type 1 observations too (no surrogate key): its
+   last logged value may be one, the value every row of the key showed. #}
 -- statement: rehash
 CREATE TEMP TABLE dimlog_rehashed ON COMMIT DROP AS
 SELECT {{ keys|cols("dimlog_s") }}, dimlog_d.{{ sk }} AS dimlog_sk, dimlog_d.valid_from{% for a in attrs %}, dimlog_s.{{ a }}{% endfor %}{% for c in carried %}, {{ logged(c) }} AS {{ c }}{% endfor %}, dimlog_s.row_hash
@@ -230,7 +232,7 @@ WHERE NOT dimlog_s.is_deleted
 {% set t = "::text" if c in text_compared else "" %}
   AND (dimlog_s.valid_from <= dimlog_d.valid_from OR dimlog_s.{{ c }}{{ t }} IS NOT DISTINCT FROM {{ logged(c) }}{{ t }}
        OR dimlog_s.{{ c }}{{ t }} IS NOT DISTINCT FROM (SELECT dimlog_k.{{ c }}{{ t }} FROM {{ log }} dimlog_k
-                               WHERE {{ keys|eqs("dimlog_k", "dimlog_d") }} AND dimlog_k.{{ sk }} IS NOT NULL AND dimlog_k.{{ c }} IS NOT NULL
+                               WHERE {{ keys|eqs("dimlog_k", "dimlog_d") }}{% if c not in readded_observed %} AND dimlog_k.{{ sk }} IS NOT NULL{% endif %} AND dimlog_k.{{ c }} IS NOT NULL
                                ORDER BY dimlog_k.valid_from DESC, dimlog_k.log_id DESC LIMIT 1))
 {% endfor %}
 {# A config change on a change feed: events read before it (stamped up to the watermark,

@@ -18,6 +18,7 @@ on_both_backends!(
     a_readded_column_shows_the_logs_values,
     a_readded_column_unchanged_while_removed_is_carried_over,
     a_column_change_never_flips_a_tie_between_a_change_and_a_delete,
+    a_type1_column_made_type2_keeps_the_history_it_showed,
 );
 
 const FEED_INSERT: &str = "INSERT INTO src_feed (customer_id, email, tier, country, updated_at) VALUES";
@@ -238,4 +239,70 @@ async fn a_column_change_never_flips_a_tie_between_a_change_and_a_delete(mut fx:
         );
         assert_eq!(fx.count("dim_customer").await, 0, "{columns}");
     }
+}
+
+/// A Type 1 column moved to Type 2: the dimension showed each key's latest Type 1 value
+/// on every row; accepting the change carries the current version over with that value
+/// (same surrogate key and valid_from) and opens no version for Type 1 edits made before
+/// the change (they were logged as observations, which the check for a column added back
+/// did not read: an edit of 10:00 became a version at 10:00, and facts assigned to the
+/// old version after 10:00 silently pointed at the wrong one; found by an outside trial).
+/// A change after the move opens a version as usual.
+async fn a_type1_column_made_type2_keeps_the_history_it_showed(mut fx: Fixture) {
+    fx.with_type1_name().await;
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at, name) VALUES \
+         (1, 'ann@example.com', 'pro', 'DE', '2026-03-01T09:00:00Z', 'Ann'), \
+         (2, 'bob@example.com', 'free', 'FR', '2026-03-01T09:00:00Z', 'Bob')",
+    )
+    .await;
+    fx.run("2026-03-01T09:30:00Z").await;
+    fx.exec("UPDATE src_customers SET name = 'Anna', updated_at = '2026-03-01T10:00:00Z' WHERE customer_id = 1")
+        .await;
+    let r = fx.run("2026-03-01T10:30:00Z").await;
+    assert_eq!((r.counts.versions, r.type1_updates), (0, 1), "{r:?}");
+    let sk_before = fx.dimension().await.values("customer_sk");
+
+    fx.edit_config(
+        "columns = [\"email\", \"tier\", \"country\"]\ntype1 = [\"name\"]",
+        "columns = [\"email\", \"tier\", \"country\", \"name\"]",
+    );
+    let r = fx.run_with(accepting("2026-03-01T11:00:00Z")).await;
+    assert_eq!(appended(&r), (0, 0, 0, 0), "{r:?}");
+    let dim = fx.dimension().await;
+    assert_eq!(dim.values("customer_sk"), sk_before, "{dim:?}");
+    let names: Vec<(Option<String>, Option<String>, Option<String>)> = dim
+        .records()
+        .into_iter()
+        .map(|r| (r["customer_id"].clone(), r["name"].clone(), r["valid_from"].clone()))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            (
+                Some("1".into()),
+                Some("Anna".into()),
+                Some("2026-03-01T09:00:00.000000Z".into())
+            ),
+            (
+                Some("2".into()),
+                Some("Bob".into()),
+                Some("2026-03-01T09:00:00.000000Z".into())
+            ),
+        ],
+        "{dim:?}"
+    );
+    // A rerun and a full refresh change nothing; a change of name now opens a version.
+    let r = fx
+        .run_with(RunOptions {
+            kind: dimlog::state::RunKind::FullRefresh,
+            upper: Some(ts("2026-03-01T11:30:00Z")),
+            ..RunOptions::incremental()
+        })
+        .await;
+    assert_eq!(appended(&r), (0, 0, 0, 0), "{r:?}");
+    fx.exec("UPDATE src_customers SET name = 'Anne', updated_at = '2026-03-01T12:00:00Z' WHERE customer_id = 1")
+        .await;
+    assert_eq!(appended(&fx.run("2026-03-01T12:30:00Z").await), (1, 0, 0, 0));
+    assert_verified(&fx, true).await;
 }
