@@ -42,7 +42,11 @@ pub fn role(from: Micros, to: Micros) -> String {
     format!("backfill:{}/{}", from.to_text(), to.to_text())
 }
 
-/// Splits `[from, to)` into chunks of `chunk_micros` (the last may be shorter).
+/// The most chunks one backfill may have.
+pub const MAX_CHUNKS: i64 = 100_000;
+
+/// Splits `[from, to)` into chunks of `chunk_micros` (the last may be shorter); refuses
+/// more than [`MAX_CHUNKS`].
 pub fn chunks(from: Micros, to: Micros, chunk_micros: i64) -> Result<Vec<Chunk>, Error> {
     if to <= from {
         return Err(Error::Usage(format!(
@@ -52,7 +56,20 @@ pub fn chunks(from: Micros, to: Micros, chunk_micros: i64) -> Result<Vec<Chunk>,
     if chunk_micros <= 0 {
         return Err(Error::Usage("a backfill's chunks must be longer than zero".into()));
     }
-    let mut out = Vec::new();
+    // Each chunk is a run with its own record: a chunk size far too small for the range
+    // (a microsecond for a month: 2.6 trillion chunks) is refused before any is made.
+    let range = (to.0 - from.0) as u64;
+    let count = range.div_ceil(chunk_micros as u64) as i64;
+    if count > MAX_CHUNKS {
+        let at_least = range.div_ceil(MAX_CHUNKS as u64);
+        return Err(Error::Usage(format!(
+            "chunks of {} cut the range [{from}, {to}) into {count} chunks, more than {MAX_CHUNKS} (each is a run of its own); \
+             choose chunks of at least {}",
+            humantime::format_duration(std::time::Duration::from_micros(chunk_micros as u64)),
+            humantime::format_duration(std::time::Duration::from_secs(at_least.div_ceil(1_000_000)))
+        )));
+    }
+    let mut out = Vec::with_capacity(count as usize);
     let mut start = from;
     while start < to {
         let end = start.plus(chunk_micros).min(to);
@@ -262,6 +279,24 @@ pub async fn plan_chunks(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A chunk size far too small for the range is refused before any chunk is made
+    /// (a microsecond for a month ran a machine out of memory).
+    #[test]
+    fn too_many_chunks_are_refused_before_any_is_made() {
+        let from = Micros(0);
+        let month = Micros(30 * 86_400_000_000);
+        let e = chunks(from, month, 1).expect_err("2.6e12 chunks");
+        assert!(
+            e.to_string().contains("more than 100000") && e.to_string().contains("at least 26s"),
+            "{e}"
+        );
+        assert_eq!(
+            chunks(from, Micros(MAX_CHUNKS), 1).expect("at the limit").len(),
+            MAX_CHUNKS as usize
+        );
+        assert!(chunks(from, Micros(MAX_CHUNKS + 1), 1).is_err());
+    }
 
     #[test]
     fn chunks_are_half_open_and_cover_the_range() {

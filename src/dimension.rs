@@ -296,15 +296,24 @@ pub(crate) async fn read_status(
     against_source: bool,
 ) -> Result<Status, Error> {
     let record = crate::tables::existing_record(&mut session.target, plan).await?;
-    let newest = if against_source {
+    let (newest, clock) = if against_source {
         let mut source = pipeline::open_source(plan).await?;
         let newest = crate::extract::source_newest(&mut source, plan, &session.layout).await;
+        let clock = crate::extract::source_now(&mut source, plan, &session.layout).await;
         let _ = source.close().await;
-        newest?
+        (newest?, Some(clock?))
     } else {
-        None
+        (None, None)
     };
     let mut status = crate::inspect::status(&mut session.target, plan, newest, runs).await?;
+    if let (Some(clock), Some(w)) = (clock, status.incremental_watermark()) {
+        // A change stamped after the source's clock is read once the clock reaches it:
+        // the lag a run can close ends at the clock.
+        if newest.is_some_and(|n| n > clock) {
+            status.lag_seconds = Some((clock.0 - w.0).max(0) as f64 / 1e6);
+        }
+    }
+    status.source_clock = clock.map(|c| c.to_text());
     status.pending_config_change = record.pending_change(plan).map(|c| c.describe());
     status.columns = Some(record);
     Ok(status)

@@ -135,8 +135,11 @@ pub struct Status {
     /// reads only the target unless told to read the source too).
     pub source_newest: Option<String>,
     /// How far the incremental watermark is behind the source's newest change, seconds
-    /// (null when the source was not asked).
+    /// (null when the source was not asked); behind the source's clock when the newest
+    /// change is stamped after it.
     pub lag_seconds: Option<f64>,
+    /// The source's clock (null when the source was not asked).
+    pub source_clock: Option<String>,
     /// Newest first.
     pub runs: Vec<crate::state::RunRecord>,
     /// The column sets and hash version the dimension was built with.
@@ -160,6 +163,17 @@ pub struct WatermarkRow {
     pub updated_at: Option<String>,
 }
 
+impl Status {
+    /// The incremental watermark, if there is one.
+    pub fn incremental_watermark(&self) -> Option<crate::ts::Micros> {
+        self.watermarks
+            .iter()
+            .find(|w| w.role == crate::state::INCREMENTAL)
+            .and_then(|w| w.high_watermark.as_deref())
+            .and_then(|t| crate::ts::Micros::parse(t, None).ok())
+    }
+}
+
 /// Reads the status of a dimension.
 pub async fn status(
     target: &mut Conn,
@@ -178,24 +192,21 @@ pub async fn status(
         })
         .collect();
     let runs = crate::state::recent_runs(target, plan, limit).await?;
-    let incremental = watermarks
-        .iter()
-        .find(|w| w.role == crate::state::INCREMENTAL)
-        .and_then(|w| w.high_watermark.as_deref())
-        .and_then(|t| crate::ts::Micros::parse(t, None).ok());
-    let lag_seconds = match (source_newest, incremental) {
-        (Some(n), Some(w)) => Some(((n.0 - w.0).max(0)) as f64 / 1e6),
-        _ => None,
-    };
-    Ok(Status {
+    let mut status = Status {
         dimension: plan.name.clone(),
         watermarks,
         source_newest: source_newest.map(|t| t.to_text()),
-        lag_seconds,
+        lag_seconds: None,
+        source_clock: None,
         runs,
         columns: None,
         pending_config_change: None,
-    })
+    };
+    status.lag_seconds = match (source_newest, status.incremental_watermark()) {
+        (Some(n), Some(w)) => Some(((n.0 - w.0).max(0)) as f64 / 1e6),
+        _ => None,
+    };
+    Ok(status)
 }
 
 /// Whether `c` would be taken by a terminal for more than a character: C0 and C1

@@ -205,16 +205,30 @@ async fn init_with(
         run_named(conn, "init", &["lock"], &ctx).await?;
         // A schema named by the config that the target lacks is the config's fault (and
         // dimlog's own tables would go there too, without `state_schema`).
-        for (setting, table) in [
-            ("target.log", &plan.target.log),
-            ("target.dimension", &plan.target.dimension),
-        ] {
-            if let Some(schema) = table.schema() {
+        let named = [
+            ("target.log", plan.target.log.schema(), plan.target.log.to_string()),
+            (
+                "target.dimension",
+                plan.target.dimension.schema(),
+                plan.target.dimension.to_string(),
+            ),
+            (
+                "target.state_schema",
+                plan.target.explicit_state_schema.as_ref().map(|s| s.name()),
+                plan.target
+                    .explicit_state_schema
+                    .as_ref()
+                    .map(|s| s.to_string())
+                    .unwrap_or_default(),
+            ),
+        ];
+        for (setting, schema, written) in named {
+            if let Some(schema) = schema {
                 if crate::rights::schema_missing(conn, schema).await? {
                     return Err(InitError::Config(ConfigError::invalid(
                         setting,
                         format!(
-                            "`{table}` names schema `{schema}`, which the target database does not have; \
+                            "`{written}` names schema `{schema}`, which the target database does not have; \
                              create it (CREATE SCHEMA), or name a schema it has"
                         ),
                     )));

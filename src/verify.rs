@@ -138,7 +138,7 @@ const SOURCE_CHECKS: &[Spec] = &[
     (
         "source_different",
         "keys whose tracked values differ between source and dimension",
-        "a change that did not move updated_at: `dimlog run --full-refresh` (history = \"latest\"); on a change feed (history = \"all\") an earlier row stays a late version, so correct its updated_at at the source",
+        "a row stamped inside the next run's window (after the watermark minus source.lookback: committed after the last run read it) is loaded by the next `dimlog run`; an older one is a change that did not move updated_at: `dimlog run --full-refresh` (history = \"latest\"; set the updated_at of any `source_behind` key right first, or the full refresh logs its row as a late version); on a change feed (history = \"all\") an earlier row stays a late version, so correct its updated_at at the source",
     ),
     (
         "source_behind",

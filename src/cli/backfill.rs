@@ -200,7 +200,8 @@ const MANY_CHUNKS: i64 = 1_000;
 /// that makes about a hundred.
 fn many_chunks(range_micros: i64, chunk_micros: i64) -> Option<String> {
     let chunks = (range_micros + chunk_micros - 1) / chunk_micros;
-    if chunks <= MANY_CHUNKS {
+    // (Past the library's limit the backfill is refused, saying so.)
+    if chunks <= MANY_CHUNKS || chunks > crate::backfill::MAX_CHUNKS {
         return None;
     }
     const HOUR: i64 = 3_600_000_000;
@@ -233,5 +234,6 @@ mod tests {
         assert!(many_chunks(1_001 * S, S).is_some());
         let w = many_chunks(3_650 * day, 3_600 * S).expect("87,600 chunks");
         assert!(w.contains("--chunk 36d"), "{w}");
+        assert_eq!(many_chunks(30 * day, 1), None, "refused by the library instead");
     }
 }

@@ -136,13 +136,35 @@ pub async fn run(_global: &GlobalArgs, args: DemoArgs, out: &Output) -> Result<i
     session.close().await;
     let _ = source.close().await;
     out.line(format!(
-        "\nthe files are in {}: run `dimlog --config {} status` or `dimlog --config {} history --key 1` to explore",
+        "\nthe files are in {}: run `dimlog --config {config} status` or `dimlog --config {config} history --key 1` to explore",
         args.dir.display(),
-        config_path.display(),
-        config_path.display()
+        config = shell_word(&config_path.display().to_string())
     ));
     if out.json {
         out.print_json(&serde_json::json!({"runs": reports, "histories": histories, "dir": args.dir}));
     }
     Ok(0)
+}
+
+/// A path as one shell word, so the hint can be pasted: as it is when it holds only
+/// characters no shell reads specially, else in single quotes.
+fn shell_word(path: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
+    if !path.is_empty() && path.chars().all(plain) {
+        path.to_string()
+    } else {
+        format!("'{}'", path.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn a_path_is_one_shell_word() {
+        assert_eq!(shell_word("dimlog-demo/dimlog.toml"), "dimlog-demo/dimlog.toml");
+        assert_eq!(shell_word("odd dir/x/dimlog.toml"), "'odd dir/x/dimlog.toml'");
+        assert_eq!(shell_word("it's/d.toml"), "'it'\\''s/d.toml'");
+    }
 }

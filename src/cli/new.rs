@@ -87,7 +87,12 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
             path.display()
         )));
     }
-    let table = Ident::table(&args.table).map_err(|e| Error::Usage(format!("--table: {e}")))?;
+    let table = Ident::table(&args.table).map_err(|e| {
+        Error::Usage(format!(
+            "--table: {e}. For a table whose name is not plain, write the config by hand with \
+             source.query = \"SELECT * FROM <its quoted name>\" (see docs/config.md)"
+        ))
+    })?;
     let source = DbUrl::parse("--source-url", &args.source_url, None).map_err(ConfigError::from)?;
     let config_dir = absolute(&path)?.parent().map(Path::to_path_buf).unwrap_or_default();
     let (source_url, had_password) = url_for_file("--source-url", &args.source_url, &config_dir)?;

@@ -69,10 +69,23 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
         out.line(table(&["role", "watermark", "run"], &rows));
     }
     match (&status.source_newest, status.lag_seconds) {
-        (Some(n), Some(l)) => out.line(format!(
-            "source newest change {n}; incremental watermark lags by {}",
-            lag_text(l)
-        )),
+        (Some(n), Some(l)) => {
+            let ahead = status
+                .source_clock
+                .as_deref()
+                .filter(|c| crate::ts::Micros::parse(n, None).ok() > crate::ts::Micros::parse(c, None).ok());
+            out.line(match ahead {
+                Some(clock) => format!(
+                    "source newest change {n}, after the source's clock {clock} (read once the clock reaches it); \
+                     incremental watermark lags the clock by {}",
+                    lag_text(l)
+                ),
+                None => format!(
+                    "source newest change {n}; incremental watermark lags by {}",
+                    lag_text(l)
+                ),
+            })
+        }
         (Some(n), None) => out.line(format!("source newest change {n}")),
         _ => {}
     }

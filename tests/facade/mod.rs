@@ -116,6 +116,22 @@ async fn init_run_change_run_then_status_lookup_and_verify_agree(mut fx: Fixture
     let against = dim.status(10, true).await.expect("status against the source");
     assert_eq!(against.source_newest.as_deref(), Some("2026-03-03T09:00:00.000000Z"));
     assert_eq!(against.lag_seconds, Some(0.0));
+    assert!(against.source_clock.is_some(), "{against:?}");
+    // A row stamped after the source's clock (a wrong clock): the lag a run can close
+    // ends at the source's clock, not at that row (it said the watermark lagged by the
+    // time to a stamp no run could read yet; found by an outside trial).
+    fx.exec("INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES (77, 'f@x', 'free', 'DE', '2099-01-01T00:00:00Z')")
+        .await;
+    let ahead = dim.status(10, true).await.expect("status against the source");
+    let clock = dimlog::ts::Micros::parse(ahead.source_clock.as_deref().expect("a clock"), None).expect("a time");
+    let expected = (clock.0
+        - dimlog::ts::Micros::parse("2026-03-03T09:00:00Z", None)
+            .expect("a time")
+            .0) as f64
+        / 1e6;
+    let lag = ahead.lag_seconds.expect("a lag");
+    assert!((lag - expected).abs() < 60.0, "{lag} vs {expected}: {ahead:?}");
+    fx.exec("DELETE FROM src_customers WHERE customer_id = 77").await;
 
     // Customer 1's two versions have two surrogate keys; intervals are half-open.
     let free = sk(&dim, "1", "2026-03-01T10:00:00Z").await.expect("the first version");

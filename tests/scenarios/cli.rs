@@ -43,7 +43,7 @@ async fn bad_configs_exit_2_naming_the_setting(mut fx: Fixture) {
     let source_url = fx.source_url.clone();
     let target_url = fx.target_url.clone();
     // (the line to replace, its replacement, the setting the message must name)
-    let cases: Vec<(String, String, &str)> = vec![
+    let mut cases: Vec<(String, String, &str)> = vec![
         (
             r#"columns = ["email", "tier", "country"]"#.into(),
             r#"columns = ["email", "tier", "nope"]"#.into(),
@@ -141,6 +141,12 @@ async fn bad_configs_exit_2_naming_the_setting(mut fx: Fixture) {
             "target.dimension",
         ),
     ];
+    // (SQLite has no state_schema setting: it refuses it, naming it, too.)
+    cases.push((
+        r#"surrogate_key = "customer_sk""#.into(),
+        "surrogate_key = \"customer_sk\"\nstate_schema = \"no_such_schema\"".into(),
+        "target.state_schema",
+    ));
     for (i, (from, to, setting)) in cases.iter().enumerate() {
         assert!(good.contains(from.as_str()), "{from:?} is not in the config");
         let path = fx.dir().join(format!("bad{i}.toml"));
