@@ -305,6 +305,12 @@ pub fn parse_duration(setting: &str, text: &str) -> Result<i64, ConfigError> {
             format!("{text:?}: months have no fixed length (and `M` is not minutes); write minutes as \"15m\", or days as \"30d\""),
         ));
     }
+    if text.trim().starts_with('-') {
+        return Err(ConfigError::invalid(
+            setting,
+            format!("{text:?} is negative; a duration is zero or more, e.g. \"0s\", \"15m\""),
+        ));
+    }
     let d = humantime::parse_duration(text.trim()).map_err(|e| {
         ConfigError::invalid(
             setting,
@@ -845,6 +851,11 @@ mod tests {
             let e = parse_duration("source.lookback", text).expect_err(text).to_string();
             assert!(e.contains("source.lookback"), "{text}: {e}");
         }
+        // A negative one says so, not the parser's "expected number at 0".
+        let e = parse_duration("source.lookback", "-5m")
+            .expect_err("negative")
+            .to_string();
+        assert!(e.contains("is negative") && !e.contains("expected number"), "{e}");
     }
 
     const GOOD: &str = r#"

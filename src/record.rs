@@ -483,7 +483,8 @@ impl ConfigChange {
     pub fn refusal(&self) -> String {
         format!(
             "the config changed since the dimension was built ({}). dimlog never silently re-versions history: \
-             rerun with `dimlog run --accept-config-change` to add new columns to the log (earlier versions hold NULL), \
+             rerun with `dimlog run --accept-config-change` to add columns the log lacks (earlier versions hold NULL in them; \
+             a column it already holds, such as a Type 1 one, keeps what it logged), \
              carry each current version over to the new column set when the source agrees with it (no new versions), \
              and rebuild the dimension; or restore the old column lists",
             self.describe()
