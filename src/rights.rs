@@ -171,8 +171,10 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
                 &[Param::Text(regclass), Param::Text(privileges.join(","))],
             )
             .await?;
-        if let Some(missing) = first_text(rows) {
-            grants.push(format!("GRANT {missing} ON {shown} TO {role}"));
+        let row = rows.into_iter().next().unwrap_or_default();
+        if let Some(missing) = row.first().cloned().flatten() {
+            let qualified = row.get(1).cloned().flatten().unwrap_or(shown);
+            grants.push(format!("GRANT {missing} ON {qualified} TO {role}"));
         }
     }
     if need != Need::Read {

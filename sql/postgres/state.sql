@@ -102,8 +102,13 @@ ORDER BY 1
 SELECT quote_ident(current_user::text), quote_ident(current_database()::text)
 -- statement: schema_unusable
 SELECT (NOT has_schema_privilege(dimlog_n.oid, 'USAGE'))::text FROM pg_namespace dimlog_n WHERE dimlog_n.nspname = $1
+{# The privileges of $2 the role lacks on table $1, and the table's name qualified by the
+   schema it was found in (a GRANT run by another role, with another search_path, must
+   name the same table). #}
 -- statement: table_rights_missing
-SELECT string_agg(dimlog_u.dimlog_p, ', ' ORDER BY dimlog_u.dimlog_o)
+SELECT string_agg(dimlog_u.dimlog_p, ', ' ORDER BY dimlog_u.dimlog_o),
+       (SELECT format('%I.%I', dimlog_n.nspname, dimlog_c.relname) FROM pg_class dimlog_c
+        JOIN pg_namespace dimlog_n ON dimlog_n.oid = dimlog_c.relnamespace WHERE dimlog_c.oid = to_regclass($1))
 FROM unnest(string_to_array($2, ',')) WITH ORDINALITY AS dimlog_u(dimlog_p, dimlog_o)
 WHERE to_regclass($1) IS NOT NULL AND NOT has_table_privilege(to_regclass($1), dimlog_u.dimlog_p)
 -- statement: temp_missing

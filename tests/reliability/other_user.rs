@@ -374,10 +374,10 @@ async fn a_select_only_role_is_told_which_right_is_missing() {
             // A dry run needs read rights and temporary tables (issue 20, item 9).
             "run" if args.contains(&"--dry-run") => &["GRANT TEMPORARY ON DATABASE"],
             "rebuild" => &[
-                "GRANT INSERT, UPDATE, DELETE ON dim_customer",
+                "GRANT INSERT, UPDATE, DELETE ON public.dim_customer",
                 "CREATE on schema public",
             ],
-            _ => &["GRANT INSERT ON customer_versions", "CREATE on schema public"],
+            _ => &["GRANT INSERT ON public.customer_versions", "CREATE on schema public"],
         };
         for s in ["lacks", "GRANT", "target.url"] {
             assert!(text.contains(s), "`dimlog {what}` does not say {s:?}: {out:?}");
