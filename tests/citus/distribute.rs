@@ -206,21 +206,6 @@ async fn a_postgres_target_is_refused() {
     );
 }
 
-/// A key of several columns stays local: refused, saying why.
-#[tokio::test]
-async fn a_composite_key_is_refused() {
-    let mut fx = Fixture::citus().await;
-    fx.edit_config(r#"key = ["customer_id"]"#, r#"key = ["customer_id", "email"]"#);
-    fx.set_setting("columns", r#"["tier", "country"]"#);
-    fx.exec(&format!("{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z')"))
-        .await;
-    fx.run("2026-03-01T10:00:00Z").await;
-    let out = fx.cli(&["distribute"]);
-    assert_code(&out, 2, "distribute with a composite key");
-    assert!(text(&out.stderr).contains("2 columns"), "{}", text(&out.stderr));
-    assert!(distributed(&mut fx).await.is_empty());
-}
-
 /// A run that waited for the dimension's lock looks at the tables again once it has it:
 /// distributed meanwhile (by whoever held the lock, as `dimlog distribute` does), it
 /// loads them as distributed tables (it failed with Citus's refusal of a MERGE from a

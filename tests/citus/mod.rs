@@ -101,7 +101,8 @@ async fn a_dimension_is_distributed_and_colocated_by_its_key() {
 }
 
 /// A key of several columns is not distributed (dimlog distributes by one column): its
-/// tables are local on the coordinator, and it loads as on PostgreSQL.
+/// tables are local on the coordinator, it loads as on PostgreSQL, and `distribute`
+/// refuses it, saying why (exit 2).
 #[tokio::test]
 async fn a_composite_key_stays_in_local_tables() {
     let mut fx = Fixture::citus().await;
@@ -113,6 +114,11 @@ async fn a_composite_key_stays_in_local_tables() {
     let names: Vec<String> = distributed(&mut fx).await.into_iter().map(|(t, _, _)| t).collect();
     assert!(names.is_empty(), "{names:?}");
     assert_eq!(fx.count("dim_customer").await, 1);
+    let out = fx.cli(&["distribute"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("2 columns"), "{stderr}");
+    assert!(distributed(&mut fx).await.is_empty());
 }
 
 /// Citus makes each node a self-signed X.509 v1 certificate, which the driver's TLS
