@@ -31,6 +31,16 @@ pub async fn run(global: &GlobalArgs, args: VerifyArgs, out: &Output) -> Result<
     drop(progress);
     if out.json {
         out.print_json(&report);
+    } else if out.quiet {
+        // Quiet: only what failed, on stderr, as an error would be.
+        for c in report.checks.iter().filter(|c| c.fault && c.count > 0) {
+            let mut text = format!("FAIL  {}: {} found", c.description, c.count);
+            for e in &c.examples {
+                text.push_str(&format!("\n        {e}"));
+            }
+            text.push_str(&format!("\n      fix: {}", c.hint));
+            super::output::eprint_text(&super::output::escape(&text, true));
+        }
     } else {
         for c in &report.checks {
             if c.count == 0 {

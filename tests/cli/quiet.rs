@@ -1,6 +1,6 @@
 //! Issue 17: `-q` prints only errors. A successful `run` (even one with a warning),
-//! `demo` and `new` print nothing at all; an error is still printed, and `--json` still
-//! prints its object.
+//! `demo`, `new` and `verify` print nothing at all; an error, or what a failing `verify`
+//! found, is still printed, and `--json` still prints its object.
 
 use super::{assert_code, dimlog};
 use crate::support::fixture::{on_both_backends, Fixture};
@@ -52,4 +52,20 @@ async fn quiet_commands_print_only_errors(mut fx: Fixture) {
     let out = dimlog(fx.dir(), &["-q", "demo", "--dir", "quiet-demo"]);
     assert_code(&out, 0, "-q demo");
     assert_eq!((text(&out.stdout), text(&out.stderr)), (String::new(), String::new()));
+
+    // verify: silent when it passes; a failure is what -q still prints (it printed
+    // nothing and exited 3; found by an outside trial).
+    let out = dimlog(fx.dir(), &["-q", "--config", config, "verify"]);
+    assert_code(&out, 0, "-q verify");
+    assert_eq!((text(&out.stdout), text(&out.stderr)), (String::new(), String::new()));
+    fx.exec("UPDATE src_customers SET country = 'LU' WHERE customer_id = 1")
+        .await;
+    let out = dimlog(fx.dir(), &["-q", "--config", config, "verify", "--against-source"]);
+    assert_code(&out, 3, "-q verify finding a fault");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("FAIL") && stderr.contains("1: tracked values differ"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("ok    "), "only the failures: {stderr}");
 }
