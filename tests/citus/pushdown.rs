@@ -5,7 +5,6 @@
 //! (a distributed subplan, a pull to the coordinator or a repartition).
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use crate::support::fixture::Fixture;
 
@@ -40,18 +39,7 @@ fn dimlog(fx: &Fixture, plans: &std::path::Path, args: &[&str]) {
 
 /// [`dimlog`], exiting with one of `codes`.
 fn dimlog_exits(fx: &Fixture, plans: &std::path::Path, args: &[&str], codes: &[i32]) {
-    let out = Command::new(env!("CARGO_BIN_EXE_dimlog"))
-        .arg("--config")
-        .arg(fx.config_path())
-        .args(args)
-        .current_dir(fx.dir())
-        .env_remove("DIMLOG_SOURCE_URL")
-        .env_remove("DIMLOG_TARGET_URL")
-        .env_remove("DIMLOG_FAILPOINT")
-        .env_remove("RUST_LOG")
-        .env("DIMLOG_EXPLAIN_TO", plans)
-        .output()
-        .expect("run the dimlog binary");
+    let out = fx.cli_with(args, &[("DIMLOG_EXPLAIN_TO", plans)]);
     assert!(
         out.status.code().is_some_and(|c| codes.contains(&c)),
         "dimlog {args:?} failed: {}{}",

@@ -750,6 +750,11 @@ impl Fixture {
     /// `dimlog --config <the fixture's config> <args>`, run in the fixture's dir with none
     /// of dimlog's environment variables, so results do not depend on the caller's shell.
     pub fn cli(&self, args: &[&str]) -> std::process::Output {
+        self.cli_with(args, &[])
+    }
+
+    /// [`Fixture::cli`] with `env` set for the binary.
+    pub fn cli_with(&self, args: &[&str], env: &[(&str, &std::path::Path)]) -> std::process::Output {
         std::process::Command::new(env!("CARGO_BIN_EXE_dimlog"))
             .arg("--config")
             .arg(self.config_path())
@@ -759,6 +764,7 @@ impl Fixture {
             .env_remove("DIMLOG_TARGET_URL")
             .env_remove("DIMLOG_FAILPOINT")
             .env_remove("RUST_LOG")
+            .envs(env.iter().copied())
             .stdin(std::process::Stdio::null())
             .output()
             .expect("run the dimlog binary")
