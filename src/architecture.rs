@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["rebuild"],
     &["lookup"],
     &["pipeline"],
-    &["backfill", "verify", "inspect", "scaffold"],
+    &["backfill", "verify", "inspect"],
     &["timeline"],
     &["dimension"],
     &["cli"],
@@ -33,9 +33,14 @@ fn layer(module: &str) -> Option<usize> {
     LAYERS.iter().position(|l| l.contains(&module))
 }
 
+/// A file's code before its unit tests.
+fn without_tests(text: &str) -> &str {
+    text.split("#[cfg(test)]\nmod tests").next().unwrap_or("")
+}
+
 /// The crate modules a file names as `crate::<module>`, outside comments and its tests.
 fn uses(text: &str) -> BTreeSet<String> {
-    let code = text.split("#[cfg(test)]").next().unwrap_or("");
+    let code = without_tests(text);
     let mut found = BTreeSet::new();
     for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
         let mut rest = line;
@@ -100,7 +105,85 @@ fn every_module_uses_only_lower_layers() {
 
 #[test]
 fn uses_reads_crate_paths_outside_comments() {
-    let text = "use crate::db::Conn;\n// crate::cli in a comment\nlet x = crate::ts::Micros::now(); crate::Error::Usage\n#[cfg(test)]\nuse crate::pipeline;";
+    let text = "use crate::db::Conn;\n// crate::cli in a comment\nlet x = crate::ts::Micros::now(); crate::Error::Usage\n#[cfg(test)]\nmod tests {\nuse crate::pipeline;\n}";
     let found: Vec<String> = uses(text).into_iter().collect();
     assert_eq!(found, ["db", "ts"]);
+}
+
+/// Every long flag of the command line, over all subcommands.
+#[cfg(feature = "cli")]
+fn cli_flags() -> BTreeSet<String> {
+    fn walk(cmd: &clap::Command, out: &mut BTreeSet<String>) {
+        for arg in cmd.get_arguments() {
+            if let Some(long) = arg.get_long() {
+                out.insert(format!("--{long}"));
+            }
+        }
+        for sub in cmd.get_subcommands() {
+            walk(sub, out);
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(&<crate::cli::Cli as clap::CommandFactory>::command(), &mut out);
+    out
+}
+
+/// The flags a line of code names (outside comments): `--name` not followed by more of
+/// a name.
+#[cfg(feature = "cli")]
+fn flags_named(line: &str, flags: &BTreeSet<String>) -> Vec<String> {
+    let code = line.split("//").next().unwrap_or("");
+    flags
+        .iter()
+        .filter(|f| {
+            code.match_indices(f.as_str()).any(|(i, _)| {
+                let after = code[i + f.len()..].chars().next();
+                !after.is_some_and(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            })
+        })
+        .cloned()
+        .collect()
+}
+
+/// The library says what is wrong and classifies the way out; only `cli` turns that into
+/// flags (`cli::error`), so a program that embeds dimlog never tells its users to type a
+/// flag it does not have.
+#[cfg(feature = "cli")]
+#[test]
+fn the_library_never_names_a_cli_flag() {
+    let flags = cli_flags();
+    assert!(flags.contains("--full-refresh") && flags.contains("--key"), "{flags:?}");
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut all = Vec::new();
+    files(&src, &mut all);
+    let mut wrong = Vec::new();
+    for path in all {
+        let relative = path.strip_prefix(&src).expect("under src");
+        if relative.starts_with("cli") || relative == Path::new("main.rs") || relative == Path::new("architecture.rs") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("readable");
+        for (n, line) in without_tests(&text).lines().enumerate() {
+            let trimmed = line.trim_start();
+            if trimmed.starts_with("//") {
+                continue;
+            }
+            for flag in flags_named(line, &flags) {
+                wrong.push(format!("{}:{}: {flag}", relative.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        wrong.is_empty(),
+        "library code that names a CLI flag:\n{}",
+        wrong.join("\n")
+    );
+}
+
+#[cfg(feature = "cli")]
+#[test]
+fn flags_named_finds_whole_flags_outside_comments() {
+    let flags: BTreeSet<String> = ["--key", "--full-refresh"].map(String::from).into();
+    assert_eq!(flags_named("\"rerun with --full-refresh\"", &flags), ["--full-refresh"]);
+    assert!(flags_named("\"--key-column\" // --key", &flags).is_empty());
 }

@@ -40,6 +40,29 @@ pub enum ConfigError {
         /// What is wrong and how to fix it.
         message: String,
     },
+    /// The config no longer matches what the dimension was built with, and going on
+    /// needs a step the user takes on purpose (a command or option, see [`NextStep`]).
+    #[error("setting `{setting}`: {message}")]
+    NeedsStep {
+        /// Dotted name of the setting, e.g. `track.columns`.
+        setting: String,
+        /// What changed, why nothing was loaded, and the ways out.
+        message: String,
+        /// The deliberate step that lets loading go on.
+        step: NextStep,
+    },
+}
+
+/// The deliberate step a [`ConfigError::NeedsStep`] waits for; a front end names it in
+/// its own terms (the CLI as a command line).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NextStep {
+    /// One run that accepts the changed column lists
+    /// ([`RunOptions::accept_config_change`](crate::pipeline::RunOptions)).
+    AcceptConfigChange,
+    /// After the printed migration of a retyped column: a rebuild, then a full refresh.
+    RebuildThenFullRefresh,
 }
 
 impl From<UrlError> for ConfigError {
@@ -57,6 +80,14 @@ impl ConfigError {
         ConfigError::Invalid {
             setting: setting.into(),
             message: message.into(),
+        }
+    }
+
+    /// The setting at fault.
+    pub fn setting(&self) -> Option<&str> {
+        match self {
+            ConfigError::Invalid { setting, .. } | ConfigError::NeedsStep { setting, .. } => Some(setting),
+            _ => None,
         }
     }
 }

@@ -61,9 +61,10 @@
 // `db::dialect::Dialect` what differs instead of matching on the engine, and each
 // engine's folder (`db/sqlite/`, `db/postgres/`) is the only reader of its `sql/<engine>/`
 // files. For people rather than pipelines: `inspect` reads histories and status back,
-// `timeline` draws a key's history as an SVG (feature `svg`), and `scaffold` guesses a
-// starter config from a source table (`dimlog new`). `cli` (feature `cli`) is the
-// binary's command line: the only module that prints, reads the environment and exits.
+// and `timeline` draws a key's history as an SVG (feature `svg`). `cli` (feature `cli`)
+// is the binary's command line: the only module that prints, reads the environment and
+// exits, and the only one that names a flag (`cli::error` turns errors into hints that
+// do); `dimlog new`'s guessing of a starter config lives there too (`cli::scaffold`).
 
 // Printing to a closed pipe with these macros panics (exit 101): output goes through
 // `cli::output`, whose writes ignore a failed write.
@@ -113,8 +114,6 @@ pub mod record;
 #[doc(hidden)]
 pub mod rights;
 #[doc(hidden)]
-pub mod scaffold;
-#[doc(hidden)]
 pub mod secret;
 #[doc(hidden)]
 pub mod stage;
@@ -155,7 +154,7 @@ pub enum Error {
     #[error(transparent)]
     Assign(Box<lookup::AssignError>),
     /// Reconciliation would close too many keys (exit 1).
-    #[error("reconciliation would close {would_close} of {live} live keys, more than deletes.max_fraction = {max_fraction}; nothing was committed. If the source really lost them, rerun with --allow-mass-delete; otherwise check the source table (an empty or partial load?)")]
+    #[error("reconciliation would close {would_close} of {live} live keys, more than deletes.max_fraction = {max_fraction}; nothing was committed. If the source really lost them, allow the mass delete for one run; otherwise check the source table (an empty or partial load?)")]
     MassDelete {
         /// Keys that would get tombstones.
         would_close: i64,

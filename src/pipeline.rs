@@ -605,10 +605,7 @@ pub async fn run(
                         .map_err(|e| init_failed(e, plan))?;
                 if let Some(c) = &change {
                     if !opts.accept_config_change {
-                        return Err(Error::Config(crate::config::ConfigError::invalid(
-                            "track.columns",
-                            c.refusal(),
-                        )));
+                        return Err(Error::Config(c.refusal()));
                     }
                 }
                 Ok(change.map(|c| (stored, c)))

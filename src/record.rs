@@ -3,7 +3,7 @@
 //! a target where it was never loaded is [`NotLoaded`]) and compared with the config, so
 //! that a config change is noticed instead of silently re-versioning history.
 
-use crate::config::{Backend, ConfigError, Plan};
+use crate::config::{Backend, ConfigError, NextStep, Plan};
 use crate::context::quoted_name;
 use crate::db::types::ColumnKind;
 use crate::db::{sql, Conn, DbError, Param};
@@ -155,7 +155,7 @@ pub async fn check_registered(conn: &mut Conn, plan: &Plan, layout: &Layout) -> 
     let wanted = DimensionRecord::from_layout(layout);
     check_compatible(&stored, &wanted, plan, conn.backend())?;
     if let Some(c) = ConfigChange::between(&stored, &wanted) {
-        return Err(ConfigError::invalid("track.columns", c.refusal()).into());
+        return Err(c.refusal().into());
     }
     Ok(stored)
 }
@@ -313,10 +313,11 @@ pub(crate) fn check_compatible(
                 } else {
                     "track.columns"
                 };
-                return Err(ConfigError::invalid(
-                    setting,
-                    retype_refusal(plan, backend, name, old, ty),
-                ));
+                return Err(ConfigError::NeedsStep {
+                    setting: setting.to_string(),
+                    message: retype_refusal(plan, backend, name, old, ty),
+                    step: NextStep::RebuildThenFullRefresh,
+                });
             }
         }
     }
@@ -349,7 +350,7 @@ fn retype_refusal(plan: &Plan, backend: Backend, name: &str, old: &str, new: &st
     format!(
         "source column `{name}` changed type from {old} to {new} since the dimension was built; \
          values of another type can hash differently, so loading them could re-version every key, and nothing was loaded. \
-         Migrate the target once: {migration} then run `dimlog rebuild` and `dimlog run --full-refresh` \
+         Migrate the target once: {migration} then rebuild the dimension from the log and load with a full refresh \
          (a current version whose hash changes gets a correction: same surrogate key, no new version). \
          Or keep the old type: point source.table at a view that casts `{name}` back to {old}"
     )
@@ -479,16 +480,20 @@ impl ConfigChange {
         parts.join("; ")
     }
 
-    /// The message of a run that will not migrate without being asked.
-    pub fn refusal(&self) -> String {
-        format!(
-            "the config changed since the dimension was built ({}). dimlog never silently re-versions history: \
-             rerun with `dimlog run --accept-config-change` to add columns the log lacks (earlier versions hold NULL in them; \
-             a column it already holds, such as a Type 1 one, keeps what it logged), \
-             carry each current version over to the new column set when the source agrees with it (no new versions), \
-             and rebuild the dimension; or restore the old column lists",
-            self.describe()
-        )
+    /// The refusal of a run that will not migrate without being asked.
+    pub fn refusal(&self) -> ConfigError {
+        ConfigError::NeedsStep {
+            setting: "track.columns".to_string(),
+            message: format!(
+                "the config changed since the dimension was built ({}). dimlog never silently re-versions history: \
+                 a run that accepts the change adds columns the log lacks (earlier versions hold NULL in them; \
+                 a column it already holds, such as a Type 1 one, keeps what it logged), \
+                 carries each current version over to the new column set when the source agrees with it (no new versions), \
+                 and rebuilds the dimension; or restore the old column lists",
+                self.describe()
+            ),
+            step: NextStep::AcceptConfigChange,
+        }
     }
 }
 

@@ -149,7 +149,7 @@ pub async fn init(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<Dimen
     let (stored, change) = init_allowing_change(conn, plan, layout).await?;
     match change {
         None => Ok(stored),
-        Some(c) => Err(ConfigError::invalid("track.columns", c.refusal()).into()),
+        Some(c) => Err(c.refusal().into()),
     }
 }
 
@@ -182,7 +182,7 @@ pub async fn init_for_rebuild(conn: &mut Conn, plan: &Plan, layout: &Layout) -> 
     let (stored, change) = init_with(conn, plan, layout, true, true).await?;
     match change {
         None => Ok(stored),
-        Some(c) => Err(ConfigError::invalid("track.columns", c.refusal()).into()),
+        Some(c) => Err(c.refusal().into()),
     }
 }
 

@@ -46,8 +46,8 @@ pub struct Check {
     pub count: usize,
     /// The first few, as "key: detail".
     pub examples: Vec<String>,
-    /// What to do about them.
-    pub hint: &'static str,
+    /// What repairs them.
+    pub fix: Fix,
     /// Whether what it finds is a discrepancy (which fails `verify`), or a notice: rows
     /// the source has that no run has read yet are the next run's work, not a fault.
     pub fault: bool,
@@ -67,55 +67,68 @@ pub struct VerifyReport {
     pub checks: Vec<Check>,
 }
 
-/// A check: its name (also its statement in `verify.sql`), description and hint.
-type Spec = (&'static str, &'static str, &'static str);
+/// A check: its name (also its statement in `verify.sql`), description and fix.
+type Spec = (&'static str, &'static str, Fix);
 
-const HAND_EDITED_LOG: &str = "the log was edited by hand; restore it from a backup";
-
-const REBUILD: &str = "run `dimlog rebuild`";
-
-/// The fix of a dimension check when the log itself is broken: a rebuild would derive
-/// from (or fail on) the broken log.
-const REBUILD_AFTER_LOG: &str =
-    "the log is broken too (see above): restore it from a backup first, then run `dimlog rebuild`";
-
-/// A version's surrogate key with no dimension row: facts may hold it.
-const SK_MISSING: &str = "facts that hold these surrogate keys join to nothing. If `rebuild_diff` names them too, \
-run `dimlog rebuild`. If a tombstone replaced the version (a log written before dimlog moved a delete at a \
-version's own time 1 µs after it), rerun `dimlog assign-keys` on every fact table that may hold them, so their \
-facts get the surrogate key in effect (or -1)";
+/// What repairs what a check found, for a front end to say in its own terms (the CLI
+/// names its commands): the library only classifies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Fix {
+    /// Derive the dimension from the log again.
+    Rebuild,
+    /// The log was edited by hand: restore it from a backup.
+    RestoreLog,
+    /// A dimension fault while the log is broken too: restore the log, then rebuild
+    /// (a rebuild now would derive from, or fail on, the broken log).
+    RestoreLogThenRebuild,
+    /// Versions without a dimension row: rebuild, or give the facts that hold their
+    /// surrogate keys the key in effect again.
+    RebuildOrReassignFacts,
+    /// Source rows no run has read yet: the next run's work.
+    NextRun,
+    /// Live source keys missing from the dimension: a longer lookback or a full refresh.
+    ReadAgain,
+    /// Current keys gone from the source: reconcile hard deletes.
+    ReconcileDeletes,
+    /// Values that differ from the source: the next run, or a full refresh.
+    FullRefresh,
+    /// A source row stamped before its current version: correct it at the source.
+    FixAtSource,
+}
 
 const INVARIANTS: &[Spec] = &[
-    ("bad_interval", "valid_from < valid_to on every row", REBUILD),
+    ("bad_interval", "valid_from < valid_to on every row", Fix::Rebuild),
     (
         "overlap_or_gap",
         "intervals of a key are ordered, without overlap, with gaps only at tombstones",
-        REBUILD,
+        Fix::Rebuild,
     ),
     (
         "current",
         "at most one current row per key, and it is the open one",
-        REBUILD,
+        Fix::Rebuild,
     ),
     (
         "log_rules",
         "the log has its columns, and every row the values a rebuild needs",
-        HAND_EDITED_LOG,
+        Fix::RestoreLog,
     ),
     (
         "sk_reused",
         "a surrogate key belongs to one version only",
-        HAND_EDITED_LOG,
+        Fix::RestoreLog,
     ),
     (
         "sk_missing",
         "every surrogate key of the log's versions has a row in the dimension (facts may hold it)",
-        SK_MISSING,
+        Fix::RebuildOrReassignFacts,
     ),
     (
         "rebuild_diff",
         "the dimension equals a fresh rebuild from the log (every column of every row)",
-        REBUILD,
+        Fix::Rebuild,
     ),
 ];
 
@@ -123,27 +136,27 @@ const SOURCE_CHECKS: &[Spec] = &[
     (
         "source_ahead",
         "keys whose source row is stamped after the last run's upper bound (not read yet)",
-        "nothing to repair: the next `dimlog run` reads rows stamped before the source's clock; a row stamped later than the source's clock is read once the clock reaches it, so if that time is wrong, correct the row's updated_at or the clock at the source",
+        Fix::NextRun,
     ),
     (
         "source_missing",
         "keys live in the source but not current in the dimension",
-        "a late commit or a missed window: rerun with a longer source.lookback, or `dimlog run --full-refresh`",
+        Fix::ReadAgain,
     ),
     (
         "source_extra",
         "keys current in the dimension but gone from the source",
-        "hard deletes: `dimlog run --reconcile-deletes` (or deletes.hard = \"reconcile\"); a row flagged deleted without moving its updated_at: move updated_at at the source, then `dimlog run`",
+        Fix::ReconcileDeletes,
     ),
     (
         "source_different",
         "keys whose tracked values differ between source and dimension",
-        "a row stamped inside the next run's window (after the watermark minus source.lookback: committed after the last run read it) is loaded by the next `dimlog run`; an older one is a change that did not move updated_at: `dimlog run --full-refresh` (history = \"latest\"; set the updated_at of any `source_behind` key right first, or the full refresh logs its row as a late version); on a change feed (history = \"all\") an earlier row stays a late version, so correct its updated_at at the source",
+        Fix::FullRefresh,
     ),
     (
         "source_behind",
         "keys whose source row is stamped before their current version, with other values",
-        "the source row's updated_at moved backwards: the dimension keeps the newer version current and holds the row as a late version (a full refresh loads it as one if it was never read), so no run changes this; set updated_at at the source to when the row really changed",
+        Fix::FixAtSource,
     ),
 ];
 
@@ -280,7 +293,7 @@ fn counted(backend: Backend, name: &str, context: &serde_json::Value) -> Result<
 async fn run_check(
     conn: &mut Conn,
     context: &serde_json::Value,
-    (name, description, hint): Spec,
+    (name, description, fix): Spec,
     missing: Vec<String>,
     params: &[Param],
 ) -> Result<Check, DbError> {
@@ -298,7 +311,7 @@ async fn run_check(
         description,
         count,
         examples,
-        hint,
+        fix,
         fault: !NOTICES.contains(&name),
     })
 }
@@ -478,7 +491,7 @@ async fn checks(
                         description: spec.1,
                         count: 0,
                         examples: Vec::new(),
-                        hint: spec.2,
+                        fix: spec.2,
                         fault: true,
                     }
                 };
@@ -505,8 +518,8 @@ async fn checks(
         .iter()
         .any(|c| matches!(c.name, "log_rules" | "sk_reused") && c.count > 0);
     if log_broken {
-        for c in out.iter_mut().filter(|c| c.hint == REBUILD) {
-            c.hint = REBUILD_AFTER_LOG;
+        for c in out.iter_mut().filter(|c| c.fix == Fix::Rebuild) {
+            c.fix = Fix::RestoreLogThenRebuild;
         }
     }
     if against_source {
@@ -593,7 +606,7 @@ async fn last_upper(conn: &mut Conn, plan: &Plan) -> Result<Option<Micros>, DbEr
 async fn rebuild_diff(
     conn: &mut Conn,
     context: &serde_json::Value,
-    (name, description, hint): Spec,
+    (name, description, fix): Spec,
     tables: &Tables<'_>,
     rebuilt: &[Column],
     rows_comparable: bool,
@@ -665,7 +678,7 @@ async fn rebuild_diff(
         description,
         count,
         examples,
-        hint,
+        fix,
         fault: !NOTICES.contains(&name),
     })
 }

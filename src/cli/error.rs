@@ -4,6 +4,7 @@
 //! (Exit codes and JSON kinds are the library's classification, [`Error::exit_code`]
 //! and [`Error::kind`], shared with programs that use it.)
 
+use crate::config::{ConfigError, NextStep};
 use crate::db::DbError;
 use crate::Error;
 
@@ -16,6 +17,20 @@ pub fn hint(e: &Error) -> Option<String> {
     }
     if let Error::Db(DbError::Locked { .. } | DbError::TableLocked { .. }) = e {
         return Some("try again later, or drop --no-wait to wait for it".into());
+    }
+    if let Error::MassDelete { .. } = e {
+        return Some("if the source really lost them, rerun with --allow-mass-delete".into());
+    }
+    if let Error::Config(ConfigError::NeedsStep { step, .. }) = e {
+        return Some(
+            match step {
+                NextStep::AcceptConfigChange => "to migrate, rerun with `dimlog run --accept-config-change`",
+                NextStep::RebuildThenFullRefresh => {
+                    "after the migration above: `dimlog rebuild`, then `dimlog run --full-refresh`"
+                }
+            }
+            .into(),
+        );
     }
     let Error::Assign(e) = e else { return None };
     Some(

@@ -15,6 +15,7 @@ mod new;
 mod output;
 mod rebuild;
 mod run;
+mod scaffold;
 mod status;
 mod verify;
 

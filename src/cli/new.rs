@@ -1,10 +1,10 @@
 //! `dimlog new`: writes a starter config guessed from the source table.
 
 use super::{GlobalArgs, Output};
+use crate::cli::scaffold::{self, Request};
 use crate::config::{ConfigError, DbUrl};
 use crate::db::{Access, Conn, DbError};
 use crate::ident::Ident;
-use crate::scaffold::{self, Request};
 use crate::Error;
 use std::path::{Path, PathBuf};
 

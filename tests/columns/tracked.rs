@@ -117,14 +117,15 @@ async fn adding_a_tracked_column_to_a_loaded_dimension(mut fx: Fixture) {
 
     fx.set_setting("columns", r#"["email", "tier", "country"]"#);
     let message = refused(&mut fx, upper("2026-03-02T13:00:00Z")).await;
-    for needle in ["track.columns", "country", "--accept-config-change"] {
+    for needle in ["track.columns", "country", "a run that accepts the change"] {
         assert!(message.contains(needle), "{needle:?} missing from: {message}");
     }
     let out = fx.cli(&["run", "--upper", "2026-03-02T13:00:00Z"]);
     assert_eq!(out.status.code(), Some(2), "stderr: {}", text(&out.stderr));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("country") && stderr.contains("--accept-config-change"),
+        stderr.contains("country")
+            && stderr.contains("hint: to migrate, rerun with `dimlog run --accept-config-change`"),
         "{stderr}"
     );
     assert_eq!(
@@ -214,7 +215,7 @@ async fn removing_a_tracked_column_keeps_its_history(mut fx: Fixture) {
     fx.set_setting("columns", r#"["email", "tier"]"#);
     let message = refused(&mut fx, upper("2026-03-02T13:00:00Z")).await;
     assert!(
-        message.contains("removed: country") && message.contains("--accept-config-change"),
+        message.contains("removed: country") && message.contains("a run that accepts the change"),
         "{message}"
     );
     let r = fx.run_with(accepting("2026-03-02T13:00:00Z")).await;
@@ -307,7 +308,7 @@ async fn retyping_a_source_column_names_the_migration(mut fx: Fixture) {
             format!(
                 "UPDATE dimlog_dimensions SET column_types = replace(column_types, '[\"tier\",\"{old}\"]', '[\"tier\",\"{new}\"]') WHERE dimension = 'customer'"
             ),
-            "dimlog run --full-refresh".to_string(),
+            "rebuild the dimension from the log and load with a full refresh".to_string(),
         ];
         for needle in expected {
             assert!(message.contains(&needle), "{needle:?} missing from: {message}");
@@ -320,6 +321,9 @@ async fn retyping_a_source_column_names_the_migration(mut fx: Fixture) {
     let out = fx.cli(&["run", "--upper", "2026-03-02T11:00:00Z"]);
     assert_eq!(out.status.code(), Some(2), "stderr: {}", text(&out.stderr));
     assert!(text(&out.stderr).contains("`tier`"), "{}", text(&out.stderr));
+    // The library says what to do; the command line names the commands that do it.
+    let hint = "hint: after the migration above: `dimlog rebuild`, then `dimlog run --full-refresh`";
+    assert!(text(&out.stderr).contains(hint), "{}", text(&out.stderr));
     assert_eq!(fx.log().await, log, "nothing was committed");
     assert_eq!(fx.dimension().await, dimension, "nothing was committed");
     assert_eq!(fx.target_query(record_sql).await, record, "nothing was committed");

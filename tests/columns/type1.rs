@@ -294,12 +294,17 @@ async fn adding_type1_and_current_columns_later_opens_no_version(mut fx: Fixture
         ..RunOptions::incremental()
     };
     match fx.try_run_with(upper.clone()).await {
-        Err(e @ dimlog::Error::Config(_)) => {
+        Err(
+            e @ dimlog::Error::Config(dimlog::config::ConfigError::NeedsStep {
+                step: dimlog::config::NextStep::AcceptConfigChange,
+                ..
+            }),
+        ) => {
             let message = e.to_string();
             assert!(
                 message.contains("track.type1 added: name")
                     && message.contains("track.current_columns added: tier")
-                    && message.contains("--accept-config-change"),
+                    && message.contains("a run that accepts the change"),
                 "{message}"
             );
         }

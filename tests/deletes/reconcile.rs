@@ -70,14 +70,19 @@ async fn emptied_source_trips_the_mass_delete_guard(mut fx: Fixture) {
     assert_eq!((*would_close, *live), (5, 5));
     assert_eq!(e.exit_code(), 1);
     let message = e.to_string();
-    for needle in ["close 5 of 5 live keys", "--allow-mass-delete", "nothing was committed"] {
+    for needle in [
+        "close 5 of 5 live keys",
+        "allow the mass delete for one run",
+        "nothing was committed",
+    ] {
         assert!(message.contains(needle), "{needle:?} missing from: {message}");
     }
     let out = fx.cli(&["run", "--upper", "2026-03-02T11:00:00Z"]);
     assert_eq!(out.status.code(), Some(1), "stderr: {}", text(&out.stderr));
     let stderr = text(&out.stderr);
     assert!(
-        stderr.contains("5 of 5") && stderr.contains("--allow-mass-delete"),
+        stderr.contains("5 of 5")
+            && stderr.contains("hint: if the source really lost them, rerun with --allow-mass-delete"),
         "{stderr}"
     );
     assert_eq!(fx.log().await, log, "nothing was committed");
@@ -88,7 +93,9 @@ async fn emptied_source_trips_the_mass_delete_guard(mut fx: Fixture) {
     for r in &runs[1..] {
         assert_eq!(r["status"].as_deref(), Some("failed"));
         assert!(
-            r["error"].as_deref().is_some_and(|e| e.contains("--allow-mass-delete")),
+            r["error"]
+                .as_deref()
+                .is_some_and(|e| e.contains("allow the mass delete")),
             "{r:?}"
         );
     }

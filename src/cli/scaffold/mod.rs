@@ -29,7 +29,6 @@ use crate::ident::Ident;
 use crate::Error;
 use serde::Serialize;
 
-pub use crate::config::PLACEHOLDER_PREFIX;
 pub use profile::profile;
 
 /// What the user asked for, with the URLs already in the form the file should hold.
