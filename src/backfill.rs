@@ -42,32 +42,66 @@ pub fn role(from: Micros, to: Micros) -> String {
     format!("backfill:{}/{}", from.to_text(), to.to_text())
 }
 
+/// A backfill's range or chunk size that cannot make chunks (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum BackfillError {
+    /// The range ends where or before it starts.
+    #[error("the range to backfill is empty: its end {to} is not after its start {from}")]
+    EmptyRange {
+        /// Its start.
+        from: Micros,
+        /// Its end.
+        to: Micros,
+    },
+    /// A chunk of no length.
+    #[error("a backfill's chunks must be longer than zero")]
+    NoChunkLength,
+    /// More chunks than [`MAX_CHUNKS`].
+    #[error(
+        "chunks of {} cut the range [{from}, {to}) into {count} chunks, more than {MAX_CHUNKS} (each is a run of its own); \
+         choose chunks of at least {}",
+        humantime::format_duration(std::time::Duration::from_micros(*chunk_micros as u64)),
+        humantime::format_duration(std::time::Duration::from_secs(*at_least_secs))
+    )]
+    TooManyChunks {
+        /// The range's start.
+        from: Micros,
+        /// The range's end.
+        to: Micros,
+        /// The chunk size asked for.
+        chunk_micros: i64,
+        /// The chunks it would make.
+        count: i64,
+        /// The smallest chunk, in whole seconds, that stays within the limit.
+        at_least_secs: u64,
+    },
+}
+
 /// The most chunks one backfill may have.
 pub const MAX_CHUNKS: i64 = 100_000;
 
 /// Splits `[from, to)` into chunks of `chunk_micros` (the last may be shorter); refuses
 /// more than [`MAX_CHUNKS`].
-pub fn chunks(from: Micros, to: Micros, chunk_micros: i64) -> Result<Vec<Chunk>, Error> {
+pub fn chunks(from: Micros, to: Micros, chunk_micros: i64) -> Result<Vec<Chunk>, BackfillError> {
     if to <= from {
-        return Err(Error::Usage(format!(
-            "the range to backfill is empty: its end {to} is not after its start {from}"
-        )));
+        return Err(BackfillError::EmptyRange { from, to });
     }
     if chunk_micros <= 0 {
-        return Err(Error::Usage("a backfill's chunks must be longer than zero".into()));
+        return Err(BackfillError::NoChunkLength);
     }
     // Each chunk is a run with its own record: a chunk size far too small for the range
     // (a microsecond for a month: 2.6 trillion chunks) is refused before any is made.
     let range = (to.0 - from.0) as u64;
     let count = range.div_ceil(chunk_micros as u64) as i64;
     if count > MAX_CHUNKS {
-        let at_least = range.div_ceil(MAX_CHUNKS as u64);
-        return Err(Error::Usage(format!(
-            "chunks of {} cut the range [{from}, {to}) into {count} chunks, more than {MAX_CHUNKS} (each is a run of its own); \
-             choose chunks of at least {}",
-            humantime::format_duration(std::time::Duration::from_micros(chunk_micros as u64)),
-            humantime::format_duration(std::time::Duration::from_secs(at_least.div_ceil(1_000_000)))
-        )));
+        return Err(BackfillError::TooManyChunks {
+            from,
+            to,
+            chunk_micros,
+            count,
+            at_least_secs: range.div_ceil(MAX_CHUNKS as u64).div_ceil(1_000_000),
+        });
     }
     let mut out = Vec::with_capacity(count as usize);
     let mut start = from;

@@ -229,7 +229,7 @@ impl Dimension {
                 expected,
                 given: key.len(),
             };
-            return Err(Error::Usage(e.to_string()));
+            return Err(e.into());
         }
         let key: Vec<String> = key.iter().map(|k| k.to_string()).collect();
         let mut session = Session::open_target(&self.plan, Access::QueryOnly).await?;

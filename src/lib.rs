@@ -130,10 +130,11 @@ pub mod ts;
 pub mod verify;
 
 // The errors inside [`Error`], by layer, and what they name.
+pub use backfill::BackfillError;
 pub use db::DbError;
 pub use dimension::Dimension;
 pub use extract::{ExtractError, WindowError};
-pub use lookup::{AssignError, FactColumn};
+pub use lookup::{AssignError, FactColumn, LookupError};
 pub use tables::{Missing, NotLoaded};
 
 /// Every way a dimlog command can fail, by layer; the CLI maps each to an exit code.
@@ -167,6 +168,12 @@ pub enum Error {
     /// it says so rather than create anything.
     #[error("{0}; run `dimlog run` to load it, or check `name` and `target.url` in the config")]
     NotLoaded(#[from] tables::NotLoaded),
+    /// A backfill's range or chunk size cannot make chunks (exit 2).
+    #[error(transparent)]
+    Backfill(#[from] backfill::BackfillError),
+    /// A lookup's key does not fit the dimension's natural key (exit 2).
+    #[error(transparent)]
+    Lookup(#[from] lookup::LookupError),
     /// `distribute` refused the dimension's tables (exit 2).
     #[error(transparent)]
     NotDistributable(#[from] tables::NotDistributable),
@@ -236,7 +243,12 @@ impl Error {
     /// The process exit code (spec section 4).
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Config(_) | Error::Usage(_) | Error::NotLoaded(_) | Error::NotDistributable(_) => 2,
+            Error::Config(_)
+            | Error::Usage(_)
+            | Error::Backfill(_)
+            | Error::Lookup(_)
+            | Error::NotLoaded(_)
+            | Error::NotDistributable(_) => 2,
             // Like the other refusals of a damaged log (config errors naming target.log).
             Error::Db(db::DbError::LogLostVersions(_)) => 2,
             Error::Db(db::DbError::MixedLayout(_)) => 2,
@@ -257,7 +269,7 @@ impl Error {
         match self {
             Error::Config(_) | Error::Extract(extract::ExtractError::Config(_)) => "config",
             Error::Db(db::DbError::LogLostVersions(_)) => "config",
-            Error::Usage(_) => "usage",
+            Error::Usage(_) | Error::Backfill(_) | Error::Lookup(_) => "usage",
             Error::Extract(extract::ExtractError::Window(_)) => "window",
             Error::NotLoaded(_) => "not-loaded",
             Error::NotDistributable(_) | Error::Db(db::DbError::MixedLayout(_)) => "not-distributable",

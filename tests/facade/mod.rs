@@ -149,7 +149,10 @@ async fn init_run_change_run_then_status_lookup_and_verify_agree(mut fx: Fixture
     // A key spelled another way is the same key (07 is the integer 7).
     assert_eq!(sk(&dim, "01", "2026-03-03T09:00:00Z").await, Some(gold));
     match dim.lookup(&["1", "2"], at("2026-03-03T09:00:00Z")).await {
-        Err(e @ Error::Usage(_)) => assert!(e.to_string().contains("source.key"), "{e}"),
+        Err(e @ Error::Lookup(dimlog::LookupError::KeyParts { expected: 1, given: 2 })) => {
+            assert_eq!(e.exit_code(), 2);
+            assert!(e.to_string().contains("source.key"), "{e}");
+        }
         other => panic!("a key of two parts for a one-column key: {other:?}"),
     }
 
