@@ -9,7 +9,7 @@ use std::path::Path;
 
 /// Layers, lowest first; modules of one layer never use each other.
 const LAYERS: &[&[&str]] = &[
-    &["ident", "ts", "secret", "failpoint"],
+    &["ident", "ts", "secret", "failpoint", "interrupt"],
     &["db"],
     &["config", "hash", "layout"],
     &["rights", "context"],

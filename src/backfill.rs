@@ -137,7 +137,8 @@ pub async fn chunk_states(
         };
         match r[2].as_deref() {
             Some("succeeded") => states[i] = ChunkState::Committed,
-            Some("failed") if states[i] != ChunkState::Committed => states[i] = ChunkState::Failed,
+            // An interrupted chunk rolled back, as a failed one did: `--only-failed` reruns it.
+            Some("failed" | "interrupted") if states[i] != ChunkState::Committed => states[i] = ChunkState::Failed,
             _ => {}
         }
     }
@@ -193,6 +194,9 @@ pub struct BackfillOptions {
     pub wait: bool,
     /// Failpoint for tests.
     pub failpoint: Option<String>,
+    /// Stops the backfill when fired: the chunk in progress rolls back (recorded as
+    /// interrupted), the ones before it stay committed, none after it runs.
+    pub interrupt: Option<crate::interrupt::Interrupt>,
 }
 
 /// Refuses a backfill that ends after the source's clock
@@ -273,12 +277,20 @@ pub async fn run(
             }),
             wait: opts.wait,
             failpoint: opts.failpoint.clone(),
+            interrupt: opts.interrupt.clone(),
             ..RunOptions::incremental()
         };
         match pipeline::run(session, plan, &run_opts, observer).await {
             Ok(report) => {
                 outcome.outcome = "committed".into();
                 outcome.report = Some(report);
+            }
+            Err(Error::Interrupted { .. }) => {
+                let committed = outcomes
+                    .iter()
+                    .filter(|o: &&ChunkOutcome| o.outcome == "committed")
+                    .count();
+                return Err(Error::Interrupted { committed });
             }
             Err(e) => {
                 outcome.outcome = "failed".into();

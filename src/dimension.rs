@@ -145,6 +145,7 @@ impl Dimension {
             fail_fast: false,
             wait: true,
             failpoint: None,
+            interrupt: None,
         };
         self.backfill_with(&options).await
     }

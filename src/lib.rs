@@ -97,6 +97,7 @@ pub mod hash;
 pub mod ident;
 #[doc(hidden)]
 pub mod inspect;
+pub mod interrupt;
 #[doc(hidden)]
 pub mod layout;
 #[doc(hidden)]
@@ -177,6 +178,17 @@ pub enum Error {
     /// `distribute` refused the dimension's tables (exit 2).
     #[error(transparent)]
     NotDistributable(#[from] tables::NotDistributable),
+    /// An [`interrupt::Interrupt`] stopped the command: the work in progress was rolled
+    /// back (exit 130, as a shell reports a process stopped by SIGINT).
+    #[error("{}", if *committed == 0 {
+        "interrupted: nothing committed".to_string()
+    } else {
+        format!("interrupted: the work in progress was rolled back; {committed} chunk(s) before it had committed")
+    })]
+    Interrupted {
+        /// Units of work that had committed before (a backfill's chunks); 0 for a run.
+        committed: usize,
+    },
     /// A failpoint fired (tests only).
     #[error("failpoint {0} fired; nothing after it was committed")]
     Failpoint(&'static str),
@@ -254,6 +266,7 @@ impl Error {
             Error::Db(db::DbError::MixedLayout(_)) => 2,
             Error::Extract(extract::ExtractError::Config(_) | extract::ExtractError::Window(_)) => 2,
             Error::Discrepancy(_) => 3,
+            Error::Interrupted { .. } => 130,
             Error::Assign(e) => match e.as_ref() {
                 lookup::AssignError::Db(_)
                 | lookup::AssignError::BadTimestamps { .. }
@@ -284,6 +297,7 @@ impl Error {
             Error::Extract(_) => "source",
             Error::MassDelete { .. } => "mass-delete",
             Error::Failpoint(_) => "failpoint",
+            Error::Interrupted { .. } => "interrupted",
             Error::Discrepancy(_) => "discrepancy",
             Error::Unknown(_) => "unknown-member",
             Error::Assign(e) => match e.as_ref() {

@@ -17,6 +17,7 @@ use crate::tables::{self, SqlContext};
 use crate::ts::Micros;
 use crate::{dedupe, detect, failpoint, log, rebuild, reconcile, rights, stage, Error};
 use serde::Serialize;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Receives progress; the CLI draws bars, the library never prints.
 pub trait Observer: Send + Sync {
@@ -55,6 +56,9 @@ pub struct RunOptions {
     pub failpoint: Option<String>,
     /// Migrate to changed column sets (never done silently).
     pub accept_config_change: bool,
+    /// Stops the run when fired: it rolls back, is recorded as `interrupted`, and
+    /// returns [`Error::Interrupted`].
+    pub interrupt: Option<crate::interrupt::Interrupt>,
 }
 
 impl RunOptions {
@@ -71,6 +75,7 @@ impl RunOptions {
             wait: true,
             failpoint: None,
             accept_config_change: false,
+            interrupt: None,
         }
     }
 }
@@ -215,6 +220,20 @@ impl Session {
             }
         }
         Ok(replaced)
+    }
+
+    /// Closes the target's connection and opens a new one the same way, for a connection
+    /// whose state is unknown (work dropped mid-statement): its transaction is rolled back
+    /// and its lock released by the database.
+    pub async fn replace_target(&mut self, plan: &Plan) -> Result<(), Error> {
+        if self.deferred.is_none() {
+            let fresh = open_target(plan, self.target_access, self.target_need).await?;
+            let old = std::mem::replace(&mut self.target, fresh);
+            // Dropped, not closed politely: a polite close would wait for the statement.
+            drop(old);
+            self.lock_lost = true;
+        }
+        Ok(())
     }
 
     /// Runs `work` holding the dimension's lock ([`state::lock`]; `wait` for it, else a
@@ -542,6 +561,11 @@ fn now() -> Micros {
 }
 
 /// Runs one load: takes the lock, creates the tables if needed, loads, commits.
+///
+/// A fired [`RunOptions::interrupt`] stops it wherever it is until its commit is sent:
+/// the load is dropped (mid-statement, perhaps), the statement the target runs is
+/// cancelled, the transaction rolled back and the lock released, and the run is recorded
+/// as `interrupted` ([`Error::Interrupted`]). From the commit on, it finishes.
 pub async fn run(
     session: &mut Session,
     plan: &Plan,
@@ -549,6 +573,62 @@ pub async fn run(
     observer: &dyn Observer,
 ) -> Result<RunReport, Error> {
     let started = now();
+    let mut bounds = RunBounds::default();
+    let committing = AtomicBool::new(false);
+    let running = run_to_the_end(session, plan, opts, observer, started, &mut bounds, &committing);
+    let Some(interrupt) = &opts.interrupt else {
+        return running.await;
+    };
+    let _answering = interrupt.answering();
+    let outcome = tokio::select! {
+        outcome = running => Some(outcome),
+        () = async {
+            interrupt.fired().await;
+            if committing.load(Ordering::SeqCst) {
+                std::future::pending::<()>().await;
+            }
+        } => None,
+    };
+    if let Some(outcome) = outcome {
+        return outcome;
+    }
+    observer.phase("interrupted: rolling back");
+    // The dropped load may have left the connection mid-statement: it is cancelled, then
+    // closed (the database rolls its transaction back and frees the lock with it), and
+    // the run is recorded on a new connection.
+    session.target.cancel_running(&plan.target.url).await;
+    if let Err(e) = session.replace_target(plan).await {
+        tracing::warn!("could not connect again to record the interrupted run: {e}");
+        return Err(Error::Interrupted { committed: 0 });
+    }
+    let e = Error::Interrupted { committed: 0 };
+    if !opts.dry_run {
+        let recorded = state::record_failure(
+            &mut session.target,
+            plan,
+            (opts.kind, &opts.role),
+            bounds,
+            started,
+            (true, &e.to_string()),
+        )
+        .await;
+        if let Err(failed) = recorded {
+            tracing::warn!("could not record the interrupted run: {failed}");
+        }
+    }
+    Err(e)
+}
+
+/// [`run`], unless interrupted.
+async fn run_to_the_end(
+    session: &mut Session,
+    plan: &Plan,
+    opts: &RunOptions,
+    observer: &dyn Observer,
+    started: Micros,
+    bounds: &mut RunBounds,
+    committing: &AtomicBool,
+) -> Result<RunReport, Error> {
     session
         .under_lock(plan, opts.wait, async |session: &mut Session| {
             // The window is checked before anything is written, the tables included: a run
@@ -640,19 +720,18 @@ pub async fn run(
             } else {
                 false
             };
-            let mut bounds = RunBounds::default();
-            match load(
+            let loaded = load(
                 session,
                 plan,
                 opts,
                 observer,
                 (started, source_clock, first_window_checked),
-                &mut bounds,
+                bounds,
                 migration.as_ref(),
-                in_transaction,
+                (in_transaction, committing),
             )
-            .await
-            {
+            .await;
+            match loaded {
                 Ok(report) => Ok(report),
                 Err(e) => {
                     session.target.rollback().await;
@@ -672,11 +751,10 @@ pub async fn run(
                             let recorded = state::record_failure(
                                 &mut session.target,
                                 plan,
-                                opts.kind,
-                                &opts.role,
-                                bounds,
+                                (opts.kind, &opts.role),
+                                *bounds,
                                 started,
-                                &failure,
+                                (false, &failure),
                             )
                             .await
                             .is_ok();
@@ -713,7 +791,9 @@ async fn load(
     (started, source_clock, first_window_checked): (Micros, Option<Micros>, bool),
     bounds: &mut RunBounds,
     migration: Option<&(tables::DimensionRecord, tables::ConfigChange)>,
-    in_transaction: bool,
+    // Whether the target's transaction is open already, and the flag set when the commit
+    // is about to be sent (an interrupt no longer stops the load from there).
+    (in_transaction, committing): (bool, &AtomicBool),
 ) -> Result<RunReport, Error> {
     let fp = opts.failpoint.as_deref();
     let watermark_before = state::watermark(&mut session.target, plan, &opts.role).await?;
@@ -864,6 +944,7 @@ async fn load(
         state::finish_run(&mut session.target, run_id, *bounds, &counts, finished_at).await?;
     }
     failpoint::check(fp, "before_commit").await?;
+    committing.store(true, Ordering::SeqCst);
     if opts.dry_run {
         session.target.rollback().await;
     } else {

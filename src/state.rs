@@ -210,17 +210,17 @@ pub async fn finish_run(
     Ok(())
 }
 
-/// Records a failed run in its own transaction, after the rollback; returns its run_id.
-#[allow(clippy::too_many_arguments)]
+/// Records a failed run (status `failed`, or `interrupted` when something from outside
+/// stopped it) in its own transaction, after the rollback; returns its run_id.
 pub async fn record_failure(
     conn: &mut Conn,
     plan: &Plan,
-    kind: RunKind,
-    role: &str,
+    (kind, role): (RunKind, &str),
     bounds: RunBounds,
     started: Micros,
-    error: &str,
+    (interrupted, error): (bool, &str),
 ) -> Result<i64, DbError> {
+    let status = if interrupted { "interrupted" } else { "failed" };
     let sql = sql::statement(conn.backend(), "state", "run_failed", &empty())?;
     let id = conn
         .query_count(
@@ -235,6 +235,7 @@ pub async fn record_failure(
                 Param::Ts(started),
                 Param::Ts(Micros::from_utc(chrono::Utc::now())),
                 Param::Text(error.into()),
+                Param::Text(status.into()),
             ],
         )
         .await?;

@@ -225,6 +225,7 @@ async fn do_job(job: Job) -> ChildResult {
                 fail_fast: true,
                 wait: true,
                 failpoint: None,
+                interrupt: None,
             };
             let outcomes = backfill::run(&mut session, &plan, &opts, &phases)
                 .await

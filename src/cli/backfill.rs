@@ -140,6 +140,7 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
         fail_fast: args.fail_fast,
         wait: !args.no_wait,
         failpoint: failpoint_from_env(),
+        interrupt: Some(global.interrupt.clone()),
     };
     let outcomes = backfill::run(&mut session, &plan, &opts, &observer).await;
     session.close().await;

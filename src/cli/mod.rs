@@ -61,6 +61,9 @@ pub struct GlobalArgs {
     /// Only errors.
     #[arg(short, long, global = true)]
     pub quiet: bool,
+    /// Fired on SIGINT or SIGTERM (see [`main_with`]).
+    #[arg(skip)]
+    pub interrupt: crate::interrupt::Interrupt,
 }
 
 /// The commands.
@@ -159,26 +162,75 @@ fn init_tracing(global: &GlobalArgs) {
         .try_init();
 }
 
+/// Fires `interrupt` on the first SIGINT or SIGTERM; on a second one, exits at once
+/// (status 130) without waiting for the rollback: the database still rolls back what was
+/// not committed when the connection closes.
+async fn fire_on_signals(interrupt: crate::interrupt::Interrupt) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        return;
+    };
+    for _ in 0..2 {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        if interrupt.is_fired() {
+            output::eprint_line("error", "interrupted again: exiting without waiting for the rollback");
+            std::process::exit(130);
+        }
+        tracing::info!("interrupted: rolling back");
+        interrupt.fire();
+    }
+}
+
 /// Runs the command line and returns the exit code.
 pub async fn main_with(cli: Cli) -> i32 {
     init_tracing(&cli.global);
     let out = Output::new(cli.global.json).quiet(cli.global.quiet);
-    let result = match cli.command {
-        Command::Init(a) => init::run(&cli.global, a, &out).await,
-        Command::Run(a) => run::run(&cli.global, a, &out).await,
-        Command::Backfill(a) => backfill::run(&cli.global, a, &out).await,
-        Command::Rebuild(a) => rebuild::run(&cli.global, a, &out).await,
-        Command::Distribute(a) => distribute::run(&cli.global, a, &out).await,
-        Command::Lookup(a) => lookup::run_lookup(&cli.global, a, &out).await,
-        Command::AssignKeys(a) => lookup::run_assign(&cli.global, a, &out).await,
-        Command::History(a) => history::run(&cli.global, a, &out).await,
-        Command::Status(a) => status::run(&cli.global, a, &out).await,
-        Command::Verify(a) => verify::run(&cli.global, a, &out).await,
-        Command::Demo(a) => demo::run(&cli.global, a, &out).await,
-        Command::New(a) => new::run(&cli.global, a, &out).await,
-        Command::Completions(a) => completions::run(a, &out),
-        Command::Man(a) => man::run(&cli.global, a, &out),
+    let interrupt = cli.global.interrupt.clone();
+    let signals = tokio::spawn(fire_on_signals(interrupt.clone()));
+    let command = async {
+        match cli.command {
+            Command::Init(a) => init::run(&cli.global, a, &out).await,
+            Command::Run(a) => run::run(&cli.global, a, &out).await,
+            Command::Backfill(a) => backfill::run(&cli.global, a, &out).await,
+            Command::Rebuild(a) => rebuild::run(&cli.global, a, &out).await,
+            Command::Distribute(a) => distribute::run(&cli.global, a, &out).await,
+            Command::Lookup(a) => lookup::run_lookup(&cli.global, a, &out).await,
+            Command::AssignKeys(a) => lookup::run_assign(&cli.global, a, &out).await,
+            Command::History(a) => history::run(&cli.global, a, &out).await,
+            Command::Status(a) => status::run(&cli.global, a, &out).await,
+            Command::Verify(a) => verify::run(&cli.global, a, &out).await,
+            Command::Demo(a) => demo::run(&cli.global, a, &out).await,
+            Command::New(a) => new::run(&cli.global, a, &out).await,
+            Command::Completions(a) => completions::run(a, &out),
+            Command::Man(a) => man::run(&cli.global, a, &out),
+        }
     };
+    // A run in progress answers an interrupt itself (it rolls back and records itself as
+    // interrupted; `run` and `backfill` then report it): that answer is awaited. Any other
+    // work is dropped where it is, which closes its connections, and the database rolls
+    // back what they had not committed.
+    let result = tokio::select! {
+        biased;
+        result = command => result,
+        () = async {
+            interrupt.fired().await;
+            loop {
+                while interrupt.is_answered() {
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+                // The command reports the answer: a moment to do so (or to start a run
+                // that answers at once, between a backfill's chunks).
+                tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+                if !interrupt.is_answered() {
+                    break;
+                }
+            }
+        } => Err(Error::Interrupted { committed: 0 }),
+    };
+    signals.abort();
     match result {
         Ok(code) => code,
         Err(e) => {

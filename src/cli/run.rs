@@ -57,6 +57,7 @@ pub async fn run(global: &GlobalArgs, args: RunArgs, out: &Output) -> Result<i32
         wait: !args.no_wait,
         failpoint: failpoint_from_env(),
         accept_config_change: args.accept_config_change,
+        interrupt: Some(global.interrupt.clone()),
         ..RunOptions::incremental()
     };
     let progress = out.progress();

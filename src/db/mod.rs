@@ -334,7 +334,8 @@ impl Conn {
                 Ok(c) => {
                     let mut c = postgres::PgConn::new(c);
                     match citus::detect(&mut c).await {
-                        Ok(found) => {
+                        Ok((found, pid)) => {
+                            c.backend_pid = pid;
                             c.citus = found.then_some(citus::Cluster {
                                 active: true,
                                 staging: None,
@@ -494,6 +495,19 @@ impl Conn {
                 self.execute_script("setting the lock wait", &format!("PRAGMA busy_timeout = {ms}"))
                     .await
             }
+        }
+    }
+
+    /// Cancels the statement this connection's server session is running, if any, so
+    /// that what follows (a rollback) need not wait for it to end: PostgreSQL's cancel,
+    /// sent from a second connection to `url`, as psql's Ctrl-C does. SQLite runs its
+    /// statements in this process: the one running finishes first.
+    pub async fn cancel_running(&self, url: &DbUrl) {
+        if let Conn::Postgres(postgres::PgConn {
+            backend_pid: Some(pid), ..
+        }) = self
+        {
+            postgres::cancel(url, *pid).await;
         }
     }
 

@@ -31,6 +31,7 @@ async fn backfill(fx: &Fixture, from: &str, to: &str, chunk: &str) -> Vec<ChunkO
         fail_fast: false,
         wait: true,
         failpoint: None,
+        interrupt: None,
     };
     backfill::run(&mut session, &plan, &opts, &Silent)
         .await

@@ -134,6 +134,28 @@ impl Held {
         matches!(self.child.as_mut().map(|c| c.try_wait()), Some(Ok(None)))
     }
 
+    /// Sends `signal` (`INT`, `TERM`, …) and waits (at most `limit`) for the process to
+    /// exit; its status and all it wrote to stderr. Panics if it is still running then.
+    pub fn signal(mut self, signal: &str, limit: Duration) -> (ExitStatus, String) {
+        let pid = self.pid().to_string();
+        let sent = Command::new("kill").args(["-s", signal, &pid]).status().expect("kill");
+        assert!(sent.success(), "kill -s {signal} {pid} failed");
+        let deadline = Instant::now() + limit;
+        let child = self.child.as_mut().expect("running");
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                self.child = None;
+                return (status, self.stderr_text());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still running {limit:?} after SIG{signal}:\n{}",
+                self.stderr_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILL, then reap it.
     pub fn kill(mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");

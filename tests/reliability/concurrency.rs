@@ -246,6 +246,7 @@ fn backfill_options() -> BackfillOptions {
         fail_fast: false,
         wait: true,
         failpoint: None,
+        interrupt: None,
     }
 }
 

@@ -10,6 +10,8 @@ mod closed_pipes;
 mod concurrency;
 mod config_names;
 mod edges;
+#[cfg(feature = "failpoints")]
+mod interrupt;
 mod late_commit;
 mod model;
 mod no_create;

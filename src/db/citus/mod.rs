@@ -57,10 +57,14 @@ pub struct Cluster {
     pub staging: Option<Box<Staging>>,
 }
 
-/// Whether the server has the `citus` extension.
-pub async fn detect(c: &mut PgConnection) -> Result<bool, sqlx::Error> {
-    let rows = postgres::query_text(c, "SELECT extname::text FROM pg_extension WHERE extname = 'citus'", &[]).await?;
-    Ok(!rows.is_empty())
+/// Whether the server has the `citus` extension, and the session's process id.
+pub async fn detect(c: &mut PgConnection) -> Result<(bool, Option<i32>), sqlx::Error> {
+    // The session's process id comes in the same round trip: a run cancels its running
+    // statement by it when interrupted (`postgres::cancel`).
+    let sql = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')::text, pg_backend_pid()::text";
+    let rows = postgres::query_text(c, sql, &[]).await?;
+    let cell = |i: usize| rows.first().and_then(|r| r.get(i).cloned().flatten());
+    Ok((cell(0).as_deref() == Some("true"), cell(1).and_then(|p| p.parse().ok())))
 }
 
 /// The session tables of one dimension on a Citus coordinator.

@@ -23,6 +23,8 @@ pub struct PgConn {
     pub in_transaction: bool,
     /// Citus on this server, if it has the extension.
     pub citus: Option<crate::db::citus::Cluster>,
+    /// The server session's process id, to cancel its running statement by.
+    pub backend_pid: Option<i32>,
 }
 
 impl PgConn {
@@ -33,6 +35,7 @@ impl PgConn {
             state_schema: None,
             in_transaction: false,
             citus: None,
+            backend_pid: None,
         }
     }
 
@@ -227,6 +230,26 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<PgConnection, DbErro
     };
     c.execute("SET client_min_messages = warning").await.map_err(err)?;
     Ok(c)
+}
+
+/// Asks the server to cancel the statement session `pid` runs (errors only logged: at
+/// worst the rollback that follows waits for the statement to end).
+pub async fn cancel(url: &DbUrl, pid: i32) {
+    let cancelled = async {
+        let mut c = connect(url, Access::ReadOnly).await?;
+        let sql = "SELECT pg_cancel_backend($1::int)";
+        query_text(&mut c, sql, &[Param::I64(pid.into())])
+            .await
+            .map_err(|source| DbError::Query {
+                what: "cancelling the running statement".into(),
+                source,
+            })?;
+        let _ = sqlx::Connection::close(c).await;
+        Ok::<_, DbError>(())
+    };
+    if let Err(e) = cancelled.await {
+        tracing::debug!("could not cancel the running statement of session {pid}: {e}");
+    }
 }
 
 /// Whether connecting failed in the TLS handshake (the driver reports a certificate it

@@ -1,0 +1,210 @@
+//! A `dimlog run` stopped by SIGINT (Ctrl-C) or SIGTERM (issue 17): it rolls back, records
+//! the run as `interrupted`, says "interrupted: nothing committed" and exits 130; its lock
+//! is free at once, and the next run loads everything. On PostgreSQL a statement the run
+//! is waiting in is cancelled rather than waited for; a backfill keeps the chunks it
+//! committed before.
+
+use std::time::Duration;
+
+use dimlog::config::Backend;
+
+use super::cli;
+use crate::support::fixture::{on_both_backends, on_every_engine, Fixture};
+
+on_every_engine!(an_interrupted_run_rolls_back_and_says_so);
+on_both_backends!(an_interrupted_backfill_keeps_the_chunks_before_it);
+
+const UPPER: &str = "2026-03-02T10:00:00Z";
+
+/// A loaded dimension, then changes of every kind for the next run.
+async fn prepare(fx: &mut Fixture) {
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z'),
+             (2, 'bob@example.com', 'pro', 'DE', '2026-03-02T09:00:00Z'),
+             (3, 'cyd@example.com', 'pro', 'NL', '2026-03-02T09:20:00Z')",
+    )
+    .await;
+    fx.run("2026-03-02T09:30:00Z").await;
+    fx.exec(
+        "UPDATE src_customers SET tier = NULL, updated_at = '2026-03-02T09:40:00Z' WHERE customer_id = 1;
+         UPDATE src_customers SET is_deleted = true, updated_at = '2026-03-02T09:45:00Z' WHERE customer_id = 2;
+         INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+             (4, 'dee@example.com', '', 'LU', '2026-03-02T09:50:00Z')",
+    )
+    .await;
+}
+
+/// The status and error of the newest run record.
+async fn last_run(fx: &mut Fixture) -> (Option<String>, Option<String>) {
+    let runs = fx.runs().await.records();
+    let last = runs.last().expect("a run record").clone();
+    (last["status"].clone(), last["error"].clone())
+}
+
+async fn an_interrupted_run_rolls_back_and_says_so(mut fx: Fixture) {
+    prepare(&mut fx).await;
+    let before = (fx.log().await, fx.dimension().await, fx.state().await);
+    let config = fx.config_path();
+
+    // Interrupted while parked after the append (in its open transaction), by either signal.
+    for signal in ["INT", "TERM"] {
+        let held = cli::hold(&config, &["run", "--upper", UPPER], "after_append").await;
+        let (status, stderr) = held.signal(signal, Duration::from_secs(30));
+        assert_eq!(status.code(), Some(130), "SIG{signal}: {stderr}");
+        assert!(
+            stderr.contains("interrupted: nothing committed"),
+            "SIG{signal}: {stderr}"
+        );
+        assert_eq!(
+            (fx.log().await, fx.dimension().await, fx.state().await),
+            before,
+            "SIG{signal}: an interrupted run changed the target"
+        );
+        let (status, error) = last_run(&mut fx).await;
+        assert_eq!(status.as_deref(), Some("interrupted"), "SIG{signal}");
+        assert!(error.is_some_and(|e| e.contains("interrupted")), "SIG{signal}");
+        // Its lock went with it: a run that refuses to wait gets it.
+        let out = cli::run(&config, &["run", "--no-wait", "--dry-run", "--upper", UPPER]);
+        assert_eq!(
+            out.code,
+            Some(0),
+            "SIG{signal}: the lock outlived the interrupted run: {out:?}"
+        );
+    }
+
+    if fx.backend != Backend::Sqlite {
+        // Waiting in a statement (for a lock another session holds on the log), the run
+        // has its statement cancelled: it does not wait for that session to finish.
+        interrupted_in_a_statement(&mut fx).await;
+        assert_eq!(
+            (fx.log().await, fx.dimension().await, fx.state().await),
+            before,
+            "an interrupted run changed the target"
+        );
+    }
+
+    // The next run loads everything the interrupted ones had read.
+    let out = cli::run(&config, &["run", "--json", "--upper", UPPER]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let report: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("one JSON object");
+    assert_eq!(
+        (report["versions"].as_i64(), report["tombstones"].as_i64()),
+        (Some(2), Some(1)),
+        "{out:?}"
+    );
+    let statuses = fx.runs().await.values("status");
+    assert_eq!(
+        statuses.iter().filter(|s| s.as_deref() == Some("interrupted")).count(),
+        if fx.backend == Backend::Sqlite { 2 } else { 3 },
+        "{statuses:?}"
+    );
+    assert!(
+        !statuses.iter().any(|s| s.as_deref() == Some("running")),
+        "{statuses:?}"
+    );
+}
+
+/// A run blocked in its append (another session holds the log in EXCLUSIVE mode: reads
+/// go on, writes wait), then SIGINT: it exits 130 within seconds while that session still
+/// holds its lock, and records itself as interrupted.
+async fn interrupted_in_a_statement(fx: &mut Fixture) {
+    use sqlx::{Connection, Executor};
+    let runs_before = fx.runs().await.rows.len();
+    let mut blocker = sqlx::PgConnection::connect(&fx.target_url).await.expect("connect");
+    blocker.execute("BEGIN").await.expect("begin");
+    blocker
+        .execute("LOCK TABLE customer_versions IN EXCLUSIVE MODE")
+        .await
+        .expect("lock the log");
+    let mut child = cli::command(&fx.config_path())
+        .args(["run", "--upper", UPPER])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start dimlog");
+    // Until it waits for that lock.
+    let mut waiting = false;
+    for _ in 0..1500 {
+        let rows = fx
+            .target_query(
+                "SELECT count(*)::text FROM pg_stat_activity \
+                 WHERE application_name LIKE 'dimlog%' AND wait_event_type = 'Lock'",
+            )
+            .await;
+        if rows[0][0].as_deref() != Some("0") {
+            waiting = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(waiting, "the run never waited for the log's lock");
+    let started = std::time::Instant::now();
+    let sent = std::process::Command::new("kill")
+        .args(["-s", "INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the interrupted run waited for the statement it was in"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut stderr = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted: nothing committed"), "{stderr}");
+    assert_eq!(fx.runs().await.rows.len(), runs_before + 1, "{stderr}");
+    let (status, _) = last_run(fx).await;
+    assert_eq!(status.as_deref(), Some("interrupted"), "{stderr}");
+    blocker.execute("ROLLBACK").await.expect("rollback");
+    blocker.close().await.expect("close");
+}
+
+async fn an_interrupted_backfill_keeps_the_chunks_before_it(mut fx: Fixture) {
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'free', 'FR', '2026-03-01T09:00:00Z'),
+             (2, 'bob@example.com', 'pro', 'DE', '2026-03-02T09:00:00Z'),
+             (3, 'cyd@example.com', 'pro', 'NL', '2026-03-03T09:00:00Z')",
+    )
+    .await;
+    let config = fx.config_path();
+    let args = [
+        "backfill",
+        "--from",
+        "2026-03-01T00:00:00Z",
+        "--to",
+        "2026-03-04T00:00:00Z",
+        "--chunk",
+        "1d",
+    ];
+    // Every chunk parks at after_append; the first is interrupted there.
+    let held = cli::hold(&config, &args, "after_append").await;
+    let (status, stderr) = held.signal("INT", Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted: nothing committed"), "{stderr}");
+    assert_eq!(fx.count("customer_versions").await, 0);
+    let (status, _) = last_run(&mut fx).await;
+    assert_eq!(status.as_deref(), Some("interrupted"));
+
+    // `--only-failed` reruns the interrupted chunk, and only it.
+    let out = cli::run(&config, &[&args[..], &["--only-failed"]].concat());
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(fx.count("customer_versions").await, 1, "{out:?}");
+    // The rest, then: all three days, each once.
+    let out = cli::run(&config, &args);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(fx.count("customer_versions").await, 3, "{out:?}");
+}
