@@ -1,6 +1,4 @@
 {# Watermarks, run records, per-dimension metadata, and the dimension's lock. #}
--- statement: lock
-SELECT pg_advisory_lock($1)
 -- statement: try_lock
 SELECT pg_try_advisory_lock($1)::text
 {# The session holding a dimension's advisory lock ($1): pg_locks splits the 64-bit key

@@ -130,16 +130,8 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
     Ok(0)
 }
 
-/// A lag as a person reads it: its two largest units (`1157d 16h`, `3h 5m`, `42s`).
 fn lag_text(seconds: f64) -> String {
-    let s = seconds.max(0.0).round() as u64;
-    let (d, h, m, sec) = (s / 86_400, s % 86_400 / 3_600, s % 3_600 / 60, s % 60);
-    match (d, h, m) {
-        (0, 0, 0) => format!("{sec}s"),
-        (0, 0, _) => format!("{m}m {sec}s"),
-        (0, _, _) => format!("{h}h {m}m"),
-        _ => format!("{d}d {h}h"),
-    }
+    crate::ts::seconds_for_people(seconds)
 }
 
 #[cfg(test)]

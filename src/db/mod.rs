@@ -833,6 +833,9 @@ impl Conn {
     /// index lookups priced as on a cached or solid-state database, so that a run that
     /// touches 1% of the keys probes the log's key index instead of scanning the log.
     pub async fn begin(&mut self) -> Result<(), DbError> {
+        if let Conn::Sqlite(_) = self {
+            return self.begin_sqlite_write().await;
+        }
         let sql = match self {
             Conn::Sqlite(_) => "BEGIN IMMEDIATE",
             Conn::Postgres(_) => {
@@ -843,6 +846,35 @@ impl Conn {
         self.execute_script("begin transaction", sql).await?;
         self.note_transaction(true);
         Ok(())
+    }
+
+    /// SQLite's write transaction, which is the dimension's lock there: tried at once
+    /// first, so that a wait for another writer is reported before it starts (the wait
+    /// itself is SQLite's busy timeout, set by [`Conn::lock_dimension`]).
+    async fn begin_sqlite_write(&mut self) -> Result<(), DbError> {
+        let rows = self
+            .query_text("reading the lock wait", "PRAGMA busy_timeout", &[])
+            .await?;
+        let wait_ms: i64 = rows
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        if wait_ms > 0 {
+            self.execute_script("setting the lock wait", "PRAGMA busy_timeout = 0")
+                .await?;
+            let at_once = self.execute_script("begin transaction", "BEGIN IMMEDIATE").await;
+            self.execute_script("setting the lock wait", &format!("PRAGMA busy_timeout = {wait_ms}"))
+                .await?;
+            match at_once {
+                Ok(()) => return Ok(()),
+                Err(e) if e.is_busy() => tracing::warn!(
+                    "waiting for the lock of the target database file: another process is writing it (another dimlog run?)"
+                ),
+                Err(e) => return Err(e),
+            }
+        }
+        self.execute_script("begin transaction", "BEGIN IMMEDIATE").await
     }
 
     fn note_transaction(&mut self, open: bool) {

@@ -117,7 +117,6 @@ pub const ENGINE_SPECIFIC: &[(&str, &str, &[&str])] = &[
         "state",
         &[
             "current_schema",
-            "lock",
             "lock_holder",
             "lock_holders",
             "lock_no_wait",

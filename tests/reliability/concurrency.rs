@@ -16,6 +16,7 @@ use crate::support::fixture::{on_both_backends, ts, Fixture};
 on_both_backends!(
     two_runs_at_once_append_each_version_once,
     a_run_waits_for_the_lock,
+    a_waiting_run_says_what_it_waits_for,
     no_wait_exits_1_while_the_lock_is_held,
     a_backfill_with_no_wait_exits_1_while_the_lock_is_held,
 );
@@ -139,6 +140,53 @@ async fn a_run_waits_for_the_lock(mut fx: Fixture) {
         loads.iter().all(|l| *l == report.run_id.map(|id| id.to_string())),
         "{loads:?}"
     );
+}
+
+/// A run that waits for another's lock says so on stderr at once (on PostgreSQL, whose
+/// session holds it), instead of seeming to hang; it goes on when the lock is freed.
+async fn a_waiting_run_says_what_it_waits_for(mut fx: Fixture) {
+    load_source(&mut fx, 20).await;
+    let config = fx.config_path();
+    let held = cli::hold(&config, &["run", "--upper", UPPER], "after_extract").await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let stderr_path = dir.path().join("stderr");
+    let mut waiting = cli::command(&config)
+        .args(["run", "--upper", UPPER])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).expect("stderr file"))
+        .spawn()
+        .expect("start dimlog");
+    let expected = if fx.backend == dimlog::config::Backend::Postgres {
+        "waiting for the lock of dimension customer, held by another run (session "
+    } else {
+        "waiting for the lock of the target database file: another process is writing it"
+    };
+    let stderr = || std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !stderr().contains(expected) {
+        assert!(
+            waiting.try_wait().expect("try_wait").is_none(),
+            "the run ended without waiting:\n{}",
+            stderr()
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no word of the wait:\n{}",
+            stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    held.kill();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = waiting.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "still waiting:\n{}", stderr());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(status.success(), "{status}:\n{}", stderr());
+    assert_eq!(fx.count("customer_versions").await, 20);
 }
 
 async fn no_wait_exits_1_while_the_lock_is_held(mut fx: Fixture) {

@@ -16,22 +16,54 @@ fn lock_id(dimension: &str) -> i64 {
 /// Takes the lock, waiting for it when `wait`; else [`DbError::Locked`] naming who
 /// holds it.
 pub async fn lock(conn: &mut Conn, dimension: &str, wait: bool) -> Result<(), DbError> {
-    let id = Param::I64(lock_id(dimension));
-    if wait {
-        let sql = sql::statement(Backend::Postgres, "state", "lock", &empty())?;
-        conn.execute("waiting for the dimension's lock", &sql, &[id]).await?;
+    if try_lock(conn, dimension).await? {
         return Ok(());
     }
-    let sql = sql::statement(Backend::Postgres, "state", "try_lock", &empty())?;
-    let got = conn.query_text("taking the dimension's lock", &sql, &[id]).await?;
-    if got.first().and_then(|r| r.first().cloned().flatten()).as_deref() != Some("true") {
-        let holder = lock_holder(conn, dimension).await;
+    let holder = lock_holder(conn, dimension).await;
+    if !wait {
         return Err(DbError::Locked {
             dimension: dimension.to_string(),
             holder,
         });
     }
-    Ok(())
+    // Waited for by asking again, not in one blocking call, so that a long wait is
+    // reported while it lasts (a run that seems to hang is waiting for another).
+    tracing::warn!("waiting for the lock of dimension {dimension}, held by another run{holder}");
+    let started = std::time::Instant::now();
+    let mut next_report = REPORT_EVERY;
+    loop {
+        tokio::time::sleep(POLL).await;
+        if try_lock(conn, dimension).await? {
+            tracing::info!(
+                "took the lock of dimension {dimension} after waiting {}",
+                crate::ts::for_people(started.elapsed())
+            );
+            return Ok(());
+        }
+        if started.elapsed() >= next_report {
+            let holder = lock_holder(conn, dimension).await;
+            tracing::warn!(
+                "still waiting for the lock of dimension {dimension} ({} so far), held by another run{holder}",
+                crate::ts::for_people(started.elapsed())
+            );
+            next_report += REPORT_EVERY;
+        }
+    }
+}
+
+/// How often a waiting run asks for the lock again.
+const POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// How often a waiting run says it still waits.
+const REPORT_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Takes the lock if it is free; false if another session holds it.
+async fn try_lock(conn: &mut Conn, dimension: &str) -> Result<bool, DbError> {
+    let sql = sql::statement(Backend::Postgres, "state", "try_lock", &empty())?;
+    let got = conn
+        .query_text("taking the dimension's lock", &sql, &[Param::I64(lock_id(dimension))])
+        .await?;
+    Ok(got.first().and_then(|r| r.first().cloned().flatten()).as_deref() == Some("true"))
 }
 
 /// Releases the lock (errors ignored: the session's end releases it too).
