@@ -252,6 +252,19 @@ impl Error {
         }
     }
 
+    /// The database statement that failed, if that is what failed (`family/name`, e.g.
+    /// `rebuild/merge_touched`): the message says the step in words.
+    pub fn failed_step(&self) -> Option<&str> {
+        match self {
+            Error::Db(d) | Error::Extract(extract::ExtractError::Db(d)) => d.failed_step(),
+            Error::Assign(a) => match a.as_ref() {
+                lookup::AssignError::Db(d) => d.failed_step(),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// The process exit code (spec section 4).
     pub fn exit_code(&self) -> i32 {
         match self {

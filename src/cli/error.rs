@@ -18,6 +18,14 @@ pub fn hint(e: &Error) -> Option<String> {
     if let Error::Db(DbError::Locked { .. } | DbError::TableLocked { .. }) = e {
         return Some("try again later, or drop --no-wait to wait for it".into());
     }
+    if e.failed_step().is_some() && names_a_missing_column(e) {
+        return Some(
+            "a column dimlog reads or writes is missing (dropped or renamed by hand?): `dimlog verify` names what differs \
+             from what dimlog made. The dimension's: `dimlog rebuild` makes it again from the log (columns you added stay). \
+             The log's: rename it back, or restore the log from a backup"
+                .into(),
+        );
+    }
     if let Error::MassDelete { .. } = e {
         return Some("if the source really lost them, rerun with --allow-mass-delete".into());
     }
@@ -66,6 +74,19 @@ pub fn hint(e: &Error) -> Option<String> {
         }
         .to_string(),
     )
+}
+
+/// Whether the database said a column does not exist (PostgreSQL's SQLSTATE 42703,
+/// SQLite's "no such column"), anywhere in the error's chain.
+fn names_a_missing_column(e: &Error) -> bool {
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cur {
+        if let Some(sqlx::Error::Database(db)) = c.downcast_ref::<sqlx::Error>() {
+            return db.code().as_deref() == Some("42703") || db.message().starts_with("no such column");
+        }
+        cur = c.source();
+    }
+    false
 }
 
 /// The right a PostgreSQL role lacks, in user terms, when a statement was refused for

@@ -73,8 +73,14 @@ impl Output {
             if let Some(h) = &hint {
                 error["hint"] = h.as_str().into();
             }
+            if let Some(step) = e.failed_step() {
+                error["step"] = step.into();
+            }
             self.print_json(&serde_json::json!({ "error": error }));
         } else {
+            if let Some(step) = e.failed_step() {
+                tracing::info!("the statement that failed: {step}");
+            }
             eprint_line("error", &e.to_string());
             if let Some(h) = hint {
                 eprint_line("hint", &h);

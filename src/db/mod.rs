@@ -82,10 +82,11 @@ pub enum DbError {
         /// The file's path.
         path: std::path::PathBuf,
     },
-    /// A statement failed.
-    #[error("{what} failed: {source}")]
+    /// A statement failed. Said in the user's terms (which step of the work); the
+    /// statement itself is [`DbError::failed_step`].
+    #[error("{} failed: {}", step_for_people(what), without_aliases(&source.to_string()))]
     Query {
-        /// The statement family, e.g. `log/append`.
+        /// What was being done, or the statement (`family/name`, e.g. `log/append`).
         what: String,
         /// Driver error.
         source: sqlx::Error,
@@ -191,6 +192,15 @@ pub enum DbError {
 impl DbError {
     /// Whether the database refused because another connection holds a lock it would
     /// need (SQLite's `SQLITE_BUSY`, from the driver's code).
+    /// The statement that failed (`family/name`, e.g. `rebuild/merge_touched`), for logs
+    /// and machine-readable output; its message says the step in words.
+    pub fn failed_step(&self) -> Option<&str> {
+        match self {
+            DbError::Query { what, .. } if is_statement_name(what) => Some(what),
+            _ => None,
+        }
+    }
+
     pub fn is_busy(&self) -> bool {
         match self {
             DbError::Query {
@@ -249,6 +259,63 @@ pub enum Conn {
     Sqlite(sqlx::SqliteConnection),
     /// PostgreSQL server.
     Postgres(postgres::PgConn),
+}
+
+/// Whether `what` names a statement (`family/name`) rather than saying what was done.
+fn is_statement_name(what: &str) -> bool {
+    what.split_once('/')
+        .is_some_and(|(f, n)| !f.is_empty() && !n.is_empty() && !what.contains(' '))
+}
+
+/// A statement's step in the user's terms: the work its family does (the statement
+/// itself is kept apart, see [`DbError::failed_step`]); any other `what` as it is.
+fn step_for_people(what: &str) -> &str {
+    if !is_statement_name(what) {
+        return what;
+    }
+    match what.split('/').next().unwrap_or_default() {
+        "classify" => "comparing the load's rows with the log",
+        "log" => "appending to the log",
+        "rebuild" => "rebuilding the dimension",
+        "stage" => "staging the source's rows",
+        "dedupe" => "keeping one row per key and instant",
+        "reconcile" => "comparing the source's keys with the dimension's",
+        "verify" => "checking the dimension",
+        "tables" => "creating or checking the log and the dimension",
+        "init" => "creating dimlog's tables",
+        "state" => "reading or writing dimlog's state",
+        "extract" => "reading the source",
+        "lookup" => "looking up surrogate keys",
+        "inspect" => "reading the dimension's history",
+        "migrations" => "upgrading dimlog's tables",
+        _ => "a step of the work",
+    }
+}
+
+/// A database message without dimlog's table aliases (`dimlog_l.email` is the column
+/// `email`): the user named the column, not the alias.
+fn without_aliases(message: &str) -> String {
+    let mut out = String::with_capacity(message.len());
+    let mut rest = message;
+    while let Some(i) = rest.find("dimlog_") {
+        let tail = &rest[i + "dimlog_".len()..];
+        let alias_len = tail.chars().take_while(|c| c.is_ascii_lowercase()).count();
+        let is_alias = alias_len > 0 && alias_len <= 3 && tail[alias_len..].starts_with('.');
+        // An alias starts a word: dimlog's own table names are kept.
+        let starts_word = rest[..i]
+            .chars()
+            .last()
+            .is_none_or(|c| !c.is_alphanumeric() && c != '_');
+        out.push_str(&rest[..i]);
+        if is_alias && starts_word {
+            rest = &tail[alias_len + 1..];
+        } else {
+            out.push_str("dimlog_");
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// One row of a query over dimlog's own tables ([`Conn::query_records`]), read by
@@ -1078,4 +1145,41 @@ pub fn from_bytea_hex(text: &str) -> Option<Vec<u8>> {
         .step_by(2)
         .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{step_for_people, without_aliases, DbError};
+
+    #[test]
+    fn a_failed_statement_is_said_in_words_and_kept_apart() {
+        let e = DbError::Query {
+            what: "rebuild/merge_touched".into(),
+            source: sqlx::Error::Protocol("column dimlog_d.tier does not exist".into()),
+        };
+        let message = e.to_string();
+        assert!(message.starts_with("rebuilding the dimension failed: "), "{message}");
+        assert!(message.contains("column tier does not exist"), "{message}");
+        assert!(!message.contains("merge_touched"), "{message}");
+        assert_eq!(e.failed_step(), Some("rebuild/merge_touched"));
+        let said = DbError::Query {
+            what: "reading the watermark".into(),
+            source: sqlx::Error::Protocol("x".into()),
+        };
+        assert_eq!(said.failed_step(), None);
+        assert_eq!(step_for_people("reading the watermark"), "reading the watermark");
+    }
+
+    #[test]
+    fn only_aliases_are_taken_out_of_messages() {
+        assert_eq!(
+            without_aliases("column dimlog_l.email does not exist"),
+            "column email does not exist"
+        );
+        assert_eq!(
+            without_aliases("relation \"dimlog_runs\" does not exist; dimlog_stage.x"),
+            "relation \"dimlog_runs\" does not exist; dimlog_stage.x"
+        );
+        assert_eq!(without_aliases("my_dimlog_l.x dimlog_"), "my_dimlog_l.x dimlog_");
+    }
 }

@@ -10,6 +10,7 @@ mod closed_pipes;
 mod concurrency;
 mod config_names;
 mod edges;
+mod hand_edits;
 #[cfg(feature = "failpoints")]
 mod interrupt;
 mod late_commit;
