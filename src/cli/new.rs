@@ -169,6 +169,7 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
             "deleted_flag": generated.deleted_flag,
             "timezone": generated.timezone,
             "tracked_columns": generated.tracked,
+            "type1_columns": generated.type1,
             "skipped_columns": generated.skipped.iter().map(|(c, why)| serde_json::json!({"column": c, "reason": why})).collect::<Vec<_>>(),
             "todo": generated.todo,
             "ready": code == 0,
@@ -197,6 +198,15 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
     ));
     for (c, why) in &generated.skipped {
         out.note("note", &format!("`{c}` is not tracked: {why}"));
+    }
+    if !generated.type1.is_empty() {
+        out.note(
+            "note",
+            &format!(
+                "{} look like change times too: carried as Type 1 (track.type1), so that a touch that moves only them opens no version",
+                generated.type1.iter().map(|c| format!("`{c}`")).collect::<Vec<_>>().join(", ")
+            ),
+        );
     }
     if code == 0 {
         out.line(format!(

@@ -10,6 +10,7 @@ on_both_backends!(
     new_without_a_primary_key_uses_a_unique_id,
     new_without_a_key_leaves_a_todo,
     new_with_several_timestamps_asks_to_pick,
+    new_with_other_change_and_creation_times_says_what_it_did_with_them,
     new_on_a_timestamp_without_time_zone_asks_for_the_zone,
     new_picks_only_a_key_that_is_unique_in_the_data,
     new_with_odd_names_reads_them_renamed,
@@ -241,6 +242,58 @@ async fn new_with_several_timestamps_asks_to_pick(mut fx: Fixture) {
     let toml = generated(&fx, "orders.toml");
     assert!(toml.contains("updated_at = \"shipped_at\""), "{toml}");
     runs_twice(&fx, "orders.toml", 2);
+}
+
+/// `updated_at`, `modified_at` and `created_at` (issue 17): the change column is picked,
+/// and the others are not tracked silently: the other change time is carried as Type 1
+/// (so a touch opens no version), the creation time stays tracked with a comment, and
+/// both are said in the file and in the output.
+async fn new_with_other_change_and_creation_times_says_what_it_did_with_them(mut fx: Fixture) {
+    let t = tstz(&fx);
+    let ddl = format!(
+        "CREATE TABLE accounts (account_id bigint PRIMARY KEY, plan text, updated_at {t} NOT NULL, modified_at {t}, created_at {t})"
+    );
+    fx.exec(&ddl).await;
+    fx.exec(
+        "INSERT INTO accounts VALUES
+             (1, 'free', '2026-10-01T09:00:00Z', '2026-10-01T09:00:00Z', '2026-09-01T09:00:00Z'),
+             (2, 'pro', '2026-10-01T10:00:00Z', '2026-10-01T10:00:00Z', '2026-09-02T09:00:00Z')",
+    )
+    .await;
+    let out = new(&fx, "accounts", "accounts.toml", &["--json"]);
+    assert_code(&out, 0, "new");
+    let report = json(&out, "new --json");
+    assert_eq!(report["updated_at"], "updated_at", "{report}");
+    assert_eq!(
+        report["tracked_columns"],
+        serde_json::json!(["plan", "created_at"]),
+        "{report}"
+    );
+    assert_eq!(report["type1_columns"], serde_json::json!(["modified_at"]), "{report}");
+    let toml = generated(&fx, "accounts.toml");
+    for said in [
+        "\"created_at\",",
+        "a creation time, it never changes",
+        "modified_at: named like change times too",
+        "type1 = [",
+    ] {
+        assert!(toml.contains(said), "{said:?} missing from:\n{toml}");
+    }
+    let out = new(&fx, "accounts", "accounts.toml", &["--force"]);
+    assert_code(&out, 0, "new");
+    assert!(
+        text(&out.stderr).contains("`modified_at` look like change times too"),
+        "{}",
+        text(&out.stderr)
+    );
+    runs_twice(&fx, "accounts.toml", 2);
+    // A touch moves the change times and nothing else: no version.
+    fx.exec("UPDATE accounts SET updated_at = '2026-10-05T09:00:00Z', modified_at = '2026-10-05T09:00:00Z' WHERE account_id = 1")
+        .await;
+    let run = run_generated(&fx, "accounts.toml", &["run", "--json", "--upper", UPPER]);
+    assert_code(&run, 0, "a run after a touch");
+    let run = json(&run, "run --json");
+    assert_eq!(run["versions"], 0, "{run}");
 }
 
 async fn new_on_a_timestamp_without_time_zone_asks_for_the_zone(mut fx: Fixture) {

@@ -599,12 +599,19 @@ pub struct Tracking<'a> {
     pub tracked: Vec<&'a SourceColumn>,
     /// Columns left out, with why.
     pub skipped: Vec<(String, String)>,
+    /// Other timestamps named like change times, besides the change column: carried as
+    /// Type 1 (as Type 2 columns, a touch that moved only them would open a version).
+    pub type1: Vec<&'a SourceColumn>,
+    /// Tracked timestamps named like creation times (said in a comment: they never move).
+    pub creation: Vec<String>,
     /// When nothing is left to track.
     pub todo: Option<Todo>,
 }
 
-/// Every column without a role is tracked, unless dimlog cannot take it by its name.
-pub fn tracking<'a>(profile: &'a Profile, roles: &[&SourceColumn]) -> Tracking<'a> {
+/// Every column without a role is tracked, unless dimlog cannot take it by its name;
+/// once a change column is chosen, other timestamps named like change times are carried
+/// as Type 1 instead (while another column is left to track).
+pub fn tracking<'a>(profile: &'a Profile, roles: &[&SourceColumn], change_chosen: bool) -> Tracking<'a> {
     let mut tracked: Vec<&SourceColumn> = Vec::new();
     let mut skipped: Vec<(String, String)> = Vec::new();
     for c in &profile.columns {
@@ -631,13 +638,32 @@ pub fn tracking<'a>(profile: &'a Profile, roles: &[&SourceColumn]) -> Tracking<'
             tracked.push(c);
         }
     }
+    let other_change_time = |c: &SourceColumn| {
+        change_chosen && time_like(profile.backend, c) && change_named(&c.name) && !created_named(&c.name)
+    };
+    let mut type1 = Vec::new();
+    if tracked.iter().any(|c| !other_change_time(c)) {
+        type1 = tracked.iter().copied().filter(|c| other_change_time(c)).collect();
+        tracked.retain(|c| !other_change_time(c));
+    }
+    let creation = tracked
+        .iter()
+        .filter(|c| time_like(profile.backend, c) && created_named(&c.name))
+        .map(|c| c.name.clone())
+        .collect();
     let todo = tracked.is_empty().then(|| Todo {
         setting: "track.columns",
         message: "the table has no column left to track besides the key and the change column".into(),
         candidates: Vec::new(),
         flag: "",
     });
-    Tracking { tracked, skipped, todo }
+    Tracking {
+        tracked,
+        skipped,
+        type1,
+        creation,
+        todo,
+    }
 }
 
 #[cfg(test)]

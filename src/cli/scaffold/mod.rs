@@ -130,6 +130,8 @@ pub struct Scaffold {
     pub timezone: Option<String>,
     /// `track.columns`.
     pub tracked: Vec<String>,
+    /// `track.type1`: other change times, besides the change column.
+    pub type1: Vec<String>,
     /// Columns left out of tracking, with why.
     pub skipped: Vec<(String, String)>,
     /// Decisions left to the user; the config does not validate until they are made.
@@ -156,7 +158,7 @@ pub fn generate(request: &Request, profile: &Profile) -> Result<Scaffold, Error>
     let mut roles = key.columns.clone();
     roles.extend(change.column);
     roles.extend(deleted_flag);
-    let tracking = guess::tracking(profile, &roles);
+    let tracking = guess::tracking(profile, &roles, change.column.is_some());
     let names = guess::target_names(request.table.name(), profile);
 
     let todo: Vec<Todo> = [key.todo(), change.todo(), timezone.todo(), tracking.todo.as_ref()]
@@ -186,6 +188,7 @@ pub fn generate(request: &Request, profile: &Profile) -> Result<Scaffold, Error>
         deleted_flag: deleted_flag.map(|c| c.name.clone()),
         timezone: timezone.zone().map(str::to_string),
         tracked: tracking.tracked.iter().map(|c| c.name.clone()).collect(),
+        type1: tracking.type1.iter().map(|c| c.name.clone()).collect(),
         skipped: tracking.skipped.clone(),
         todo,
     })
