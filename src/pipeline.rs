@@ -944,6 +944,7 @@ async fn load(
         state::finish_run(&mut session.target, run_id, *bounds, &counts, finished_at).await?;
     }
     failpoint::check(fp, "before_commit").await?;
+    observer.phase("committing");
     committing.store(true, Ordering::SeqCst);
     if opts.dry_run {
         session.target.rollback().await;

@@ -99,13 +99,42 @@ impl Output {
             b.enable_steady_tick(std::time::Duration::from_millis(120));
             b
         });
-        Progress { bar }
+        Progress {
+            bar,
+            current: std::sync::Mutex::new(None),
+            rows: std::sync::atomic::AtomicU64::new(0),
+        }
     }
 }
 
-/// Progress for long work; finished when dropped.
+/// Progress for long work; finished when dropped. On a terminal, a spinner names the
+/// step with rows and rows/s; elsewhere each step, once done, is one log line (shown
+/// with `-v`) with its duration and the rows read during it.
 pub struct Progress {
     bar: Option<ProgressBar>,
+    /// The step under way: its name, when it started, and the rows read before it.
+    current: std::sync::Mutex<Option<(String, std::time::Instant, u64)>>,
+    /// Rows read so far.
+    rows: std::sync::atomic::AtomicU64,
+}
+
+impl Progress {
+    /// Logs the step under way as done (off a terminal), and starts `next`.
+    fn step_done(&self, next: Option<&str>) {
+        let rows = self.rows.load(std::sync::atomic::Ordering::Relaxed);
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if let (Some((name, started, rows_before)), None) = (current.take(), &self.bar) {
+            let seconds = started.elapsed().as_secs_f64();
+            let read = rows - rows_before;
+            if read > 0 {
+                let rate = read as f64 / seconds.max(1e-6);
+                tracing::info!("{name}: {seconds:.2} s, {read} rows ({rate:.0} rows/s)");
+            } else {
+                tracing::info!("{name}: {seconds:.2} s");
+            }
+        }
+        *current = next.map(|n| (n.to_string(), std::time::Instant::now(), rows));
+    }
 }
 
 impl Observer for Progress {
@@ -113,9 +142,10 @@ impl Observer for Progress {
         if let Some(b) = &self.bar {
             b.set_message(name.to_string());
         }
-        tracing::debug!("{name}");
+        self.step_done(Some(name));
     }
     fn rows_read(&self, total: u64) {
+        self.rows.store(total, std::sync::atomic::Ordering::Relaxed);
         if let Some(b) = &self.bar {
             b.set_position(total);
         }
@@ -124,6 +154,7 @@ impl Observer for Progress {
 
 impl Drop for Progress {
     fn drop(&mut self) {
+        self.step_done(None);
         if let Some(b) = &self.bar {
             b.finish_and_clear();
         }

@@ -7,6 +7,7 @@ mod escapes;
 mod help;
 mod json;
 mod new;
+mod progress;
 mod quiet;
 mod svg;
 mod wide;

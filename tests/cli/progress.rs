@@ -1,0 +1,76 @@
+//! What a long run says while it works (issue 17), off a terminal: with `-v`, one log line
+//! per step once it is done, with its duration and the rows read during it; without
+//! `-v`, nothing but the result.
+
+use super::{assert_code, dimlog, text};
+use crate::support::fixture::{on_both_backends, Fixture};
+
+on_both_backends!(each_step_of_a_run_is_one_line_with_v);
+
+async fn each_step_of_a_run_is_one_line_with_v(mut fx: Fixture) {
+    let values: Vec<String> = (1..=50)
+        .map(|i| format!("({i}, 'user{i}@example.com', 'free', 'FR', '2026-03-01T09:00:00Z')"))
+        .collect();
+    fx.exec(&format!(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES {}",
+        values.join(", ")
+    ))
+    .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    fx.exec("UPDATE src_customers SET tier = 'pro', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id <= 20")
+        .await;
+    let config = fx.config_path();
+    let config = config.to_str().unwrap();
+
+    let quiet = dimlog(
+        fx.dir(),
+        &[
+            "--config",
+            config,
+            "run",
+            "--dry-run",
+            "--upper",
+            "2026-03-01T12:00:00Z",
+        ],
+    );
+    assert_code(&quiet, 0, "run --dry-run");
+    assert!(!text(&quiet.stderr).contains("reading:"), "{}", text(&quiet.stderr));
+
+    let out = dimlog(
+        fx.dir(),
+        &["--config", config, "-v", "run", "--upper", "2026-03-01T12:00:00Z"],
+    );
+    assert_code(&out, 0, "-v run");
+    let stderr = text(&out.stderr);
+    let steps = [
+        "reading: ",
+        "detecting changes: ",
+        "appending to the log: ",
+        "committing: ",
+    ];
+    let mut at = 0;
+    for step in steps {
+        let line = stderr[at..]
+            .lines()
+            .find(|l| l.contains(step))
+            .unwrap_or_else(|| panic!("no line for {step:?} (in order) in:\n{stderr}"));
+        let seconds = line
+            .split(step)
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .unwrap_or_default();
+        assert!(seconds.parse::<f64>().is_ok(), "{step:?} without a duration: {line}");
+        at += stderr[at..].find(line).expect("found") + line.len();
+    }
+    let reading = stderr.lines().find(|l| l.contains("reading: ")).expect("reading");
+    // The rows it names are the rows the run read.
+    let read = stderr
+        .split("rows_read=")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .expect("the run's summary line");
+    assert!(
+        reading.contains(&format!(" {read} rows (")) && reading.contains("rows/s)"),
+        "{reading}\n{stderr}"
+    );
+}
