@@ -23,7 +23,7 @@ const LAYERS: &[&[&str]] = &[
     &["rebuild"],
     &["lookup"],
     &["pipeline"],
-    &["backfill", "verify", "inspect"],
+    &["backfill", "verify", "inspect", "doctor"],
     &["timeline"],
     &["dimension"],
     &["cli"],

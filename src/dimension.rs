@@ -217,6 +217,14 @@ impl Dimension {
         status
     }
 
+    /// Checks the setup without writing anything (what `dimlog doctor` prints): the
+    /// source, its table and time zones, the target and the rights each command needs,
+    /// the clocks, the recorded columns, the lock. A failed check is in the report, not
+    /// an error.
+    pub async fn doctor(&self) -> crate::doctor::DoctorReport {
+        crate::doctor::doctor(&self.plan).await
+    }
+
     /// The surrogate key in effect for `key` (one value per column of `source.key`, in
     /// that order) at `at`: the version with `valid_from <= at < valid_to`, as
     /// `dimlog lookup` finds it, or `None` where `dimlog lookup` prints the unknown member

@@ -89,6 +89,8 @@ pub mod dedupe;
 pub mod detect;
 pub mod dimension;
 #[doc(hidden)]
+pub mod doctor;
+#[doc(hidden)]
 pub mod extract;
 #[doc(hidden)]
 pub mod failpoint;

@@ -453,7 +453,7 @@ pub async fn open_source(plan: &Plan) -> Result<Conn, Error> {
 /// Connects to the target with `access`, checking the rights `need` names; a SQLite file
 /// that does not exist (and may not be created) means the dimension was never loaded
 /// there.
-async fn open_target(plan: &Plan, access: Access, need: Need) -> Result<Conn, Error> {
+pub async fn open_target(plan: &Plan, access: Access, need: Need) -> Result<Conn, Error> {
     let mut conn = Conn::open(&plan.target.url, access).await.map_err(|e| match e {
         DbError::NoDatabase { path } => Error::NotLoaded(tables::not_loaded_file(plan, path)),
         other => Error::from(other),

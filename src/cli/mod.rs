@@ -5,6 +5,7 @@ mod backfill;
 mod completions;
 mod demo;
 mod distribute;
+mod doctor;
 pub mod error;
 mod history;
 mod init;
@@ -89,6 +90,8 @@ pub enum Command {
     Status(status::StatusArgs),
     /// Check the dimension's invariants, and optionally compare it with the source.
     Verify(verify::VerifyArgs),
+    /// Check the setup without writing anything: source, target, rights, clocks, lock.
+    Doctor(doctor::DoctorArgs),
     /// A self-contained demonstration on an embedded SQLite database.
     Demo(demo::DemoArgs),
     /// Write a commented starter config for a source table.
@@ -202,6 +205,7 @@ pub async fn main_with(cli: Cli) -> i32 {
             Command::History(a) => history::run(&cli.global, a, &out).await,
             Command::Status(a) => status::run(&cli.global, a, &out).await,
             Command::Verify(a) => verify::run(&cli.global, a, &out).await,
+            Command::Doctor(a) => doctor::run(&cli.global, a, &out).await,
             Command::Demo(a) => demo::run(&cli.global, a, &out).await,
             Command::New(a) => new::run(&cli.global, a, &out).await,
             Command::Completions(a) => completions::run(a, &out),

@@ -565,6 +565,16 @@ impl Conn {
         }
     }
 
+    /// Who holds the dimension's lock now, as ` (session …: application, user, since)`,
+    /// where the engine can say without taking it (PostgreSQL); None when no one does
+    /// or the engine cannot tell (SQLite: the lock is a write transaction).
+    pub async fn lock_holder(&mut self, dimension: &str) -> Option<String> {
+        match self {
+            Conn::Postgres(_) => Some(postgres::lock::lock_holder(self, dimension).await).filter(|h| !h.is_empty()),
+            Conn::Sqlite(_) => None,
+        }
+    }
+
     /// Cancels the statement this connection's server session is running, if any, so
     /// that what follows (a rollback) need not wait for it to end: PostgreSQL's cancel,
     /// sent from a second connection to `url`, as psql's Ctrl-C does. SQLite runs its

@@ -83,7 +83,7 @@ pub async fn unlock(conn: &mut Conn, dimension: &str) {
 /// application, user and since when, and how to end it if the dimlog that opened it is
 /// gone (a killed client's session lives on until its statement ends). Empty when the
 /// database does not say.
-async fn lock_holder(conn: &mut Conn, dimension: &str) -> String {
+pub async fn lock_holder(conn: &mut Conn, dimension: &str) -> String {
     let Ok(sql) = sql::statement(Backend::Postgres, "state", "lock_holder", &empty()) else {
         return String::new();
     };

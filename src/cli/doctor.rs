@@ -1,0 +1,59 @@
+//! `dimlog doctor`.
+
+use super::{load_plan, GlobalArgs, Output};
+use crate::doctor::{Check, DoctorReport, Outcome};
+use crate::Error;
+
+/// Check the setup without writing anything: the config, the source (table, columns,
+/// time zones), the target and the rights each command needs, the clocks, the columns
+/// the dimension was built with, and whether a run holds the lock. One line per check;
+/// exits 1 when one fails.
+#[derive(Debug, clap::Args)]
+pub struct DoctorArgs {}
+
+/// Runs `doctor`.
+pub async fn run(global: &GlobalArgs, _args: DoctorArgs, out: &Output) -> Result<i32, Error> {
+    let report = match load_plan(global) {
+        Ok(plan) => {
+            let mut report = crate::doctor::doctor(&plan).await;
+            report.checks.insert(
+                0,
+                Check {
+                    name: "config",
+                    outcome: Outcome::Ok,
+                    detail: format!("{} parses", global.config.display()),
+                },
+            );
+            report
+        }
+        Err(e) => DoctorReport {
+            dimension: String::new(),
+            ok: false,
+            checks: vec![Check {
+                name: "config",
+                outcome: Outcome::Fail,
+                detail: e.to_string(),
+            }],
+        },
+    };
+    if out.json {
+        out.print_json(&report);
+    } else {
+        for c in &report.checks {
+            let label = match c.outcome {
+                Outcome::Ok => "ok  ",
+                Outcome::Note => "note",
+                Outcome::Fail => "FAIL",
+                Outcome::Skipped => "skip",
+            };
+            let text = format!("{label}  {}: {}", c.name, c.detail);
+            if c.outcome == Outcome::Fail {
+                // Failures stay visible with -q, on stderr as errors are.
+                super::output::eprint_text(&super::output::escape(&text, true));
+            } else {
+                out.line(text);
+            }
+        }
+    }
+    Ok(if report.ok { 0 } else { 1 })
+}

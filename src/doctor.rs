@@ -1,0 +1,283 @@
+//! `dimlog doctor`: checks a dimension's setup without writing anything, as `dbt debug`
+//! does, so that a first run (or a run that stopped working) fails here, named, instead
+//! of half-way through a load.
+//!
+//! Each check reads only: the source through a read-only session, the target through a
+//! session the database keeps from writing. A check whose inputs failed (no source, say)
+//! is skipped rather than failed again.
+
+use crate::config::Plan;
+use crate::db::{Access, Conn};
+use crate::extract::{self, Layout, SourceSchema};
+use crate::pipeline;
+use crate::record;
+use crate::rights::{self, Need};
+use crate::tables;
+use crate::ts::Micros;
+use crate::Error;
+use serde::Serialize;
+
+/// How a check came out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// As it should be.
+    Ok,
+    /// Worth knowing, not wrong (a run holds the lock now; nothing loaded yet).
+    Note,
+    /// Wrong: a command would fail, or load wrongly.
+    Fail,
+    /// Not checked, because a check it needs failed.
+    Skipped,
+}
+
+/// One check.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    /// Its name, e.g. `source table`.
+    pub name: &'static str,
+    /// How it came out.
+    pub outcome: Outcome,
+    /// What was found, or what is wrong.
+    pub detail: String,
+}
+
+/// Every check, in order.
+#[derive(Clone, Debug, Serialize)]
+pub struct DoctorReport {
+    /// The dimension.
+    pub dimension: String,
+    /// True when no check failed.
+    pub ok: bool,
+    /// The checks.
+    pub checks: Vec<Check>,
+}
+
+struct Checks(Vec<Check>);
+
+impl Checks {
+    fn push(&mut self, name: &'static str, outcome: Outcome, detail: impl Into<String>) {
+        self.0.push(Check {
+            name,
+            outcome,
+            detail: detail.into(),
+        });
+    }
+
+    fn result<T>(&mut self, name: &'static str, result: Result<T, Error>, ok: impl FnOnce(&T) -> String) -> Option<T> {
+        match result {
+            Ok(v) => {
+                self.push(name, Outcome::Ok, ok(&v));
+                Some(v)
+            }
+            Err(e) => {
+                self.push(name, Outcome::Fail, e.to_string());
+                None
+            }
+        }
+    }
+
+    fn skip(&mut self, name: &'static str, because: &str) {
+        self.push(name, Outcome::Skipped, format!("needs {because}"));
+    }
+}
+
+/// Runs every check of `plan`'s setup, writing nothing.
+pub async fn doctor(plan: &Plan) -> DoctorReport {
+    let mut checks = Checks(Vec::new());
+    let source = checks.result("source", pipeline::open_source(plan).await, |_| {
+        format!("reachable: {}", plan.source.url.redacted())
+    });
+    let mut source_clock = None;
+    let mut layout: Option<Layout> = None;
+    match source {
+        Some(mut source) => {
+            layout = check_source(&mut checks, plan, &mut source).await;
+            if let Some(layout) = &layout {
+                source_clock = checks.result(
+                    "source clock",
+                    extract::source_now(&mut source, plan, layout)
+                        .await
+                        .map_err(Error::from),
+                    |t| format!("{t}"),
+                );
+            } else {
+                checks.skip("source clock", "the source table");
+            }
+            let _ = source.close().await;
+        }
+        None => {
+            for name in ["source table", "time zone", "source clock"] {
+                checks.skip(name, "the source");
+            }
+        }
+    }
+    check_target(&mut checks, plan, layout.as_ref(), source_clock).await;
+    let ok = !checks.0.iter().any(|c| c.outcome == Outcome::Fail);
+    DoctorReport {
+        dimension: plan.name.clone(),
+        ok,
+        checks: checks.0,
+    }
+}
+
+/// The source table, its columns and the time-zone rule; the layout a load would read.
+async fn check_source(checks: &mut Checks, plan: &Plan, source: &mut Conn) -> Option<Layout> {
+    let layout = async {
+        let schema = SourceSchema::load(source, &plan.source.relation).await?;
+        Ok::<_, Error>(schema.layout(plan, plan.target.url.backend)?)
+    }
+    .await;
+    let layout = checks.result("source table", layout, |l: &Layout| {
+        let read = match &plan.source.relation {
+            crate::config::Relation::Table(t) => format!("table {t}"),
+            crate::config::Relation::Query(_) => "source.query".to_string(),
+        };
+        let names =
+            |ids: &[crate::ident::Ident]| ids.iter().map(|k| k.name().to_string()).collect::<Vec<_>>().join(", ");
+        format!(
+            "{read}: key {}, change column {}, {} tracked column(s)",
+            names(&plan.source.key),
+            plan.source.updated_at.name(),
+            l.tracked.len()
+        )
+    });
+    let Some(layout) = layout else {
+        checks.skip("time zone", "the source table");
+        return None;
+    };
+    checks.result(
+        "time zone",
+        extract::check_zone(source, plan, &layout).await.map_err(Error::from),
+        |_| match &plan.source.timezone {
+            Some(zone) => format!("change times without an offset are read in {zone}"),
+            None => "change times carry their offset, or are read as UTC where the column says so".to_string(),
+        },
+    );
+    Some(layout)
+}
+
+/// The target: reachable, the rights each command needs, the clock, the recorded
+/// columns, the lock.
+async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>, source_clock: Option<Micros>) {
+    let shown = plan.target.url.redacted();
+    let opened = match crate::db::refuse_unwritable(&plan.target.url, Access::QueryOnly) {
+        Err(e) => Err(Error::from(e)),
+        Ok(()) => pipeline::open_target(plan, Access::QueryOnly, Need::Read).await,
+    };
+    let mut target = match opened {
+        Ok(t) => {
+            checks.push("target", Outcome::Ok, format!("reachable, readable: {shown}"));
+            t
+        }
+        Err(Error::NotLoaded(_)) => {
+            checks.push(
+                "target",
+                Outcome::Note,
+                format!("{shown}: nothing loaded there yet (the first run creates its tables)"),
+            );
+            for name in ["rights to load", "target clock", "recorded columns", "lock"] {
+                checks.skip(name, "a loaded target");
+            }
+            return;
+        }
+        Err(e) => {
+            checks.push("target", Outcome::Fail, e.to_string());
+            for name in ["rights to load", "target clock", "recorded columns", "lock"] {
+                checks.skip(name, "the target");
+            }
+            return;
+        }
+    };
+    let load_rights = match rights::check(&mut target, plan, Need::Load).await {
+        Ok(()) => crate::db::refuse_unwritable(&plan.target.url, Access::ReadWrite),
+        Err(e) => Err(e),
+    };
+    checks.result("rights to load", load_rights.map_err(Error::from), |_| {
+        "run, backfill and rebuild may write the target".to_string()
+    });
+    check_clocks(checks, plan, &mut target, layout, source_clock).await;
+    match layout {
+        None => checks.skip("recorded columns", "the source table"),
+        Some(layout) => match record::check_registered(&mut target, plan, layout).await {
+            Ok(_) => checks.push(
+                "recorded columns",
+                Outcome::Ok,
+                "the config's columns are the ones the dimension was built with",
+            ),
+            Err(tables::RecordError::NotLoaded(_)) => checks.push(
+                "recorded columns",
+                Outcome::Note,
+                "the dimension is not registered yet: its first run records its columns",
+            ),
+            Err(e) => checks.push("recorded columns", Outcome::Fail, Error::from(e).to_string()),
+        },
+    }
+    match target.lock_holder(&plan.name).await {
+        Some(holder) => checks.push(
+            "lock",
+            Outcome::Note,
+            format!("a run holds the lock of dimension {} now{holder}", plan.name),
+        ),
+        None if target.lock_is_a_transaction() => checks.push(
+            "lock",
+            Outcome::Ok,
+            "SQLite: the lock is a run's write transaction; a run waits for another's",
+        ),
+        None => checks.push("lock", Outcome::Ok, "no run holds the lock"),
+    }
+    let _ = target.close().await;
+}
+
+/// This machine's clock, the source's and the target's agree within `source.safety_lag`:
+/// a source clock behind the others hides rows a run should read; one ahead reads rows
+/// before they settle.
+async fn check_clocks(
+    checks: &mut Checks,
+    plan: &Plan,
+    target: &mut Conn,
+    layout: Option<&Layout>,
+    source_clock: Option<Micros>,
+) {
+    let Some(layout) = layout else {
+        checks.skip("target clock", "the source table");
+        return;
+    };
+    let Some(target_clock) = checks.result(
+        "target clock",
+        extract::source_now(target, plan, layout).await.map_err(Error::from),
+        |t| format!("{t}"),
+    ) else {
+        return;
+    };
+    let here = Micros::from_utc(chrono::Utc::now());
+    let limit = plan.source.safety_lag_micros.max(1_000_000);
+    let mut clocks = vec![("this machine's", here), ("the target's", target_clock)];
+    clocks.extend(source_clock.map(|c| ("the source's", c)));
+    let apart = |a: Micros, b: Micros| (a.0 - b.0).abs();
+    let worst = clocks
+        .iter()
+        .flat_map(|a| clocks.iter().map(move |b| (a, b)))
+        .max_by_key(|(a, b)| apart(a.1, b.1))
+        .filter(|(a, b)| apart(a.1, b.1) > limit);
+    match worst {
+        None => checks.push(
+            "clocks",
+            Outcome::Ok,
+            format!(
+                "this machine, the source and the target agree within source.safety_lag ({})",
+                crate::ts::seconds_for_people(limit as f64 / 1e6)
+            ),
+        ),
+        Some(((a, at), (b, bt))) => checks.push(
+            "clocks",
+            Outcome::Fail,
+            format!(
+                "{a} clock ({at}) and {b} ({bt}) are {} apart, more than source.safety_lag ({}): a run's upper bound comes from the source's clock, \
+                 so rows may be read before they settle or missed; set the clocks right (NTP), or raise source.safety_lag",
+                crate::ts::seconds_for_people(apart(*at, *bt) as f64 / 1e6),
+                crate::ts::seconds_for_people(limit as f64 / 1e6)
+            ),
+        ),
+    }
+}

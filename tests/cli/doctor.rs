@@ -1,0 +1,141 @@
+//! `dimlog doctor` (issue 17): one line per check of the setup, nothing written; exit 0
+//! when nothing failed, 1 when something did, naming it.
+
+use super::{dimlog, json, text};
+use crate::reliability::cli;
+use crate::support::fixture::{on_both_backends, Fixture};
+use dimlog::config::Backend;
+
+on_both_backends!(doctor_checks_the_setup_and_writes_nothing);
+
+/// The outcome of each check, by name, from `doctor --json`.
+fn outcomes(report: &serde_json::Value) -> Vec<(String, String)> {
+    report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .map(|c| {
+            (
+                c["name"].as_str().unwrap_or_default().to_string(),
+                c["outcome"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn outcome<'a>(all: &'a [(String, String)], name: &str) -> &'a str {
+    all.iter()
+        .find(|(n, _)| n == name)
+        .map(|(_, o)| o.as_str())
+        .unwrap_or_else(|| panic!("no check {name:?} in {all:?}"))
+}
+
+async fn doctor_checks_the_setup_and_writes_nothing(mut fx: Fixture) {
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')",
+    )
+    .await;
+    let config = fx.config_path();
+    let config = config.to_str().unwrap();
+    let doctor = |fx: &Fixture, args: &[&str]| {
+        let mut all = vec!["--config", config, "doctor"];
+        all.extend_from_slice(args);
+        dimlog(fx.dir(), &all)
+    };
+
+    // Nothing loaded yet: a note, not a failure, and still nothing written.
+    let out = doctor(&fx, &["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}{}", text(&out.stdout), text(&out.stderr));
+    let report = json(&out, "doctor --json");
+    let all = outcomes(&report);
+    for ok in ["config", "source", "source table", "time zone", "source clock"] {
+        assert_eq!(outcome(&all, ok), "ok", "{report}");
+    }
+    // (The fixture's target database exists, without dimlog's tables.)
+    assert_eq!(outcome(&all, "target"), "ok", "{report}");
+    assert_eq!(outcome(&all, "recorded columns"), "note", "{report}");
+    if fx.backend == Backend::Sqlite {
+        let tables = fx
+            .target_query("SELECT count(*) FROM sqlite_master WHERE name LIKE 'dimlog%'")
+            .await;
+        assert_eq!(tables[0][0].as_deref(), Some("0"), "doctor created dimlog's tables");
+    } else {
+        assert_eq!(
+            fx.target_query("SELECT count(*)::text FROM pg_tables WHERE tablename LIKE 'dimlog%'")
+                .await[0][0]
+                .as_deref(),
+            Some("0")
+        );
+    }
+
+    // Loaded: every check passes, one line each.
+    fx.run("2026-03-02T10:00:00Z").await;
+    let before = (fx.log().await, fx.dimension().await, fx.state().await, fx.runs().await);
+    let out = doctor(&fx, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let stdout = text(&out.stdout);
+    for name in [
+        "config",
+        "source",
+        "source table",
+        "source clock",
+        "target",
+        "rights to load",
+        "target clock",
+        "clocks",
+        "recorded columns",
+        "lock",
+    ] {
+        assert!(stdout.contains(&format!("ok    {name}: ")), "{name}:\n{stdout}");
+    }
+    assert_eq!(
+        (fx.log().await, fx.dimension().await, fx.state().await, fx.runs().await),
+        before,
+        "doctor wrote something"
+    );
+
+    // A run holding the lock is a note (PostgreSQL can say whose).
+    if fx.backend == Backend::Postgres {
+        let held = cli::hold(
+            &fx.config_path(),
+            &["run", "--upper", "2026-03-02T10:00:00Z"],
+            "after_extract",
+        )
+        .await;
+        let out = doctor(&fx, &["--json"]);
+        let report = json(&out, "doctor --json");
+        assert_eq!(outcome(&outcomes(&report), "lock"), "note", "{report}");
+        assert!(report.to_string().contains("session "), "{report}");
+        held.kill();
+    }
+
+    // The tracked columns changed since the dimension was built: named, exit 1.
+    fx.set_setting("columns", r#"["email", "tier"]"#);
+    let out = doctor(&fx, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("FAIL  recorded columns: ") && stderr.contains("country"),
+        "{stderr}"
+    );
+    fx.set_setting("columns", r#"["email", "tier", "country"]"#);
+
+    // A source table that is gone: named, and what needs it is skipped.
+    fx.exec("ALTER TABLE src_customers RENAME TO src_gone").await;
+    let out = doctor(&fx, &["--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let report = json(&out, "doctor --json");
+    let all = outcomes(&report);
+    assert_eq!(outcome(&all, "source table"), "fail", "{report}");
+    assert_eq!(outcome(&all, "recorded columns"), "skipped", "{report}");
+    assert_eq!(report["ok"], false);
+    fx.exec("ALTER TABLE src_gone RENAME TO src_customers").await;
+
+    // A config that does not parse is the first check's failure.
+    let bad = fx.dir().join("bad.toml");
+    std::fs::write(&bad, "name = \n").expect("write");
+    let out = dimlog(fx.dir(), &["--config", bad.to_str().unwrap(), "doctor"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(text(&out.stderr).contains("FAIL  config: "), "{}", text(&out.stderr));
+}
