@@ -2,6 +2,7 @@
 
 use crate::config::Plan;
 use crate::context::SqlContext;
+use crate::db::types::ColumnKind;
 use crate::db::{sql, Conn, DbError, Param};
 use crate::extract::Layout;
 use serde::Serialize;
@@ -9,8 +10,10 @@ use serde::Serialize;
 /// One version (or tombstone) of a key, as `dimlog history` shows it.
 ///
 /// In JSON (`--json`), `values` is an object in column order (so
-/// `jq '.versions[].values.email'` works) whose values are unambiguous: NULL is `null`,
-/// text a string, and the value of a bytes column (SQLite BLOB, PostgreSQL bytea)
+/// `jq '.versions[].values.email'` works) whose values are typed by their column: NULL
+/// is `null`, whole and floating-point numbers are numbers, booleans `true`/`false`, a
+/// JSON column's value the JSON itself, exact decimals (kept exact), times and text are
+/// strings, and the value of a bytes column (SQLite BLOB, PostgreSQL bytea)
 /// `{"hex": "<lowercase hex>"}`, so text that reads like hex is never taken for bytes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct HistoryRow {
@@ -19,8 +22,8 @@ pub struct HistoryRow {
     /// Attribute values by column name, Type 2 then Type 1, as text; a bytes column's
     /// values as `\x` and lowercase hex.
     pub values: Vec<(String, Option<String>)>,
-    /// For each of `values`, whether its column holds bytes.
-    pub bytes: Vec<bool>,
+    /// For each of `values`, the kind of its column.
+    pub kinds: Vec<ColumnKind>,
     /// Start of the interval.
     pub valid_from: String,
     /// End of the interval (none for a tombstone).
@@ -57,15 +60,51 @@ impl Serialize for Values<'_> {
         let row = self.0;
         let mut map = s.serialize_map(Some(row.values.len()))?;
         for (i, (name, value)) in row.values.iter().enumerate() {
-            match value {
-                Some(v) if row.bytes.get(i).copied().unwrap_or(false) => {
-                    let hex = v.strip_prefix("\\x").unwrap_or(v).to_ascii_lowercase();
-                    map.serialize_entry(name, &serde_json::json!({ "hex": hex }))?
-                }
-                other => map.serialize_entry(name, other)?,
-            }
+            let kind = row.kinds.get(i).copied().unwrap_or(ColumnKind::Text);
+            map.serialize_entry(name, &typed(kind, value.as_deref()))?;
         }
         map.end()
+    }
+}
+
+/// A value as JSON of its column's kind; a value that does not read as its kind (a
+/// SQLite column holds any type) stays a string.
+fn typed(kind: ColumnKind, value: Option<&str>) -> serde_json::Value {
+    use serde_json::Value;
+    let Some(v) = value else { return Value::Null };
+    let text = || Value::String(v.to_string());
+    match kind {
+        ColumnKind::Bytes => serde_json::json!({ "hex": v.strip_prefix("\\x").unwrap_or(v).to_ascii_lowercase() }),
+        ColumnKind::Int => v.parse::<i64>().map_or_else(|_| text(), Value::from),
+        ColumnKind::Float => v
+            .parse::<f64>()
+            .ok()
+            .and_then(serde_json::Number::from_f64)
+            .map_or_else(text, Value::Number),
+        ColumnKind::Bool => bool_text(v).map_or_else(text, Value::Bool),
+        ColumnKind::Json => serde_json::from_str(v).unwrap_or_else(|_| text()),
+        _ => text(),
+    }
+}
+
+/// A boolean as the engines spell it (`true`/`t`/`1`, `false`/`f`/`0`).
+fn bool_text(v: &str) -> Option<bool> {
+    match v.to_ascii_lowercase().as_str() {
+        "true" | "t" | "1" => Some(true),
+        "false" | "f" | "0" => Some(false),
+        _ => None,
+    }
+}
+
+impl HistoryRow {
+    /// The `i`th value as a table shows it: booleans as `true`/`false` whatever the
+    /// engine stores (SQLite stores 1 and 0), NULL as `NULL`.
+    pub fn shown(&self, i: usize) -> String {
+        match (&self.values[i].1, self.kinds.get(i)) {
+            (None, _) => "NULL".to_string(),
+            (Some(v), Some(ColumnKind::Bool)) => bool_text(v).map_or_else(|| v.clone(), |b| b.to_string()),
+            (Some(v), _) => v.clone(),
+        }
     }
 }
 
@@ -101,11 +140,7 @@ pub async fn history(
         let at = names.len() + 1;
         rows.sort_by(|a, b| a[at].cmp(&b[at]));
     }
-    let bytes: Vec<bool> = layout
-        .attrs()
-        .iter()
-        .map(|c| c.kind == crate::db::types::ColumnKind::Bytes)
-        .collect();
+    let kinds: Vec<ColumnKind> = layout.attrs().iter().map(|c| c.kind).collect();
     Ok(rows
         .into_iter()
         .map(|r| {
@@ -113,7 +148,7 @@ pub async fn history(
             HistoryRow {
                 surrogate_key: r[0].as_deref().and_then(|v| v.parse().ok()),
                 values: names.iter().cloned().zip(r[1..=n].iter().cloned()).collect(),
-                bytes: bytes.clone(),
+                kinds: kinds.clone(),
                 valid_from: r[n + 1].clone().unwrap_or_default(),
                 valid_to: r[n + 2].clone(),
                 is_current: r[n + 3].as_deref() == Some("true"),

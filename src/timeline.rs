@@ -265,7 +265,7 @@ mod tests {
                 ("email".into(), Some("a@x".into())),
                 ("tier".into(), (!tier.is_empty()).then(|| tier.to_string())),
             ],
-            bytes: vec![false, false],
+            kinds: vec![crate::db::types::ColumnKind::Text; 2],
             valid_from: from.into(),
             valid_to: to.map(String::from),
             is_current: to == Some("9999-12-31T00:00:00.000000Z"),

@@ -87,7 +87,7 @@ pub fn render(rows: &[inspect::HistoryRow]) -> String {
             if r.is_deleted {
                 cells.extend(names.iter().map(|_| "(deleted)".to_string()));
             } else {
-                cells.extend(r.values.iter().map(|(_, v)| v.clone().unwrap_or_else(|| "NULL".into())));
+                cells.extend((0..r.values.len()).map(|i| r.shown(i)));
             }
             cells.push(r.valid_from.clone());
             cells.push(r.valid_to.clone().unwrap_or_else(|| "-".into()));

@@ -11,6 +11,7 @@ mod new;
 mod progress;
 mod quiet;
 mod svg;
+mod typed;
 mod wide;
 
 use std::path::Path;
