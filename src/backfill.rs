@@ -37,6 +37,16 @@ pub enum ChunkState {
     Failed,
 }
 
+/// Chunks of the range that are not loaded once a backfill is done: failed here, not run
+/// (after a failure with `fail_fast`), or not selected and never committed (with
+/// [`Selection::OnlyFailed`], chunks that never ran). Zero when the whole range is in.
+pub fn not_loaded(outcomes: &[ChunkOutcome]) -> usize {
+    outcomes
+        .iter()
+        .filter(|o| !matches!(o.outcome.as_str(), "committed" | "skipped (committed earlier)"))
+        .count()
+}
+
 /// The watermark role of a backfill.
 pub fn role(from: Micros, to: Micros) -> String {
     format!("backfill:{}/{}", from.to_text(), to.to_text())

@@ -58,6 +58,10 @@ pub struct BackfillReport {
     /// How many chunks failed (each rolled back alone; rerun with
     /// [`Selection::OnlyFailed`]).
     pub failed: usize,
+    /// How many chunks of the range are not loaded after it: failed, never run (after a
+    /// failure with `fail_fast`), or not selected and never committed. A backfill of the
+    /// same range with [`Selection::NotCommitted`] loads them all.
+    pub not_loaded: usize,
 }
 
 /// Progress goes nowhere: the facade reports results, not progress.
@@ -162,6 +166,7 @@ impl Dimension {
             dimension: plan.name.clone(),
             role: crate::backfill::role(options.from, options.to),
             failed: chunks.iter().filter(|c| c.outcome == "failed").count(),
+            not_loaded: crate::backfill::not_loaded(&chunks),
             chunks,
         })
     }

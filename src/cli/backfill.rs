@@ -149,12 +149,14 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
         b.finish_and_clear();
     }
     let failed = outcomes.iter().filter(|o| o.outcome == "failed").count();
+    let not_loaded = backfill::not_loaded(&outcomes);
     if out.json {
         out.print_json(&serde_json::json!({
             "dimension": plan.name,
             "role": backfill::role(from, to),
             "chunks": outcomes,
             "failed": failed,
+            "not_loaded": not_loaded,
         }));
     } else {
         for o in &outcomes {
@@ -183,13 +185,30 @@ pub async fn run(global: &GlobalArgs, args: BackfillArgs, out: &Output) -> Resul
                 o.outcome
             ));
         }
+        // The way to load the rest is the same backfill again: --only-failed would leave
+        // out the chunks that never ran.
+        let pending = not_loaded - failed;
         if failed > 0 {
             super::output::eprint_text(&format!(
-                "error: {failed} chunk(s) failed; fix the cause and rerun with --only-failed (committed chunks are skipped)"
+                "error: {failed} chunk(s) failed{}; fix the cause and rerun the same backfill: committed chunks are skipped{}",
+                match pending {
+                    0 => String::new(),
+                    n => format!(" and {n} more of the range are not loaded"),
+                },
+                if pending == 0 {
+                    " (--only-failed runs the failed ones alone)"
+                } else {
+                    ""
+                }
+            ));
+        } else if pending > 0 {
+            super::output::eprint_text(&format!(
+                "error: {pending} chunk(s) of the range are not loaded (never run, so --only-failed does not select them): \
+                 rerun the same backfill without --only-failed; committed chunks are skipped"
             ));
         }
     }
-    Ok(if failed > 0 { 1 } else { 0 })
+    Ok(if not_loaded > 0 { 1 } else { 0 })
 }
 
 /// Above this many chunks a backfill says so: each chunk is a run (a transaction, a

@@ -179,12 +179,39 @@ async fn fail_fast_stops_after_the_failed_chunk(mut fx: Fixture) {
     );
 
     fx.exec(FIX).await;
+    // --only-failed reruns the failed chunk, not the one never run: the range is not
+    // loaded, and it says so (exit 1), naming the way to load the rest.
+    let out = fx.cli(&backfill_args(&["--only-failed", "--json"]));
+    assert_code(&out, 1, "--only-failed with a chunk never run");
+    let v = json(&out, "--only-failed with a chunk never run");
+    assert_eq!(
+        json_outcomes(&v),
+        ["skipped (committed earlier)", "committed", "not selected"]
+    );
+    assert_eq!(
+        (v["failed"].as_i64(), v["not_loaded"].as_i64()),
+        (Some(0), Some(1)),
+        "{v}"
+    );
+    let out = fx.cli(&backfill_args(&["--only-failed"]));
+    assert_code(&out, 1, "--only-failed again");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("1 chunk(s) of the range are not loaded") && stderr.contains("without --only-failed"),
+        "{stderr}"
+    );
     let out = fx.cli(&backfill_args(&["--json"]));
     assert_code(&out, 0, "the rerun after the fix");
+    let v = json(&out, "the rerun after the fix");
     assert_eq!(
-        json_outcomes(&json(&out, "the rerun after the fix")),
-        ["skipped (committed earlier)", "committed", "committed"]
+        json_outcomes(&v),
+        [
+            "skipped (committed earlier)",
+            "skipped (committed earlier)",
+            "committed"
+        ]
     );
+    assert_eq!(v["not_loaded"], 0, "{v}");
     assert_eq!(fx.dimension().await.rows.len(), 6);
     fx.assert_dimension_derives_from_log().await;
 }

@@ -199,9 +199,11 @@ async fn an_interrupted_backfill_keeps_the_chunks_before_it(mut fx: Fixture) {
     let (status, _) = last_run(&mut fx).await;
     assert_eq!(status.as_deref(), Some("interrupted"));
 
-    // `--only-failed` reruns the interrupted chunk, and only it.
+    // `--only-failed` reruns the interrupted chunk, and only it: the chunks that never
+    // ran are still not loaded, and it says so (exit 1).
     let out = cli::run(&config, &[&args[..], &["--only-failed"]].concat());
-    assert_eq!(out.code, Some(0), "{out:?}");
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(out.stderr.contains("2 chunk(s) of the range are not loaded"), "{out:?}");
     assert_eq!(fx.count("customer_versions").await, 1, "{out:?}");
     // The rest, then: all three days, each once.
     let out = cli::run(&config, &args);
