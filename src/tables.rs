@@ -584,8 +584,9 @@ pub async fn check_log_complete(conn: &mut Conn, plan: &Plan, count_rows: bool) 
         "target.log",
         format!(
             "the log {} of dimension `{}` is missing rows: dimlog appended log ids 1 to {appended}, and {what}. \
-             The log is the dimension's history; dimlog neither loads into it nor rebuilds the dimension from it \
-             (a rebuild would drop the dimension's rows that the log lost). Restore the log from a backup \
+             The log is the dimension's history: dimlog does not rebuild the dimension from it (a rebuild would drop \
+             the dimension's rows that the log lost), and a run stops at a key whose versions it lost (runs do not count \
+             the log's rows, so until then other keys still load into it: restore it soon). Restore the log from a backup \
              (the dimension still holds its rows; `dimlog verify` checks them once the log is back), \
              or, to start dimension `{}` over, drop its log and its dimension and delete its rows from dimlog_dimensions, \
              dimlog_state and dimlog_runs (surrogate keys then start again at 1: facts holding the old ones must be assigned again)",

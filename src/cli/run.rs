@@ -75,6 +75,9 @@ pub async fn run(global: &GlobalArgs, args: RunArgs, out: &Output) -> Result<i32
     if let Some(warning) = dropped_deletes_warning(&report, &plan) {
         out.note("warning", &warning);
     }
+    if let Some(warning) = late_in_full_refresh_warning(&report) {
+        out.note("warning", &warning);
+    }
     if out.json {
         out.print_json(&report);
     } else {
@@ -129,6 +132,22 @@ pub fn dropped_deletes_warning(r: &RunReport, plan: &crate::config::Plan) -> Opt
          If the key is really deleted, stamp its delete later than its last version (docs/concepts/deletes.md)",
         examples.join("; "),
         if r.dropped_deletes as usize > examples.len() { "; …" } else { "" }
+    ))
+}
+
+/// A full refresh that logged late versions says so: each is a source row stamped
+/// before its key's current version, which is a row committed late with an old stamp,
+/// or an `updated_at` that moved backwards (wrong data at the source, never right after
+/// a load); only the source can tell which.
+pub fn late_in_full_refresh_warning(r: &RunReport) -> Option<String> {
+    if r.kind != crate::state::RunKind::FullRefresh || r.counts.late_versions == 0 {
+        return None;
+    }
+    let n = r.counts.late_versions;
+    Some(format!(
+        "{n} source row(s) are stamped before their key's current version and were logged as late versions: rows committed \
+         late with an old updated_at, or an updated_at that moved backwards (then the source differs from the dimension's \
+         current row: `dimlog verify --against-source` lists those keys as source_behind; fix updated_at at the source)"
     ))
 }
 

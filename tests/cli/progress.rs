@@ -74,3 +74,46 @@ async fn each_step_of_a_run_is_one_line_with_v(mut fx: Fixture) {
         "{reading}\n{stderr}"
     );
 }
+
+on_both_backends!(a_full_refresh_that_logs_late_versions_says_why);
+
+/// A source row whose `updated_at` moved backwards, read by a full refresh, becomes a
+/// late version: the run says so, and how to find such keys (found by an outside trial:
+/// it was silent).
+async fn a_full_refresh_that_logs_late_versions_says_why(mut fx: Fixture) {
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'free', 'FR', '2026-03-01T09:00:00Z'),
+             (2, 'bob@example.com', 'free', 'FR', '2026-03-01T09:00:00Z')",
+    )
+    .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    fx.exec("UPDATE src_customers SET tier = 'pro', updated_at = '2026-02-01T09:00:00Z' WHERE customer_id = 1")
+        .await;
+    let config = fx.config_path();
+    let config = config.to_str().unwrap();
+    let out = dimlog(
+        fx.dir(),
+        &["--config", config, "run", "--upper", "2026-03-01T11:00:00Z"],
+    );
+    assert_code(&out, 0, "an incremental run");
+    assert!(!text(&out.stderr).contains("late versions"), "{}", text(&out.stderr));
+    let out = dimlog(
+        fx.dir(),
+        &[
+            "--config",
+            config,
+            "run",
+            "--full-refresh",
+            "--upper",
+            "2026-03-01T11:00:00Z",
+        ],
+    );
+    assert_code(&out, 0, "a full refresh");
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("warning: 1 source row(s) are stamped before their key's current version")
+            && stderr.contains("source_behind"),
+        "{stderr}"
+    );
+}
