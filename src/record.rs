@@ -341,18 +341,25 @@ fn retype_refusal(plan: &Plan, backend: Backend, name: &str, old: &str, new: &st
         "new_type": new,
     });
     let migration = match sql::statement(backend, "tables", "retype_log_column", &retype) {
-        Ok(alter) if !alter.is_empty() => format!("{alter} {record}"),
+        Ok(alter) if !alter.is_empty() => format!(
+            "{alter} {record} (the ALTER fails, changing nothing, if a logged value of `{name}` does not convert to {new}: \
+             then keep the old type)"
+        ),
         _ => format!(
             "{record} ({} cannot change a declared column type; the log's {old} column holds the new values as they are)",
             backend.dialect().name_for_people()
         ),
+    };
+    let keep = match &plan.source.relation {
+        crate::config::Relation::Table(_) => format!("point source.table at a view that casts `{name}` back to {old}"),
+        crate::config::Relation::Query(_) => format!("cast `{name}` back to {old} in source.query"),
     };
     format!(
         "source column `{name}` changed type from {old} to {new} since the dimension was built; \
          values of another type can hash differently, so loading them could re-version every key, and nothing was loaded. \
          Migrate the target once: {migration} then rebuild the dimension from the log and load with a full refresh \
          (a current version whose hash changes gets a correction: same surrogate key, no new version). \
-         Or keep the old type: point source.table at a view that casts `{name}` back to {old}"
+         Or keep the old type: {keep}"
     )
 }
 
