@@ -133,12 +133,15 @@ pub mod ts;
 pub mod verify;
 
 // The errors inside [`Error`], by layer, and what they name.
-pub use backfill::BackfillError;
+pub use backfill::{BackfillError, ChunkOutcome};
 pub use db::DbError;
 pub use dimension::Dimension;
+pub use doctor::{Check as DoctorCheck, DoctorReport, Outcome as DoctorOutcome};
 pub use extract::{ExtractError, WindowError};
 pub use lookup::{AssignError, FactColumn, LookupError};
+pub use tables::NotDistributable;
 pub use tables::{Missing, NotLoaded};
+pub use verify::{Check, Fix, VerifyReport};
 
 /// Every way a dimlog command can fail, by layer; the CLI maps each to an exit code.
 #[derive(Debug, thiserror::Error)]
@@ -194,8 +197,8 @@ pub enum Error {
     /// A failpoint fired (tests only).
     #[error("failpoint {0} fired; nothing after it was committed")]
     Failpoint(&'static str),
-    /// Wrong input: on the command line, or an argument of a [`Dimension`] method such as
-    /// a key with the wrong number of parts (exit 2).
+    /// Wrong input on the command line (exit 2); the library's own refusals of an
+    /// argument have variants of their own ([`Error::Lookup`], [`Error::Backfill`]).
     #[error("{0}")]
     Usage(String),
     /// `verify` found discrepancies (exit 3).

@@ -50,7 +50,7 @@ pub fn bare(quoted: &str) -> String {
 #[derive(Debug, Default)]
 pub struct Cluster {
     /// Whether this connection speaks Citus (templates and staging); false on a
-    /// coordinator whose dimension tables are local ones (see [`Cluster::settle`]).
+    /// coordinator whose dimension tables are local ones (see `Conn::scope_to_dimension`).
     pub active: bool,
     /// The distributed session tables of the dimension a load works on; None for
     /// commands that only read (their session tables stay temporary).
