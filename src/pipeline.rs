@@ -613,7 +613,7 @@ pub async fn run(
         )
         .await;
         if let Err(failed) = recorded {
-            tracing::warn!("could not record the interrupted run: {failed}");
+            tracing::info!("could not record the interrupted run: {failed}");
         }
     }
     Err(e)

@@ -35,7 +35,7 @@ pub use output::Output;
     version,
     propagate_version = true,
     max_term_width = 100,
-    after_help = "Exit codes: 0 success; 1 the run failed and nothing was committed; 2 usage or config error;\n3 `verify` found a discrepancy. Start with `dimlog demo`, or `dimlog new` for your own table."
+    after_help = "Exit codes: 0 success; 1 the run failed and nothing was committed; 2 usage or config error;\n3 `verify` found a discrepancy; 130 interrupted (Ctrl-C, SIGTERM), nothing of the work in progress committed.\nStart with `dimlog demo`, or `dimlog new` for your own table."
 )]
 pub struct Cli {
     /// Options every command takes.
