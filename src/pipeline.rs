@@ -236,6 +236,37 @@ impl Session {
         Ok(())
     }
 
+    /// Runs `work`, unless `interrupt` fires first: then the statement the target runs is
+    /// cancelled and its connection closed (the database rolls back what was not
+    /// committed, and frees the lock with it), and the result is [`Error::Interrupted`].
+    /// For commands that do not record runs (`rebuild`, `verify`, `distribute`).
+    pub async fn interruptible<T>(
+        &mut self,
+        plan: &Plan,
+        interrupt: Option<&crate::interrupt::Interrupt>,
+        work: impl AsyncFnOnce(&mut Session) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        let Some(interrupt) = interrupt else {
+            return work(self).await;
+        };
+        let _answering = interrupt.answering();
+        let outcome = {
+            let running = work(self);
+            tokio::select! {
+                outcome = running => Some(outcome),
+                () = interrupt.fired() => None,
+            }
+        };
+        if let Some(outcome) = outcome {
+            return outcome;
+        }
+        self.target.cancel_running(&plan.target.url).await;
+        if let Err(e) = self.replace_target(plan).await {
+            tracing::info!("could not connect again after the interrupt: {e}");
+        }
+        Err(Error::Interrupted { committed: 0 })
+    }
+
     /// Runs `work` holding the dimension's lock ([`state::lock`]; `wait` for it, else a
     /// lock another run holds is [`DbError::Locked`]), then releases it, unless the
     /// target's connection was replaced meanwhile and the lock went with it. Every

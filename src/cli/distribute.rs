@@ -23,7 +23,14 @@ pub async fn run(global: &GlobalArgs, args: DistributeArgs, out: &Output) -> Res
     let plan = load_plan(global)?;
     let mut session = Session::open_target(&plan, Access::ReadWrite).await?;
     let started = std::time::Instant::now();
-    let done = pipeline::distribute(&mut session, &plan, !args.no_wait).await;
+    let wait = !args.no_wait;
+    let done = session
+        .interruptible(
+            &plan,
+            Some(&global.interrupt),
+            async |s: &mut crate::pipeline::Session| pipeline::distribute(s, &plan, wait).await,
+        )
+        .await;
     session.close().await;
     let done = done?;
     let seconds = started.elapsed().as_secs_f64();

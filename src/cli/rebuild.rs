@@ -23,7 +23,14 @@ pub async fn run(global: &GlobalArgs, args: RebuildArgs, out: &Output) -> Result
     let started = std::time::Instant::now();
     let progress = out.progress();
     crate::pipeline::Observer::phase(&progress, "rebuilding the dimension");
-    let rebuilt = pipeline::rebuild_all(&mut session, &plan, !args.no_wait).await;
+    let wait = !args.no_wait;
+    let rebuilt = session
+        .interruptible(
+            &plan,
+            Some(&global.interrupt),
+            async |s: &mut crate::pipeline::Session| pipeline::rebuild_all(s, &plan, wait).await,
+        )
+        .await;
     session.close().await;
     rebuilt?;
     drop(progress);

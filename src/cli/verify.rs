@@ -26,7 +26,12 @@ pub async fn run(global: &GlobalArgs, args: VerifyArgs, out: &Output) -> Result<
         Session::open_target(&plan, Access::QueryOnly).await?
     };
     let progress = out.progress();
-    let report = crate::verify::verify(&mut session, &plan, args.against_source, &progress).await;
+    let against_source = args.against_source;
+    let report = session
+        .interruptible(&plan, Some(&global.interrupt), async |s: &mut Session| {
+            crate::verify::verify(s, &plan, against_source, &progress).await
+        })
+        .await;
     session.close().await;
     let report = report?;
     drop(progress);

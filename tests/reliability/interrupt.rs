@@ -14,6 +14,11 @@ use crate::support::fixture::{on_both_backends, on_every_engine, Fixture};
 on_every_engine!(an_interrupted_run_rolls_back_and_says_so);
 on_both_backends!(an_interrupted_backfill_keeps_the_chunks_before_it);
 
+#[tokio::test]
+async fn an_interrupted_rebuild_leaves_no_session_behind() {
+    interrupted_rebuild(Fixture::postgres().await).await;
+}
+
 const UPPER: &str = "2026-03-02T10:00:00Z";
 
 /// A loaded dimension, then changes of every kind for the next run.
@@ -209,4 +214,77 @@ async fn an_interrupted_backfill_keeps_the_chunks_before_it(mut fx: Fixture) {
     let out = cli::run(&config, &args);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert_eq!(fx.count("customer_versions").await, 3, "{out:?}");
+}
+
+/// `rebuild` waiting in a statement (a lock another session holds on the dimension),
+/// then SIGINT: it exits 130 and its server session is gone at once (its statement
+/// cancelled), though the other session still holds its lock: no lock of dimlog's is
+/// left behind for the next run to wait on (found by an outside trial: it lingered).
+async fn interrupted_rebuild(mut fx: Fixture) {
+    use sqlx::{Connection, Executor};
+    prepare(&mut fx).await;
+    // A dimension that differs from the log, so the rebuild has rows to write.
+    fx.target_exec("UPDATE dim_customer SET tier = 'edited'").await;
+    let mut blocker = sqlx::PgConnection::connect(&fx.target_url).await.expect("connect");
+    blocker.execute("BEGIN").await.expect("begin");
+    blocker
+        .execute("LOCK TABLE dim_customer IN EXCLUSIVE MODE")
+        .await
+        .expect("lock the dimension");
+    let mut child = cli::command(&fx.config_path())
+        .arg("rebuild")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start dimlog");
+    // The command's sessions (the fixture's own are named plain `dimlog`).
+    let dimlog_sessions = "SELECT count(*)::text FROM pg_stat_activity WHERE application_name LIKE 'dimlog:%'";
+    let mut waiting = false;
+    for _ in 0..1500 {
+        let rows = fx
+            .target_query(&format!("{dimlog_sessions} AND wait_event_type = 'Lock'"))
+            .await;
+        if rows[0][0].as_deref() != Some("0") {
+            waiting = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(waiting, "the rebuild never waited for the dimension's lock");
+    let sent = std::process::Command::new("kill")
+        .args(["-s", "INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let status = child.wait().expect("wait");
+    let mut stderr = String::new();
+    use std::io::Read;
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    // Its session ends while the blocker still holds the lock it waited for.
+    let mut gone = false;
+    // (Within a second: left alone, such a session lives on until its lock wait ends.)
+    for _ in 0..50 {
+        if fx.target_query(dimlog_sessions).await[0][0].as_deref() == Some("0") {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let left = fx
+        .target_query("SELECT pid::text, state, wait_event_type, left(query, 80), application_name FROM pg_stat_activity WHERE application_name LIKE 'dimlog:%'")
+        .await;
+    assert!(
+        gone,
+        "the interrupted rebuild's session is still there: {left:?}\n{stderr}"
+    );
+    blocker.execute("ROLLBACK").await.expect("rollback");
+    blocker.close().await.expect("close");
+    let out = cli::run(&fx.config_path(), &["run", "--no-wait", "--upper", UPPER]);
+    assert_eq!(out.code, Some(0), "{out:?}");
 }
