@@ -202,6 +202,7 @@ pub struct BackfillOptions {
     pub fail_fast: bool,
     /// Wait for the dimension's lock.
     pub wait: bool,
+    #[doc(hidden)]
     /// Failpoint for tests.
     pub failpoint: Option<String>,
     /// Stops the backfill when fired: the chunk in progress rolls back (recorded as

@@ -10,7 +10,9 @@ use crate::ident::Ident;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
-pub use crate::db::url::{redact, same_database, Backend, DbUrl, UrlError, DEFAULT_CONNECT_TIMEOUT};
+#[doc(hidden)]
+pub use crate::db::url::{redact, same_database};
+pub use crate::db::url::{Backend, DbUrl, UrlError, DEFAULT_CONNECT_TIMEOUT};
 
 /// A config that cannot be used, naming the setting and the fix. Exit code 2.
 #[derive(Debug, thiserror::Error)]
@@ -92,6 +94,7 @@ impl ConfigError {
     }
 }
 
+#[doc(hidden)]
 /// The file as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -109,6 +112,7 @@ pub struct RawConfig {
     pub deletes: RawDeletes,
 }
 
+#[doc(hidden)]
 /// `[source]` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -147,6 +151,7 @@ fn default_zero() -> String {
     "0s".into()
 }
 
+#[doc(hidden)]
 /// `[target]` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -164,6 +169,7 @@ pub struct RawTarget {
     pub state_schema: Option<String>,
 }
 
+#[doc(hidden)]
 /// `[track]` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -178,6 +184,7 @@ pub struct RawTrack {
     pub current_columns: Vec<String>,
 }
 
+#[doc(hidden)]
 /// `[deletes]` as written.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -363,6 +370,7 @@ fn table_ident(setting: &str, s: &str) -> Result<Ident, ConfigError> {
     Ident::table(s).map_err(|e| ConfigError::invalid(setting, e.to_string()))
 }
 
+#[doc(hidden)]
 /// The prefix of every name dimlog itself gives in SQL: its tables, aliases, CTEs and
 /// internal columns. Config names may not start with it (see `check_reserved_prefix`).
 pub const RESERVED_PREFIX: &str = "dimlog_";
@@ -388,6 +396,7 @@ fn single_schema_table(backend: Backend, setting: &'static str, table: Ident) ->
     }
 }
 
+#[doc(hidden)]
 /// Whether `name` starts with `prefix`, a prefix an engine keeps for its own tables, in
 /// any case (SQLite's `sqlite_`: it refuses to create a table so named).
 pub fn reserved_by_engine(prefix: &str, name: &str) -> bool {
@@ -410,6 +419,7 @@ fn check_engine_reserved(backend: Backend, setting: &'static str, table: &Ident)
     }
 }
 
+#[doc(hidden)]
 /// The config error of a log or dimension that names the source table, for when source
 /// and target are one database (the caller knows: [`same_database`] from the URLs, or the
 /// servers themselves when the URLs differ).
@@ -435,6 +445,7 @@ pub fn source_table_collision(source: &SourcePlan, target: &TargetPlan) -> Optio
     })
 }
 
+#[doc(hidden)]
 /// Columns of the log and the dimension that dimlog writes itself: no key, tracked or
 /// Type 1 column, nor the surrogate key, may be named so (in any case).
 pub const WRITTEN_COLUMNS: [&str; 8] = [
@@ -448,6 +459,7 @@ pub const WRITTEN_COLUMNS: [&str; 8] = [
     "log_id",
 ];
 
+#[doc(hidden)]
 /// The prefix of the placeholders `dimlog new` writes where it cannot guess: a config
 /// that still holds one is refused, naming the setting.
 pub const PLACEHOLDER_PREFIX: &str = "TODO_";

@@ -194,6 +194,7 @@ pub enum Error {
         /// Units of work that had committed before (a backfill's chunks); 0 for a run.
         committed: usize,
     },
+    #[doc(hidden)]
     /// A failpoint fired (tests only).
     #[error("failpoint {0} fired; nothing after it was committed")]
     Failpoint(&'static str),

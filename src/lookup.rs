@@ -1587,6 +1587,7 @@ pub enum LookupError {
 pub const KEY_SEPARATOR: char = '\u{1f}';
 
 impl Index {
+    #[doc(hidden)]
     /// An empty index whose keys have these kinds (one per key column, in `source.key`
     /// order): keys inserted and looked up are compared in their canonical form
     /// ([`canonical_key`]), as an index [`Index::load`]ed from a dimension does.
@@ -1643,6 +1644,7 @@ impl Index {
         }
     }
 
+    #[doc(hidden)]
     /// Adds a version (call [`Index::seal`] after the last).
     pub fn insert(&mut self, key: &[&str], valid_from: Micros, valid_to: Micros, sk: i64) {
         self.key_parts.get_or_insert(key.len());
@@ -1655,6 +1657,7 @@ impl Index {
         self.versions += 1;
     }
 
+    #[doc(hidden)]
     /// Sorts each key's versions and lays them out for lookups; required before lookups
     /// (of the versions inserted since the last seal).
     pub fn seal(&mut self) {

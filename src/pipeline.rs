@@ -52,6 +52,7 @@ pub struct RunOptions {
     pub dry_run: bool,
     /// Wait for another run's lock (else fail at once).
     pub wait: bool,
+    #[doc(hidden)]
     /// A failpoint to trigger (only with the `failpoints` feature).
     pub failpoint: Option<String>,
     /// Migrate to changed column sets (never done silently).

@@ -116,6 +116,7 @@ impl Micros {
         Micros::parse(text, zone)?.check_change(text)
     }
 
+    #[doc(hidden)]
     /// [`Micros::parse_change`]'s bounds, for a value read another way (`text` names it).
     pub fn check_change(self, text: &str) -> Result<Micros, TimestampError> {
         if self >= FAR_FUTURE || self < FIRST_INSTANT {
@@ -154,6 +155,7 @@ impl Micros {
             .unwrap_or_else(|| Micros(midnight.and_utc().timestamp_micros()))
     }
 
+    #[doc(hidden)]
     /// The local times (of `zone`, as written in a column without one) between which
     /// every value the rule of [`Micros::from_local`] places in `[low, high]` lies: each
     /// bound moved by the zone's most extreme offset around it, so a read bounded by them
