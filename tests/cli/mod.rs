@@ -3,6 +3,7 @@
 //! one bar per version, and every command's `--help` is pinned by a snapshot.
 
 mod config_errors;
+mod docs;
 mod doctor;
 mod escapes;
 mod help;
