@@ -117,3 +117,48 @@ async fn a_full_refresh_that_logs_late_versions_says_why(mut fx: Fixture) {
         "{stderr}"
     );
 }
+
+/// On a terminal (a pseudo-terminal made by `script`), a run shows a progress line: the
+/// step under way with rows and rows/s, redrawn and cleared when the run ends.
+#[cfg(feature = "failpoints")]
+#[tokio::test]
+async fn on_a_terminal_a_run_shows_a_progress_line() {
+    let mut fx = Fixture::sqlite().await;
+    let values: Vec<String> = (1..=50)
+        .map(|i| format!("({i}, 'user{i}@example.com', 'free', 'FR', '2026-03-01T09:00:00Z')"))
+        .collect();
+    fx.exec(&format!(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES {}",
+        values.join(", ")
+    ))
+    .await;
+    let command = format!(
+        "{} --config {} run --upper 2026-03-01T10:00:00Z",
+        env!("CARGO_BIN_EXE_dimlog"),
+        fx.config_path().display()
+    );
+    // A step made slow (300 ms) so that the line is drawn before the run ends.
+    let out = std::process::Command::new("script")
+        .args(["-q", "-e", "-c", &command, "/dev/null"])
+        .env("DIMLOG_FAILPOINT", "after_append:delay")
+        .env_remove("NO_COLOR")
+        .current_dir(fx.dir())
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("script (util-linux) runs the command on a pseudo-terminal");
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{screen}");
+    assert!(screen.contains(" rows ("), "no progress line on a terminal:\n{screen:?}");
+    assert!(
+        ["reading", "detecting changes", "appending to the log", "rebuilding"].iter().any(|s| screen.contains(s)),
+        "the progress line names no step:\n{screen:?}"
+    );
+    assert!(screen.contains("run 1 succeeded"), "{screen:?}");
+
+    // Off a terminal, no such line.
+    let plain = super::dimlog(
+        fx.dir(),
+        &["--config", fx.config_path().to_str().unwrap(), "run", "--upper", "2026-03-01T10:00:00Z"],
+    );
+    assert!(!text(&plain.stderr).contains(" rows ("), "{}", text(&plain.stderr));
+}
