@@ -3,6 +3,12 @@
 use crate::layout::Layout;
 use crate::Error;
 
+/// Whether `text` reads as a column name (a letter or `_`, then letters, digits, `_`).
+fn names_a_column(text: &str) -> bool {
+    let mut chars = text.chars();
+    chars.next().is_some_and(|c| c.is_alphabetic() || c == '_') && chars.all(|c| c.is_alphanumeric() || c == '_')
+}
+
 /// Parses `--key` arguments: `V` (or `COLUMN=V`) for a one-column key, or `COLUMN=VALUE`
 /// per column, in any order; returns the values in key order.
 pub fn key_values(layout: &Layout, args: &[String]) -> Result<Vec<String>, Error> {
@@ -12,6 +18,14 @@ pub fn key_values(layout: &Layout, args: &[String]) -> Result<Vec<String>, Error
     if let ([arg], [name]) = (args, names.as_slice()) {
         match arg.split_once('=') {
             Some((k, v)) if k == *name => return Ok(vec![v.to_string()]),
+            // `other_column=42` is more likely a misspelt column than a value: looked up
+            // as a value it would find nothing and print the unknown member, silently.
+            Some((k, _)) if names_a_column(k) => {
+                return Err(Error::Usage(format!(
+                    "--key {arg:?}: `{k}` is not the key column (the key is `{name}`); to look up the value {arg:?} itself, \
+                     write --key {name}={arg}"
+                )))
+            }
             _ => return Ok(vec![arg.clone()]),
         }
     }

@@ -148,9 +148,14 @@ async fn on_a_terminal_a_run_shows_a_progress_line() {
         .expect("script (util-linux) runs the command on a pseudo-terminal");
     let screen = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{screen}");
-    assert!(screen.contains(" rows ("), "no progress line on a terminal:\n{screen:?}");
     assert!(
-        ["reading", "detecting changes", "appending to the log", "rebuilding"].iter().any(|s| screen.contains(s)),
+        screen.contains(" rows ("),
+        "no progress line on a terminal:\n{screen:?}"
+    );
+    assert!(
+        ["reading", "detecting changes", "appending to the log", "rebuilding"]
+            .iter()
+            .any(|s| screen.contains(s)),
         "the progress line names no step:\n{screen:?}"
     );
     assert!(screen.contains("run 1 succeeded"), "{screen:?}");
@@ -158,7 +163,13 @@ async fn on_a_terminal_a_run_shows_a_progress_line() {
     // Off a terminal, no such line.
     let plain = super::dimlog(
         fx.dir(),
-        &["--config", fx.config_path().to_str().unwrap(), "run", "--upper", "2026-03-01T10:00:00Z"],
+        &[
+            "--config",
+            fx.config_path().to_str().unwrap(),
+            "run",
+            "--upper",
+            "2026-03-01T10:00:00Z",
+        ],
     );
     assert!(!text(&plain.stderr).contains(" rows ("), "{}", text(&plain.stderr));
 }

@@ -1019,6 +1019,38 @@ async fn a_key_column_given_twice_is_refused() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
 }
 
+/// On a one-column key, `--key other=1` is a misspelt column, not the value "other=1":
+/// refused (exit 2) naming the key column and how to look up such a value, instead of
+/// printing the unknown member as if the key had no version (found by an outside trial).
+#[tokio::test]
+async fn a_misspelt_key_column_is_refused_not_looked_up() {
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(&format!(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES (1, 'e1', 'pro', 'FR', '{LOADED}')"
+    ))
+    .await;
+    fx.run(UPPER).await;
+    for misspelt in ["custmer_id=1", "id=1", "x=2"] {
+        for cmd in ["lookup", "history"] {
+            let mut args = vec![cmd, "--key", misspelt];
+            if cmd == "lookup" {
+                args.extend(["--at", AT]);
+            }
+            let out = fx.cli(&args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{cmd} {misspelt}: {stderr}");
+            let column = misspelt.split('=').next().unwrap();
+            assert!(
+                stderr.contains(&format!("`{column}` is not the key column (the key is `customer_id`)"))
+                    && stderr.contains(&format!("--key customer_id={misspelt}")),
+                "{cmd} {misspelt}: {stderr}"
+            );
+        }
+    }
+    let out = fx.cli(&["lookup", "--key", "customer_id=1", "--at", AT]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
 /// Fact key columns given in another order than `source.key`, whose types match the
 /// key's in that other order, are refused with a message that says so (not one that
 /// would have the user retype a good column).
