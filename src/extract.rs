@@ -134,11 +134,26 @@ impl ExtractError {
                 ),
             ));
         }
+        use crate::ts::TimestampError as T;
+        let hint = match &reason {
+            T::OutOfRange(_) => "; set that row's updated_at at the source to when it really changed",
+            T::NonexistentLocalTime { .. } => "; fix that row's updated_at at the source, or check source.timezone",
+            // Shaped like a timestamp, yet not one: a date that does not exist (Feb 30).
+            T::Unparsable(v)
+                if crate::ts::Micros::parse(&format!("{}T00:00:00Z", v.get(..10).unwrap_or("")), None).is_err()
+                    && v.len() >= 10
+                    && v.as_bytes()[4] == b'-'
+                    && v.as_bytes()[7] == b'-' =>
+            {
+                "; that date does not exist: fix that row's updated_at at the source"
+            }
+            _ => "; store RFC 3339 timestamps, e.g. 2026-10-05T09:30:00Z",
+        };
         ExtractError::BadTimestamp {
             column: plan.source.updated_at.name().into(),
             key,
             reason,
-            hint: "; store RFC 3339 timestamps, e.g. 2026-10-05T09:30:00Z",
+            hint,
         }
     }
 }

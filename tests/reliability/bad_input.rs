@@ -679,3 +679,32 @@ async fn an_unreachable_host_is_never_printed_with_its_password() {
     fx.edit_config(&format!("url = \"{target_url}\""), &format!("url = \"{url}\""));
     assert_connect_error_hides_password(&fx.config_path(), &redacted, "Connection refused");
 }
+
+/// Each kind of bad change time gets the fix that fits it (found by an outside trial: an
+/// impossible date was told to "store RFC 3339", which it already was).
+#[tokio::test]
+async fn a_bad_change_time_gets_the_fix_that_fits() {
+    for (value, fix) in [
+        (
+            "2025-02-30T00:00:00Z",
+            "that date does not exist: fix that row's updated_at at the source",
+        ),
+        (
+            "9999-12-31T10:00:00Z",
+            "set that row's updated_at at the source to when it really changed",
+        ),
+        ("yesterday", "store RFC 3339 timestamps"),
+    ] {
+        let mut fx = Fixture::sqlite().await;
+        fx.exec(&format!(
+            "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+                 (1, 'ann@example.com', 'free', 'FR', '{value}'),
+                 (2, 'bob@example.com', 'free', 'FR', '2025-01-01T00:00:00Z')"
+        ))
+        .await;
+        let out = cli::run(&fx.config_path(), &["run", "--upper", "2026-03-01T10:00:00Z"]);
+        assert_eq!(out.code, Some(1), "{value}: {out:?}");
+        assert!(out.stderr.contains(fix), "{value}: {out:?}");
+        assert!(out.stderr.contains("of key (1)"), "{value}: {out:?}");
+    }
+}
