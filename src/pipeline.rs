@@ -230,8 +230,7 @@ impl Session {
         if self.deferred.is_none() {
             let fresh = open_target(plan, self.target_access, self.target_need).await?;
             let old = std::mem::replace(&mut self.target, fresh);
-            // Dropped, not closed politely: a polite close would wait for the statement.
-            drop(old);
+            old.abandon().await;
             self.lock_lost = true;
         }
         Ok(())

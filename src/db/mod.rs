@@ -444,6 +444,21 @@ impl Conn {
         })
     }
 
+    /// Lets go of a connection whose state is unknown (work dropped mid-statement): a
+    /// PostgreSQL connection is dropped, not closed politely (which would wait for the
+    /// statement; the server rolls back when the socket closes); a SQLite connection runs
+    /// its statement to the end in this process anyway, so it is closed, which rolls
+    /// back and, when it is the file's last connection, removes the `-wal` and `-shm`
+    /// files.
+    pub async fn abandon(self) {
+        match self {
+            Conn::Postgres(c) => drop(c),
+            sqlite @ Conn::Sqlite(_) => {
+                let _ = sqlite.close().await;
+            }
+        }
+    }
+
     /// Puts dimlog's own tables (`dimlog_state`, `dimlog_runs`, `dimlog_dimensions`,
     /// `dimlog_assigned`, `dimlog_schema`) in `schema` (quoted) on PostgreSQL: every statement this
     /// connection runs names them qualified with it ([`postgres::qualify_state`]), so

@@ -14,6 +14,40 @@ use crate::support::fixture::{on_both_backends, on_every_engine, Fixture};
 on_every_engine!(an_interrupted_run_rolls_back_and_says_so);
 on_both_backends!(an_interrupted_backfill_keeps_the_chunks_before_it);
 
+/// An interrupted run on SQLite closes its connection as a finished run does: the last
+/// connection to go removes the `-wal` and `-shm` files. (The trial that found them left
+/// behind interrupted a statement of a 2M-row load; here the run is parked between
+/// statements, so this guards the close, not that race.)
+#[tokio::test]
+async fn an_interrupted_sqlite_run_leaves_no_side_files() {
+    let mut fx = Fixture::sqlite().await;
+    // A target file of the command's own (the fixture keeps its target open).
+    let own = fx.dir().join("own.db");
+    let target = fx.target_url.clone();
+    fx.edit_config(&target, &format!("sqlite://{}", own.display()));
+    prepare_source(&mut fx).await;
+    let config = fx.config_path();
+    let first = cli::run(&config, &["run", "--upper", "2026-03-02T09:30:00Z"]);
+    assert_eq!(first.code, Some(0), "{first:?}");
+    let dir = fx.dir().to_path_buf();
+    let side_files = || {
+        ["own.db-wal", "own.db-shm"]
+            .into_iter()
+            .filter(|f| dir.join(f).exists())
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        side_files().is_empty(),
+        "a finished run leaves none: {:?}",
+        side_files()
+    );
+    changes(&mut fx).await;
+    let held = cli::hold(&config, &["run", "--upper", UPPER], "after_append").await;
+    let (status, stderr) = held.signal("INT", Duration::from_secs(30));
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(side_files().is_empty(), "left behind: {:?}", side_files());
+}
+
 #[tokio::test]
 async fn an_interrupted_rebuild_leaves_no_session_behind() {
     interrupted_rebuild(Fixture::postgres().await).await;
@@ -23,6 +57,13 @@ const UPPER: &str = "2026-03-02T10:00:00Z";
 
 /// A loaded dimension, then changes of every kind for the next run.
 async fn prepare(fx: &mut Fixture) {
+    prepare_source(fx).await;
+    fx.run("2026-03-02T09:30:00Z").await;
+    changes(fx).await;
+}
+
+/// The source's first rows.
+async fn prepare_source(fx: &mut Fixture) {
     fx.exec(
         "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
              (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z'),
@@ -30,7 +71,10 @@ async fn prepare(fx: &mut Fixture) {
              (3, 'cyd@example.com', 'pro', 'NL', '2026-03-02T09:20:00Z')",
     )
     .await;
-    fx.run("2026-03-02T09:30:00Z").await;
+}
+
+/// Changes of every kind, for the run after the first.
+async fn changes(fx: &mut Fixture) {
     fx.exec(
         "UPDATE src_customers SET tier = NULL, updated_at = '2026-03-02T09:40:00Z' WHERE customer_id = 1;
          UPDATE src_customers SET is_deleted = true, updated_at = '2026-03-02T09:45:00Z' WHERE customer_id = 2;
@@ -61,6 +105,7 @@ async fn an_interrupted_run_rolls_back_and_says_so(mut fx: Fixture) {
             stderr.contains("interrupted: nothing committed"),
             "SIG{signal}: {stderr}"
         );
+
         assert_eq!(
             (fx.log().await, fx.dimension().await, fx.state().await),
             before,
