@@ -57,14 +57,19 @@ pub enum ConfigError {
 
 /// The deliberate step a [`ConfigError::NeedsStep`] waits for; a front end names it in
 /// its own terms (the CLI as a command line).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum NextStep {
     /// One run that accepts the changed column lists
     /// ([`RunOptions::accept_config_change`](crate::pipeline::RunOptions)).
     AcceptConfigChange,
-    /// After the printed migration of a retyped column: a rebuild, then a full refresh.
-    RebuildThenFullRefresh,
+    /// A retyped source column: the printed migration (which
+    /// [`migrate_column`](crate::pipeline::migrate_column) performs), then a rebuild, then
+    /// a full refresh.
+    MigrateColumn {
+        /// The column.
+        column: String,
+    },
 }
 
 impl From<UrlError> for ConfigError {

@@ -1600,6 +1600,59 @@ pub async fn distribute(session: &mut Session, plan: &Plan, wait: bool) -> Resul
         .await
 }
 
+/// What [`migrate_column`] did.
+#[derive(Clone, Debug, Serialize)]
+pub struct Migration {
+    /// The column.
+    pub column: String,
+    /// The type the dimension was built with.
+    pub from: String,
+    /// The source's type now, recorded (and the log's column's, where the engine can
+    /// change it).
+    pub to: String,
+    /// Whether the log's column was altered (false where the engine cannot).
+    pub log_altered: bool,
+}
+
+/// Takes a source column's new type into the dimension's log and record, in one
+/// transaction under the dimension's lock: the migration a retyped column's refusal
+/// prints. The dimension is rebuilt from the log, and the current versions re-hashed by
+/// a full refresh, after it. Refuses a column whose type did not change.
+pub async fn migrate_column(session: &mut Session, plan: &Plan, column: &str, wait: bool) -> Result<Migration, Error> {
+    let wanted = tables::DimensionRecord::from_layout(&session.layout);
+    session
+        .under_lock(plan, wait, async |session: &mut Session| {
+            let stored = tables::existing_record(&mut session.target, plan).await?;
+            let type_of = |r: &tables::DimensionRecord| {
+                r.column_types.iter().find(|(n, _)| n == column).map(|(_, t)| t.clone())
+            };
+            let (Some(from), Some(to)) = (type_of(&stored), type_of(&wanted)) else {
+                return Err(Error::Usage(format!(
+                    "column `{column}` is not a column dimension `{}` was built with and the source still has; its columns: {}",
+                    plan.name,
+                    stored.column_types.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>().join(", ")
+                )));
+            };
+            if from.eq_ignore_ascii_case(&to) {
+                return Err(Error::Usage(format!(
+                    "column `{column}` has the type the dimension was built with ({from}): nothing to migrate"
+                )));
+            }
+            session.begin_write(plan).await?;
+            let result = tables::retype_column(&mut session.target, plan, &stored, column, &to)
+                .await
+                .map_err(Error::from);
+            let log_altered = session.target.finish(result).await?;
+            Ok(Migration {
+                column: column.to_string(),
+                from,
+                to,
+                log_altered,
+            })
+        })
+        .await
+}
+
 pub async fn rebuild_all(session: &mut Session, plan: &Plan, wait: bool) -> Result<(), Error> {
     crate::rights::check(&mut session.target, plan, crate::rights::Need::Rebuild).await?;
     tables::check_log_complete(&mut session.target, plan, true).await?;

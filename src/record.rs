@@ -316,7 +316,7 @@ pub(crate) fn check_compatible(
                 return Err(ConfigError::NeedsStep {
                     setting: setting.to_string(),
                     message: retype_refusal(plan, backend, name, old, ty),
-                    step: NextStep::RebuildThenFullRefresh,
+                    step: NextStep::MigrateColumn { column: name.clone() },
                 });
             }
         }

@@ -703,6 +703,50 @@ pub async fn apply_change(
     Ok(())
 }
 
+/// Moves the log's column `column` to the source's new type `new_type` and records that
+/// type in `dimlog_dimensions`, in the caller's transaction: the migration a retyped
+/// source column asks for. An engine that cannot change a declared type (SQLite) only
+/// records it: its column holds values of any type. Returns whether the log was altered.
+pub async fn retype_column(
+    conn: &mut Conn,
+    plan: &Plan,
+    stored: &DimensionRecord,
+    column: &str,
+    new_type: &str,
+) -> Result<bool, DbError> {
+    let retype = serde_json::json!({
+        "log": plan.target.log.quoted(),
+        "column": crate::context::quoted_name(column.to_string()),
+        "new_type": new_type,
+    });
+    let alter = sql::statement(conn.backend(), "tables", "retype_log_column", &retype)?;
+    let altered = !alter.trim().is_empty();
+    if altered {
+        conn.execute_script(&format!("changing the type of the log's column {column}"), &alter)
+            .await?;
+    }
+    let types: Vec<(String, String)> = stored
+        .column_types
+        .iter()
+        .map(|(n, t)| (n.clone(), if n == column { new_type.to_string() } else { t.clone() }))
+        .collect();
+    let sql = sql::statement(conn.backend(), "tables", "dimension_update", &serde_json::json!({}))?;
+    conn.execute(
+        "recording the column's new type",
+        &sql,
+        &[
+            Param::Text(to_json(&stored.tracked_columns)),
+            Param::Text(to_json(&stored.type1_with_current())),
+            Param::Text(to_json(&types)),
+            Param::I64(stored.hash_version),
+            Param::Ts(Micros::from_utc(chrono::Utc::now())),
+            Param::Text(plan.name.clone()),
+        ],
+    )
+    .await?;
+    Ok(altered)
+}
+
 /// Why a dimension's tables cannot be distributed ([`distribute`]), in the user's terms.
 #[derive(Debug, thiserror::Error)]
 #[error("dimension `{dimension}` cannot be distributed: {reason}")]

@@ -30,15 +30,12 @@ pub fn hint(e: &Error) -> Option<String> {
         return Some("if the source really lost them, rerun with --allow-mass-delete".into());
     }
     if let Error::Config(ConfigError::NeedsStep { step, .. }) = e {
-        return Some(
-            match step {
-                NextStep::AcceptConfigChange => "to migrate, rerun with `dimlog run --accept-config-change`",
-                NextStep::RebuildThenFullRefresh => {
-                    "after the migration above: `dimlog rebuild`, then `dimlog run --full-refresh`"
-                }
-            }
-            .into(),
-        );
+        return Some(match step {
+            NextStep::AcceptConfigChange => "to migrate, rerun with `dimlog run --accept-config-change`".into(),
+            NextStep::MigrateColumn { column } => format!(
+                "`dimlog migrate --column {column}` makes the migration above; then `dimlog rebuild`, then `dimlog run --full-refresh`"
+            ),
+        });
     }
     let Error::Assign(e) = e else { return None };
     Some(

@@ -12,6 +12,7 @@ mod init;
 mod key;
 mod lookup;
 mod man;
+mod migrate;
 mod new;
 mod output;
 mod rebuild;
@@ -92,6 +93,8 @@ pub enum Command {
     Verify(verify::VerifyArgs),
     /// Check the setup without writing anything: source, target, rights, clocks, lock.
     Doctor(doctor::DoctorArgs),
+    /// Take a retyped source column's new type into the log and the record.
+    Migrate(migrate::MigrateArgs),
     /// A self-contained demonstration on an embedded SQLite database.
     Demo(demo::DemoArgs),
     /// Write a commented starter config for a source table.
@@ -206,6 +209,7 @@ pub async fn main_with(cli: Cli) -> i32 {
             Command::Status(a) => status::run(&cli.global, a, &out).await,
             Command::Verify(a) => verify::run(&cli.global, a, &out).await,
             Command::Doctor(a) => doctor::run(&cli.global, a, &out).await,
+            Command::Migrate(a) => migrate::run(&cli.global, a, &out).await,
             Command::Demo(a) => demo::run(&cli.global, a, &out).await,
             Command::New(a) => new::run(&cli.global, a, &out).await,
             Command::Completions(a) => completions::run(a, &out),

@@ -322,7 +322,7 @@ async fn retyping_a_source_column_names_the_migration(mut fx: Fixture) {
     assert_eq!(out.status.code(), Some(2), "stderr: {}", text(&out.stderr));
     assert!(text(&out.stderr).contains("`tier`"), "{}", text(&out.stderr));
     // The library says what to do; the command line names the commands that do it.
-    let hint = "hint: after the migration above: `dimlog rebuild`, then `dimlog run --full-refresh`";
+    let hint = "hint: `dimlog migrate --column tier` makes the migration above; then `dimlog rebuild`, then `dimlog run --full-refresh`";
     assert!(text(&out.stderr).contains(hint), "{}", text(&out.stderr));
     assert_eq!(fx.log().await, log, "nothing was committed");
     assert_eq!(fx.dimension().await, dimension, "nothing was committed");
@@ -344,17 +344,30 @@ async fn retyping_a_source_column_names_the_migration(mut fx: Fixture) {
         .await;
     assert_eq!((r.counts.rows_read, appended(&r)), (2, (0, 0, 0, 0)), "{r:?}");
 
-    // Way out 2: the migration the message names, then rebuild and a full refresh.
+    // Way out 2: the migration the message names (`dimlog migrate`), then rebuild and a
+    // full refresh.
     fx.set_setting("table", "\"src_customers\"");
+    let out = fx.cli(&["migrate", "--column", "tier"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains(&format!("column tier migrated from {old} to {new}")),
+        "{}",
+        text(&out.stdout)
+    );
+    assert!(
+        fx.target_query(record_sql).await[0][0]
+            .as_deref()
+            .is_some_and(|t| t.contains(&format!("[\"tier\",\"{new}\"]"))),
+        "the new type is recorded"
+    );
     if fx.backend == Backend::Postgres {
-        fx.target_exec("ALTER TABLE customer_versions ALTER COLUMN tier TYPE integer USING tier::integer")
+        let logged = fx
+            .target_query("SELECT data_type FROM information_schema.columns WHERE table_name = 'customer_versions' AND column_name = 'tier'")
             .await;
+        assert_eq!(logged[0][0].as_deref(), Some("integer"), "the log's column is altered");
     }
-    fx.target_exec(&format!(
-        "UPDATE dimlog_dimensions SET column_types = replace(column_types, '[\"tier\",\"{old}\"]', '[\"tier\",\"{new}\"]') \
-         WHERE dimension = 'customer'"
-    ))
-    .await;
+    // Nothing left to migrate.
+    assert_eq!(fx.cli(&["migrate", "--column", "tier"]).status.code(), Some(2));
     let out = fx.cli(&["rebuild"]);
     assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
     let r = fx
