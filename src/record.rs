@@ -305,7 +305,8 @@ pub(crate) fn check_compatible(
     }
     for (name, ty) in &wanted.column_types {
         if let Some((_, old)) = stored.column_types.iter().find(|(n, _)| n == name) {
-            if !old.eq_ignore_ascii_case(ty) {
+            let benign = !wanted.key_columns.contains(name) && widening(backend, old, ty) != Widening::NotBenign;
+            if !old.eq_ignore_ascii_case(ty) && !benign {
                 let setting = if wanted.key_columns.contains(name) {
                     "source.key"
                 } else if wanted.type1_columns.contains(name) {
@@ -322,6 +323,91 @@ pub(crate) fn check_compatible(
         }
     }
     Ok(())
+}
+
+/// What a source column's new type means for the dimension's columns of the old one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Widening {
+    /// Values of the new type may read, hash or fit otherwise: a retype (migrate).
+    NotBenign,
+    /// Every value of the new type is one of the old, with the same text and hash
+    /// (`varchar(20)` for a `text` column, `int` for a `bigint` one): nothing to do.
+    Fits,
+    /// Every value of the old type is one of the new, with the same text and hash, but
+    /// the new holds more (`int` → `bigint`, `varchar(20)` → `varchar(50)` or `text`): the
+    /// log's and the dimension's columns are widened, where the engine can.
+    Widens,
+}
+
+/// Whether a change of a column's type from `old` to `new` loses nothing: whole numbers
+/// of another width, text of another length limit, decimals of another precision at the
+/// same scale. On an engine whose columns hold any type (SQLite), the same kind of
+/// value (whole numbers, text) fits whatever the declared name.
+pub(crate) fn widening(backend: Backend, old: &str, new: &str) -> Widening {
+    use crate::db::types::ColumnKind;
+    let (old, new) = (old.to_ascii_lowercase(), new.to_ascii_lowercase());
+    if !backend.dialect().alters_tables() {
+        let kind = |t: &str| backend.dialect().kind_of_type(t);
+        return match (kind(&old), kind(&new)) {
+            (ColumnKind::Int, ColumnKind::Int) | (ColumnKind::Text, ColumnKind::Text) => Widening::Fits,
+            _ => Widening::NotBenign,
+        };
+    }
+    let int_rank = |t: &str| match t {
+        "smallint" | "int2" => Some(1),
+        "integer" | "int" | "int4" => Some(2),
+        "bigint" | "int8" => Some(3),
+        _ => None,
+    };
+    // Text: its length limit (None: unlimited).
+    let text_limit = |t: &str| -> Option<Option<u64>> {
+        if t == "text" || t == "character varying" || t == "varchar" {
+            return Some(None);
+        }
+        let inner = t
+            .strip_prefix("character varying(")
+            .or_else(|| t.strip_prefix("varchar("))?
+            .strip_suffix(')')?;
+        inner.parse().ok().map(Some)
+    };
+    // Decimals: (precision, scale), None for unconstrained `numeric`.
+    let decimal = |t: &str| -> Option<Option<(u32, u32)>> {
+        if t == "numeric" || t == "decimal" {
+            return Some(None);
+        }
+        let inner = t
+            .strip_prefix("numeric(")
+            .or_else(|| t.strip_prefix("decimal("))?
+            .strip_suffix(')')?;
+        let (p, s) = inner.split_once(',').unwrap_or((inner, "0"));
+        Some(Some((p.trim().parse().ok()?, s.trim().parse().ok()?)))
+    };
+    if let (Some(a), Some(b)) = (int_rank(&old), int_rank(&new)) {
+        return if b > a { Widening::Widens } else { Widening::Fits };
+    }
+    if let (Some(a), Some(b)) = (text_limit(&old), text_limit(&new)) {
+        return match (a, b) {
+            (None, _) => Widening::Fits,
+            (Some(_), None) => Widening::Widens,
+            (Some(a), Some(b)) if b > a => Widening::Widens,
+            _ => Widening::Fits,
+        };
+    }
+    if let (Some(a), Some(b)) = (decimal(&old), decimal(&new)) {
+        return match (a, b) {
+            // Unconstrained `numeric` keeps each value's own scale: not the same text.
+            (None, _) | (_, None) => Widening::NotBenign,
+            (Some((pa, sa)), Some((pb, sb))) if sa == sb => {
+                if pb > pa {
+                    Widening::Widens
+                } else {
+                    Widening::Fits
+                }
+            }
+            _ => Widening::NotBenign,
+        };
+    }
+    Widening::NotBenign
 }
 
 /// Why a retyped source column stops the load, and the migration that lets it go on:
@@ -506,6 +592,33 @@ impl ConfigChange {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn widenings_are_told_from_retypes() {
+        use super::{widening, Widening as W};
+        use crate::config::Backend;
+        let pg = |a, b| widening(Backend::Postgres, a, b);
+        assert_eq!(pg("integer", "bigint"), W::Widens);
+        assert_eq!(pg("smallint", "integer"), W::Widens);
+        assert_eq!(pg("bigint", "integer"), W::Fits);
+        assert_eq!(pg("character varying(20)", "character varying(50)"), W::Widens);
+        assert_eq!(pg("character varying(20)", "text"), W::Widens);
+        assert_eq!(pg("text", "character varying(20)"), W::Fits);
+        assert_eq!(pg("numeric(10,2)", "numeric(12,2)"), W::Widens);
+        assert_eq!(pg("numeric(10,2)", "numeric(12,3)"), W::NotBenign);
+        assert_eq!(pg("numeric(10,2)", "numeric"), W::NotBenign);
+        assert_eq!(pg("text", "integer"), W::NotBenign);
+        assert_eq!(pg("real", "double precision"), W::NotBenign, "floats print otherwise");
+        assert_eq!(
+            pg("integer", "numeric(12,0)"),
+            W::NotBenign,
+            "another kind hashes otherwise"
+        );
+        let lite = |a, b| widening(Backend::Sqlite, a, b);
+        assert_eq!(lite("INT", "BIGINT"), W::Fits);
+        assert_eq!(lite("TEXT", "VARCHAR(20)"), W::Fits);
+        assert_eq!(lite("TEXT", "INTEGER"), W::NotBenign);
+    }
+
     use super::*;
     use crate::config::Overrides;
     use std::path::Path;

@@ -281,8 +281,9 @@ async fn init_with(
             )
             .await?;
         }
-        let stored = read_record(conn, plan).await?.expect("registered above");
+        let mut stored = read_record(conn, plan).await?.expect("registered above");
         check_compatible(&stored, &wanted, plan, backend)?;
+        widen_columns(conn, plan, &mut stored, &wanted).await?;
         Ok((stored.clone(), ConfigChange::between(&stored, &wanted)))
     }
     .await;
@@ -700,6 +701,54 @@ pub async fn apply_change(
         ],
     )
     .await?;
+    Ok(())
+}
+
+/// Widens the log's and the dimension's columns whose source type now holds more values
+/// with the same text (`int` → `bigint`, `varchar(20)` → `varchar(50)`; see
+/// [`crate::record::widening`]), and records the new types, in the caller's transaction:
+/// a benign change of type needs no migration. Key columns are never changed here.
+async fn widen_columns(
+    conn: &mut Conn,
+    plan: &Plan,
+    stored: &mut DimensionRecord,
+    wanted: &DimensionRecord,
+) -> Result<(), DbError> {
+    use crate::record::{widening, Widening};
+    let backend = conn.backend();
+    for (name, new) in &wanted.column_types {
+        let Some(old) = stored
+            .column_types
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t.clone())
+        else {
+            continue;
+        };
+        if wanted.key_columns.contains(name) || widening(backend, &old, new) != Widening::Widens {
+            continue;
+        }
+        tracing::info!("source column `{name}` widened from {old} to {new}: widening it in the log and the dimension");
+        let mut dimension_columns = vec![name.clone()];
+        if stored.current_columns.contains(name) {
+            dimension_columns.push(format!("current_{name}"));
+        }
+        for column in dimension_columns {
+            let ctx = serde_json::json!({
+                "dim": plan.target.dimension.quoted(),
+                "column": { "name": crate::context::quoted_name(column.clone()), "target_type": new },
+            });
+            let alter = sql::statement(backend, "tables", "retype_dimension_column", &ctx)?;
+            conn.execute_script(&format!("widening the dimension's column {column}"), &alter)
+                .await?;
+        }
+        retype_column(conn, plan, stored, name, new).await?;
+        for (n, t) in stored.column_types.iter_mut() {
+            if n == name {
+                *t = new.clone();
+            }
+        }
+    }
     Ok(())
 }
 

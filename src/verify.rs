@@ -160,6 +160,16 @@ const SOURCE_CHECKS: &[Spec] = &[
     ),
 ];
 
+/// Whether a dimension column declared `found` is one dimlog would declare `made`: the
+/// same name where declared types are enforced; on an engine whose columns hold any
+/// type (SQLite), the same kind of value (`INT` and `BIGINT` hold the same), so a
+/// source column widened without a migration is no finding.
+fn same_declared_type(backend: crate::config::Backend, found: &str, made: &str) -> bool {
+    let dialect = backend.dialect();
+    found.eq_ignore_ascii_case(made)
+        || (!dialect.alters_tables() && dialect.kind_of_type(found) == dialect.kind_of_type(made))
+}
+
 /// A column as the catalog lists it.
 #[derive(Clone, Debug)]
 struct Column {
@@ -626,7 +636,7 @@ async fn rebuild_diff(
                 "column {}: missing from {dim} (a fresh rebuild has it)",
                 c.name
             )),
-            Some(d) if !c.type_name.is_empty() && !d.type_name.eq_ignore_ascii_case(&c.type_name) => {
+            Some(d) if !c.type_name.is_empty() && !same_declared_type(tables.backend, &d.type_name, &c.type_name) => {
                 examples.push(format!(
                     "column {}: {} in {dim}, but {} as dimlog makes it",
                     c.name,

@@ -7,6 +7,7 @@ mod kinds;
 mod late;
 mod tracked;
 mod type1;
+mod widening;
 
 use dimlog::pipeline::{Quiet, Session};
 use dimlog::verify::VerifyReport;
