@@ -18,9 +18,10 @@ pub fn key_values(layout: &Layout, args: &[String]) -> Result<Vec<String>, Error
     if let ([arg], [name]) = (args, names.as_slice()) {
         match arg.split_once('=') {
             Some((k, v)) if k == *name => return Ok(vec![v.to_string()]),
-            // `other_column=42` is more likely a misspelt column than a value: looked up
-            // as a value it would find nothing and print the unknown member, silently.
-            Some((k, _)) if names_a_column(k) => {
+            // `other_column=42` on a key that holds no text is a misspelt column, never
+            // a value: looked up as one it would find nothing and print the unknown
+            // member, silently. (A text key may hold `a=b`.)
+            Some((k, _)) if names_a_column(k) && layout.keys[0].kind != crate::db::types::ColumnKind::Text => {
                 return Err(Error::Usage(format!(
                     "--key {arg:?}: `{k}` is not the key column (the key is `{name}`); to look up the value {arg:?} itself, \
                      write --key {name}={arg}"

@@ -1019,7 +1019,8 @@ async fn a_key_column_given_twice_is_refused() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "1");
 }
 
-/// On a one-column key, `--key other=1` is a misspelt column, not the value "other=1":
+/// On a one-column key that holds no text, `--key other=1` is a misspelt column, never
+/// the value "other=1" (a text key may hold it: `boundaries.rs`):
 /// refused (exit 2) naming the key column and how to look up such a value, instead of
 /// printing the unknown member as if the key had no version (found by an outside trial).
 #[tokio::test]
