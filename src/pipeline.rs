@@ -1614,10 +1614,11 @@ pub struct Migration {
     pub log_altered: bool,
 }
 
-/// Takes a source column's new type into the dimension's log and record, in one
-/// transaction under the dimension's lock: the migration a retyped column's refusal
-/// prints. The dimension is rebuilt from the log, and the current versions re-hashed by
-/// a full refresh, after it. Refuses a column whose type did not change.
+/// Takes a source column's new type into the dimension's log, its dimension (and a Type 6
+/// twin) and its record, in one transaction under the dimension's lock: the migration a
+/// retyped column's refusal prints. The dimension is rebuilt from the log, and the
+/// current versions re-hashed by a full refresh, after it. Refuses a column whose type
+/// did not change.
 pub async fn migrate_column(session: &mut Session, plan: &Plan, column: &str, wait: bool) -> Result<Migration, Error> {
     let wanted = tables::DimensionRecord::from_layout(&session.layout);
     session
@@ -1639,9 +1640,13 @@ pub async fn migrate_column(session: &mut Session, plan: &Plan, column: &str, wa
                 )));
             }
             session.begin_write(plan).await?;
-            let result = tables::retype_column(&mut session.target, plan, &stored, column, &to)
-                .await
-                .map_err(Error::from);
+            let current_twin = stored.current_columns.iter().any(|c| c == column);
+            let result = async {
+                tables::retype_dimension_column(&mut session.target, plan, column, &to, current_twin).await?;
+                tables::retype_column(&mut session.target, plan, &stored, column, &to).await
+            }
+            .await
+            .map_err(Error::from);
             let log_altered = session.target.finish(result).await?;
             Ok(Migration {
                 column: column.to_string(),

@@ -729,25 +729,43 @@ async fn widen_columns(
             continue;
         }
         tracing::info!("source column `{name}` widened from {old} to {new}: widening it in the log and the dimension");
-        let mut dimension_columns = vec![name.clone()];
-        if stored.current_columns.contains(name) {
-            dimension_columns.push(format!("current_{name}"));
-        }
-        for column in dimension_columns {
-            let ctx = serde_json::json!({
-                "dim": plan.target.dimension.quoted(),
-                "column": { "name": crate::context::quoted_name(column.clone()), "target_type": new },
-            });
-            let alter = sql::statement(backend, "tables", "retype_dimension_column", &ctx)?;
-            conn.execute_script(&format!("widening the dimension's column {column}"), &alter)
-                .await?;
-        }
+        retype_dimension_column(conn, plan, name, new, stored.current_columns.contains(name)).await?;
         retype_column(conn, plan, stored, name, new).await?;
         for (n, t) in stored.column_types.iter_mut() {
             if n == name {
                 *t = new.clone();
             }
         }
+    }
+    Ok(())
+}
+
+/// Moves the dimension's column `column` (and its Type 6 twin `current_<column>`, when
+/// `current_twin`) to `new_type`, where the engine can change a declared type (SQLite's
+/// columns hold any type: nothing to do), in the caller's transaction. A rebuild in
+/// place keeps the dimension's columns as they are, so a retype must reach them here.
+pub async fn retype_dimension_column(
+    conn: &mut Conn,
+    plan: &Plan,
+    column: &str,
+    new_type: &str,
+    current_twin: bool,
+) -> Result<(), DbError> {
+    if !conn.dialect().alters_tables() {
+        return Ok(());
+    }
+    let mut columns = vec![column.to_string()];
+    if current_twin {
+        columns.push(format!("current_{column}"));
+    }
+    for c in columns {
+        let ctx = serde_json::json!({
+            "dim": plan.target.dimension.quoted(),
+            "column": { "name": crate::context::quoted_name(c.clone()), "target_type": new_type },
+        });
+        let alter = sql::statement(conn.backend(), "tables", "retype_dimension_column", &ctx)?;
+        conn.execute_script(&format!("changing the type of the dimension's column {c}"), &alter)
+            .await?;
     }
     Ok(())
 }

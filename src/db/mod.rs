@@ -190,8 +190,6 @@ pub enum DbError {
 }
 
 impl DbError {
-    /// Whether the database refused because another connection holds a lock it would
-    /// need (SQLite's `SQLITE_BUSY`, from the driver's code).
     /// The statement that failed (`family/name`, e.g. `rebuild/merge_touched`), for logs
     /// and machine-readable output; its message says the step in words.
     pub fn failed_step(&self) -> Option<&str> {
@@ -201,15 +199,21 @@ impl DbError {
         }
     }
 
+    /// Whether the database refused because another connection holds a lock it would
+    /// need: SQLite's `SQLITE_BUSY` (primary code 5, from the driver's code). Only a
+    /// SQLite error is read so: a PostgreSQL SQLSTATE such as `42501` is no number to
+    /// take bits of (42501 & 0xff is 5: a missing right read as a held lock).
     pub fn is_busy(&self) -> bool {
         match self {
             DbError::Query {
                 source: sqlx::Error::Database(d),
                 ..
-            } => d
-                .code()
-                .and_then(|c| c.parse::<i64>().ok())
-                .is_some_and(|c| c & 0xff == 5),
+            } => {
+                d.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some()
+                    && d.code()
+                        .and_then(|c| c.parse::<i64>().ok())
+                        .is_some_and(|c| c & 0xff == 5)
+            }
             _ => false,
         }
     }

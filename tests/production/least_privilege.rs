@@ -238,3 +238,29 @@ async fn a_loader_before_init_is_sent_to_init() {
         "{stderr}"
     );
 }
+
+/// A widened source column needs its tables' columns widened, which only their owner
+/// may do: a loader that owns nothing is told so (kind `database`, the ownership hint),
+/// never that another run holds the lock (found by an outside trial: PostgreSQL's
+/// SQLSTATE 42501 was read as SQLite's "busy" code, and cron would have retried forever).
+#[tokio::test]
+async fn a_widening_the_loader_may_not_make_is_named_not_taken_for_a_lock() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec("ALTER TABLE src_customers ALTER COLUMN email TYPE varchar(40)").await;
+    let (_, loader) = initialised(&mut fx).await;
+    fx.target_exec(&documented_grants(&loader)).await;
+    let loader_url = url_as(&fx, &loader);
+    connect_as(&mut fx, &loader_url);
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 0);
+    fx.exec("ALTER TABLE src_customers ALTER COLUMN email TYPE varchar(80)")
+        .await;
+    let out = fx.cli(&["run", "--json", "--upper", "2026-03-02T10:00:00Z"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).expect("one JSON object");
+    assert_eq!(v["error"]["kind"], "database", "{v}");
+    assert!(
+        v["error"]["message"].as_str().unwrap_or("").contains("must be owner"),
+        "{v}"
+    );
+    assert!(v["error"]["hint"].as_str().unwrap_or("").contains("ownership"), "{v}");
+}
