@@ -240,7 +240,10 @@ async fn check_clocks(
     source_clock: Option<Micros>,
 ) {
     let Some(layout) = layout else {
-        checks.skip("target clock", "the source table");
+        checks.skip(
+            "target clock",
+            "the source table (its change column says how to read a clock)",
+        );
         return;
     };
     let Some(target_clock) = checks.result(
@@ -251,7 +254,16 @@ async fn check_clocks(
         return;
     };
     let here = Micros::from_utc(chrono::Utc::now());
+    // At least a second: the clocks are read by queries made one after another.
     let limit = plan.source.safety_lag_micros.max(1_000_000);
+    let tolerance = if plan.source.safety_lag_micros >= 1_000_000 {
+        format!(
+            "source.safety_lag ({})",
+            crate::ts::seconds_for_people(limit as f64 / 1e6)
+        )
+    } else {
+        "a second (source.safety_lag is less)".to_string()
+    };
     let mut clocks = vec![("this machine's", here), ("the target's", target_clock)];
     clocks.extend(source_clock.map(|c| ("the source's", c)));
     let apart = |a: Micros, b: Micros| (a.0 - b.0).abs();
@@ -264,19 +276,15 @@ async fn check_clocks(
         None => checks.push(
             "clocks",
             Outcome::Ok,
-            format!(
-                "this machine, the source and the target agree within source.safety_lag ({})",
-                crate::ts::seconds_for_people(limit as f64 / 1e6)
-            ),
+            format!("this machine, the source and the target agree within {tolerance}"),
         ),
         Some(((a, at), (b, bt))) => checks.push(
             "clocks",
             Outcome::Fail,
             format!(
-                "{a} clock ({at}) and {b} ({bt}) are {} apart, more than source.safety_lag ({}): a run's upper bound comes from the source's clock, \
+                "{a} clock ({at}) and {b} ({bt}) are {} apart, more than {tolerance}: a run's upper bound comes from the source's clock, \
                  so rows may be read before they settle or missed; set the clocks right (NTP), or raise source.safety_lag",
                 crate::ts::seconds_for_people(apart(*at, *bt) as f64 / 1e6),
-                crate::ts::seconds_for_people(limit as f64 / 1e6)
             ),
         ),
     }

@@ -13,6 +13,7 @@ pub struct DoctorArgs {}
 
 /// Runs `doctor`.
 pub async fn run(global: &GlobalArgs, _args: DoctorArgs, out: &Output) -> Result<i32, Error> {
+    let mut code = 1;
     let report = match load_plan(global) {
         Ok(plan) => {
             let mut report = crate::doctor::doctor(&plan).await;
@@ -26,15 +27,19 @@ pub async fn run(global: &GlobalArgs, _args: DoctorArgs, out: &Output) -> Result
             );
             report
         }
-        Err(e) => DoctorReport {
-            dimension: String::new(),
-            ok: false,
-            checks: vec![Check {
-                name: "config",
-                outcome: Outcome::Fail,
-                detail: e.to_string(),
-            }],
-        },
+        Err(e) => {
+            // A config that does not parse exits as every command's does (2).
+            code = e.exit_code();
+            DoctorReport {
+                dimension: String::new(),
+                ok: false,
+                checks: vec![Check {
+                    name: "config",
+                    outcome: Outcome::Fail,
+                    detail: e.to_string(),
+                }],
+            }
+        }
     };
     if out.json {
         out.print_json(&report);
@@ -47,13 +52,16 @@ pub async fn run(global: &GlobalArgs, _args: DoctorArgs, out: &Output) -> Result
                 Outcome::Skipped => "skip",
             };
             let text = format!("{label}  {}: {}", c.name, c.detail);
-            if c.outcome == Outcome::Fail {
-                // Failures stay visible with -q, on stderr as errors are.
-                super::output::eprint_text(&super::output::escape(&text, true));
+            if out.quiet {
+                // With -q, only the failures, on stderr as errors are.
+                if c.outcome == Outcome::Fail {
+                    super::output::eprint_text(&super::output::escape(&text, true));
+                }
             } else {
+                // One list, in order, on stdout (`doctor | less` shows the failures too).
                 out.line(text);
             }
         }
     }
-    Ok(if report.ok { 0 } else { 1 })
+    Ok(if report.ok { 0 } else { code })
 }

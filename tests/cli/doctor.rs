@@ -114,10 +114,19 @@ async fn doctor_checks_the_setup_and_writes_nothing(mut fx: Fixture) {
     fx.set_setting("columns", r#"["email", "tier"]"#);
     let out = doctor(&fx, &[]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
-    let stderr = text(&out.stderr);
+    let stdout = text(&out.stdout);
     assert!(
-        stderr.contains("FAIL  recorded columns: ") && stderr.contains("country"),
-        "{stderr}"
+        stdout.contains("FAIL  recorded columns: ") && stdout.contains("country"),
+        "{stdout}"
+    );
+    // With -q, the failures alone, on stderr.
+    let quiet = doctor(&fx, &["-q"]);
+    assert_eq!(quiet.status.code(), Some(1));
+    assert!(text(&quiet.stdout).is_empty(), "{}", text(&quiet.stdout));
+    assert!(
+        text(&quiet.stderr).contains("FAIL  recorded columns: "),
+        "{}",
+        text(&quiet.stderr)
     );
     fx.set_setting("columns", r#"["email", "tier", "country"]"#);
 
@@ -136,6 +145,6 @@ async fn doctor_checks_the_setup_and_writes_nothing(mut fx: Fixture) {
     let bad = fx.dir().join("bad.toml");
     std::fs::write(&bad, "name = \n").expect("write");
     let out = dimlog(fx.dir(), &["--config", bad.to_str().unwrap(), "doctor"]);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(text(&out.stderr).contains("FAIL  config: "), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(2), "as every command's config error");
+    assert!(text(&out.stdout).contains("FAIL  config: "), "{}", text(&out.stdout));
 }

@@ -246,7 +246,8 @@ async fn a_loader_before_init_is_sent_to_init() {
 #[tokio::test]
 async fn a_widening_the_loader_may_not_make_is_named_not_taken_for_a_lock() {
     let mut fx = Fixture::postgres().await;
-    fx.exec("ALTER TABLE src_customers ALTER COLUMN email TYPE varchar(40)").await;
+    fx.exec("ALTER TABLE src_customers ALTER COLUMN email TYPE varchar(40)")
+        .await;
     let (_, loader) = initialised(&mut fx).await;
     fx.target_exec(&documented_grants(&loader)).await;
     let loader_url = url_as(&fx, &loader);
