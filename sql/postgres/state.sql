@@ -1,13 +1,15 @@
 {# Watermarks, run records, per-dimension metadata, and the dimension's lock. #}
 -- statement: try_lock
 SELECT pg_try_advisory_lock($1)::text
-{# The session holding a dimension's advisory lock ($1): pg_locks splits the 64-bit key
-   into classid (high 32 bits) and objid (low 32 bits). #}
+{# The session holding a dimension's advisory lock ($1) in this database (advisory locks
+   are per database; another database's dimension of the same name is not this one):
+   pg_locks splits the 64-bit key into classid (high 32 bits) and objid (low 32 bits). #}
 -- statement: lock_holder
 SELECT dimlog_a.pid::text, COALESCE(dimlog_a.application_name, ''), COALESCE(dimlog_a.usename::text, ''),
        COALESCE(dimlog_a.state, ''), COALESCE({{ "dimlog_a.backend_start"|pgts }}, '')
 FROM pg_locks dimlog_l JOIN pg_stat_activity dimlog_a ON dimlog_a.pid = dimlog_l.pid
 WHERE dimlog_l.locktype = 'advisory' AND dimlog_l.granted AND dimlog_l.objsubid = 1
+  AND dimlog_l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND ((dimlog_l.classid::bigint << 32) | dimlog_l.objid::bigint) = $1
 LIMIT 1
 -- statement: unlock
