@@ -237,13 +237,26 @@ impl Session {
     }
 
     /// Runs `work`, unless `interrupt` fires first: then the statement the target runs is
-    /// cancelled and its connection closed (the database rolls back what was not
-    /// committed, and frees the lock with it), and the result is [`Error::Interrupted`].
-    /// For commands that do not record runs (`rebuild`, `verify`, `distribute`).
+    /// cancelled and its connection replaced by a new one (the database rolls back what
+    /// was not committed, and frees the lock with it), and the result is
+    /// [`Error::Interrupted`].
     pub async fn interruptible<T>(
         &mut self,
         plan: &Plan,
         interrupt: Option<&crate::interrupt::Interrupt>,
+        work: impl AsyncFnOnce(&mut Session) -> Result<T, Error>,
+    ) -> Result<T, Error> {
+        self.interruptible_until(plan, interrupt, &AtomicBool::new(false), work)
+            .await
+    }
+
+    /// [`Session::interruptible`], until `committing` is set: from then on (a commit sent)
+    /// `work` finishes.
+    pub async fn interruptible_until<T>(
+        &mut self,
+        plan: &Plan,
+        interrupt: Option<&crate::interrupt::Interrupt>,
+        committing: &AtomicBool,
         work: impl AsyncFnOnce(&mut Session) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let Some(interrupt) = interrupt else {
@@ -254,7 +267,12 @@ impl Session {
             let running = work(self);
             tokio::select! {
                 outcome = running => Some(outcome),
-                () = interrupt.fired() => None,
+                () = async {
+                    interrupt.fired().await;
+                    if committing.load(Ordering::SeqCst) {
+                        std::future::pending::<()>().await;
+                    }
+                } => None,
             }
         };
         if let Some(outcome) = outcome {
@@ -262,7 +280,7 @@ impl Session {
         }
         self.target.cancel_running(&plan.target.url).await;
         if let Err(e) = self.replace_target(plan).await {
-            tracing::info!("could not connect again after the interrupt: {e}");
+            tracing::warn!("could not connect again after the interrupt: {e}");
         }
         Err(Error::Interrupted { committed: 0 })
     }
@@ -606,34 +624,14 @@ pub async fn run(
     let started = now();
     let mut bounds = RunBounds::default();
     let committing = AtomicBool::new(false);
-    let running = run_to_the_end(session, plan, opts, observer, started, &mut bounds, &committing);
-    let Some(interrupt) = &opts.interrupt else {
-        return running.await;
-    };
-    let _answering = interrupt.answering();
-    let outcome = tokio::select! {
-        outcome = running => Some(outcome),
-        () = async {
-            interrupt.fired().await;
-            if committing.load(Ordering::SeqCst) {
-                std::future::pending::<()>().await;
-            }
-        } => None,
-    };
-    if let Some(outcome) = outcome {
-        return outcome;
-    }
-    observer.phase("interrupted: rolling back");
-    // The dropped load may have left the connection mid-statement: it is cancelled, then
-    // closed (the database rolls its transaction back and frees the lock with it), and
-    // the run is recorded on a new connection.
-    session.target.cancel_running(&plan.target.url).await;
-    if let Err(e) = session.replace_target(plan).await {
-        tracing::warn!("could not connect again to record the interrupted run: {e}");
-        return Err(Error::Interrupted { committed: 0 });
-    }
-    let e = Error::Interrupted { committed: 0 };
-    if !opts.dry_run {
+    let outcome = session
+        .interruptible_until(plan, opts.interrupt.as_ref(), &committing, async |s: &mut Session| {
+            run_to_the_end(s, plan, opts, observer, started, &mut bounds, &committing).await
+        })
+        .await;
+    if let (Err(e @ Error::Interrupted { .. }), false) = (&outcome, opts.dry_run) {
+        observer.phase("interrupted: recording the run");
+        // On the new connection the interrupt left the session with.
         let recorded = state::record_failure(
             &mut session.target,
             plan,
@@ -647,7 +645,7 @@ pub async fn run(
             tracing::info!("could not record the interrupted run: {failed}");
         }
     }
-    Err(e)
+    outcome
 }
 
 /// [`run`], unless interrupted.
@@ -1640,13 +1638,9 @@ pub async fn migrate_column(session: &mut Session, plan: &Plan, column: &str, wa
                 )));
             }
             session.begin_write(plan).await?;
-            let current_twin = stored.current_columns.iter().any(|c| c == column);
-            let result = async {
-                tables::retype_dimension_column(&mut session.target, plan, column, &to, current_twin).await?;
-                tables::retype_column(&mut session.target, plan, &stored, column, &to).await
-            }
-            .await
-            .map_err(Error::from);
+            let result = tables::retype_column(&mut session.target, plan, &stored, column, &to)
+                .await
+                .map_err(Error::from);
             let log_altered = session.target.finish(result).await?;
             Ok(Migration {
                 column: column.to_string(),
