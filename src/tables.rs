@@ -729,7 +729,6 @@ async fn widen_columns(
             continue;
         }
         tracing::info!("source column `{name}` widened from {old} to {new}: widening it in the log and the dimension");
-        retype_dimension_column(conn, plan, name, new, stored.current_columns.contains(name)).await?;
         retype_column(conn, plan, stored, name, new).await?;
         for (n, t) in stored.column_types.iter_mut() {
             if n == name {
@@ -744,7 +743,7 @@ async fn widen_columns(
 /// `current_twin`) to `new_type`, where the engine can change a declared type (SQLite's
 /// columns hold any type: nothing to do), in the caller's transaction. A rebuild in
 /// place keeps the dimension's columns as they are, so a retype must reach them here.
-pub async fn retype_dimension_column(
+async fn retype_dimension_column(
     conn: &mut Conn,
     plan: &Plan,
     column: &str,
@@ -770,10 +769,11 @@ pub async fn retype_dimension_column(
     Ok(())
 }
 
-/// Moves the log's column `column` to the source's new type `new_type` and records that
-/// type in `dimlog_dimensions`, in the caller's transaction: the migration a retyped
-/// source column asks for. An engine that cannot change a declared type (SQLite) only
-/// records it: its column holds values of any type. Returns whether the log was altered.
+/// Moves the log's and the dimension's column `column` (and its Type 6 twin) to the
+/// source's new type `new_type` and records that type in `dimlog_dimensions`, in the
+/// caller's transaction: the migration a retyped source column asks for. An engine that
+/// cannot change a declared type (SQLite) only records it: its columns hold values of any
+/// type. Returns whether the log was altered.
 pub async fn retype_column(
     conn: &mut Conn,
     plan: &Plan,
@@ -786,6 +786,14 @@ pub async fn retype_column(
         "column": crate::context::quoted_name(column.to_string()),
         "new_type": new_type,
     });
+    retype_dimension_column(
+        conn,
+        plan,
+        column,
+        new_type,
+        stored.current_columns.iter().any(|c| c == column),
+    )
+    .await?;
     let alter = sql::statement(conn.backend(), "tables", "retype_log_column", &retype)?;
     let altered = !alter.trim().is_empty();
     if altered {
