@@ -73,33 +73,33 @@ pub fn hint(e: &Error) -> Option<String> {
     )
 }
 
-/// Whether the database said a column does not exist (PostgreSQL's SQLSTATE 42703,
-/// SQLite's "no such column"), anywhere in the error's chain.
-fn names_a_missing_column(e: &Error) -> bool {
+/// The database's own error, the first anywhere in the error's chain.
+fn database_error(e: &Error) -> Option<&dyn sqlx::error::DatabaseError> {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cur {
         if let Some(sqlx::Error::Database(db)) = c.downcast_ref::<sqlx::Error>() {
-            return db.code().as_deref() == Some("42703") || db.message().starts_with("no such column");
+            return Some(db.as_ref());
         }
         cur = c.source();
     }
-    false
+    None
+}
+
+/// Whether the database said a column does not exist (PostgreSQL's SQLSTATE 42703,
+/// SQLite's "no such column").
+fn names_a_missing_column(e: &Error) -> bool {
+    database_error(e)
+        .is_some_and(|db| db.code().as_deref() == Some("42703") || db.message().starts_with("no such column"))
 }
 
 /// The right a PostgreSQL role lacks, in user terms, when a statement was refused for
-/// want of it (SQLSTATE 42501, "permission denied for …", anywhere in the error's
-/// chain): which right, on what, and the `GRANT` that gives it.
+/// want of it (SQLSTATE 42501, "permission denied for …"): which right, on what, and the
+/// `GRANT` that gives it.
 fn privilege_hint(e: &Error) -> Option<String> {
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    let message = loop {
-        let c = cur?;
-        if let Some(sqlx::Error::Database(db)) = c.downcast_ref::<sqlx::Error>() {
-            if db.code().as_deref() == Some("42501") {
-                break db.message().to_string();
-            }
-        }
-        cur = c.source();
-    };
+    let message = database_error(e)
+        .filter(|db| db.code().as_deref() == Some("42501"))?
+        .message()
+        .to_string();
     let role = "the role of target.url";
     let on = |what: &str| {
         message
