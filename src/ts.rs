@@ -532,4 +532,14 @@ mod tests {
         let b = Micros::parse("2026-10-05T09:30:00.1Z", None).unwrap();
         assert!(a < b && a.to_text() < b.to_text());
     }
+
+    #[test]
+    fn durations_read_in_their_two_largest_units() {
+        use super::seconds_for_people as lag_text;
+        assert_eq!(lag_text(99_954_000.0), "1156d 21h");
+        assert_eq!(lag_text(3.0 * 3600.0 + 5.0 * 60.0 + 7.0), "3h 5m");
+        assert_eq!(lag_text(65.4), "1m 5s");
+        assert_eq!(lag_text(42.0), "42s");
+        assert_eq!(lag_text(-3.0), "0s");
+    }
 }

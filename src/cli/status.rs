@@ -78,11 +78,11 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
                 Some(clock) => format!(
                     "source newest change {n}, after the source's clock {clock} (read once the clock reaches it); \
                      incremental watermark lags the clock by {}",
-                    lag_text(l)
+                    crate::ts::seconds_for_people(l)
                 ),
                 None => format!(
                     "source newest change {n}; incremental watermark lags by {}",
-                    lag_text(l)
+                    crate::ts::seconds_for_people(l)
                 ),
             })
         }
@@ -128,22 +128,4 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
         ));
     }
     Ok(0)
-}
-
-fn lag_text(seconds: f64) -> String {
-    crate::ts::seconds_for_people(seconds)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::lag_text;
-
-    #[test]
-    fn lags_read_in_their_two_largest_units() {
-        assert_eq!(lag_text(99_954_000.0), "1156d 21h");
-        assert_eq!(lag_text(3.0 * 3600.0 + 5.0 * 60.0 + 7.0), "3h 5m");
-        assert_eq!(lag_text(65.4), "1m 5s");
-        assert_eq!(lag_text(42.0), "42s");
-        assert_eq!(lag_text(-3.0), "0s");
-    }
 }
