@@ -592,33 +592,6 @@ impl ConfigChange {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn widenings_are_told_from_retypes() {
-        use super::{widening, Widening as W};
-        use crate::config::Backend;
-        let pg = |a, b| widening(Backend::Postgres, a, b);
-        assert_eq!(pg("integer", "bigint"), W::Widens);
-        assert_eq!(pg("smallint", "integer"), W::Widens);
-        assert_eq!(pg("bigint", "integer"), W::Fits);
-        assert_eq!(pg("character varying(20)", "character varying(50)"), W::Widens);
-        assert_eq!(pg("character varying(20)", "text"), W::Widens);
-        assert_eq!(pg("text", "character varying(20)"), W::Fits);
-        assert_eq!(pg("numeric(10,2)", "numeric(12,2)"), W::Widens);
-        assert_eq!(pg("numeric(10,2)", "numeric(12,3)"), W::NotBenign);
-        assert_eq!(pg("numeric(10,2)", "numeric"), W::NotBenign);
-        assert_eq!(pg("text", "integer"), W::NotBenign);
-        assert_eq!(pg("real", "double precision"), W::NotBenign, "floats print otherwise");
-        assert_eq!(
-            pg("integer", "numeric(12,0)"),
-            W::NotBenign,
-            "another kind hashes otherwise"
-        );
-        let lite = |a, b| widening(Backend::Sqlite, a, b);
-        assert_eq!(lite("INT", "BIGINT"), W::Fits);
-        assert_eq!(lite("TEXT", "VARCHAR(20)"), W::Fits);
-        assert_eq!(lite("TEXT", "INTEGER"), W::NotBenign);
-    }
-
     use super::*;
     use crate::config::Overrides;
     use std::path::Path;
@@ -723,5 +696,34 @@ columns = ["email", "tier"]
             ("email".into(), "text".into()),
         ];
         check_compatible(&stored, &case_only, &plan, plan.target.url.backend).expect("a type's case is no retype");
+    }
+
+    #[test]
+    fn widenings_are_told_from_retypes() {
+        use super::Widening as W;
+        // The engines as their URLs name them.
+        let engine = |url: &str| crate::db::DbUrl::parse("target.url", url, None).expect("a URL").backend;
+        let (postgres, sqlite) = (engine("postgres://host/db"), engine("sqlite://warehouse.db"));
+        let pg = |a, b| widening(postgres, a, b);
+        assert_eq!(pg("integer", "bigint"), W::Widens);
+        assert_eq!(pg("smallint", "integer"), W::Widens);
+        assert_eq!(pg("bigint", "integer"), W::Fits);
+        assert_eq!(pg("character varying(20)", "character varying(50)"), W::Widens);
+        assert_eq!(pg("character varying(20)", "text"), W::Widens);
+        assert_eq!(pg("text", "character varying(20)"), W::Fits);
+        assert_eq!(pg("numeric(10,2)", "numeric(12,2)"), W::Widens);
+        assert_eq!(pg("numeric(10,2)", "numeric(12,3)"), W::NotBenign);
+        assert_eq!(pg("numeric(10,2)", "numeric"), W::NotBenign);
+        assert_eq!(pg("text", "integer"), W::NotBenign);
+        assert_eq!(pg("real", "double precision"), W::NotBenign, "floats print otherwise");
+        assert_eq!(
+            pg("integer", "numeric(12,0)"),
+            W::NotBenign,
+            "another kind hashes otherwise"
+        );
+        let lite = |a, b| widening(sqlite, a, b);
+        assert_eq!(lite("INT", "BIGINT"), W::Fits);
+        assert_eq!(lite("TEXT", "VARCHAR(20)"), W::Fits);
+        assert_eq!(lite("TEXT", "INTEGER"), W::NotBenign);
     }
 }
