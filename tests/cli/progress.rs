@@ -8,14 +8,7 @@ use crate::support::fixture::{on_both_backends, Fixture};
 on_both_backends!(each_step_of_a_run_is_one_line_with_v);
 
 async fn each_step_of_a_run_is_one_line_with_v(mut fx: Fixture) {
-    let values: Vec<String> = (1..=50)
-        .map(|i| format!("({i}, 'user{i}@example.com', 'free', 'FR', '2026-03-01T09:00:00Z')"))
-        .collect();
-    fx.exec(&format!(
-        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES {}",
-        values.join(", ")
-    ))
-    .await;
+    fifty_customers(&mut fx).await;
     fx.run("2026-03-01T10:00:00Z").await;
     fx.exec("UPDATE src_customers SET tier = 'pro', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id <= 20")
         .await;
@@ -124,14 +117,7 @@ async fn a_full_refresh_that_logs_late_versions_says_why(mut fx: Fixture) {
 #[tokio::test]
 async fn on_a_terminal_a_run_shows_a_progress_line() {
     let mut fx = Fixture::sqlite().await;
-    let values: Vec<String> = (1..=50)
-        .map(|i| format!("({i}, 'user{i}@example.com', 'free', 'FR', '2026-03-01T09:00:00Z')"))
-        .collect();
-    fx.exec(&format!(
-        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES {}",
-        values.join(", ")
-    ))
-    .await;
+    fifty_customers(&mut fx).await;
     let command = format!(
         "{} --config {} run --upper 2026-03-01T10:00:00Z",
         env!("CARGO_BIN_EXE_dimlog"),
@@ -172,4 +158,16 @@ async fn on_a_terminal_a_run_shows_a_progress_line() {
         ],
     );
     assert!(!text(&plain.stderr).contains(" rows ("), "{}", text(&plain.stderr));
+}
+
+/// Customers 1 to 50, stamped 2026-03-01T09:00:00Z.
+async fn fifty_customers(fx: &mut Fixture) {
+    let values: Vec<String> = (1..=50)
+        .map(|i| format!("({i}, 'user{i}@example.com', 'free', 'FR', '2026-03-01T09:00:00Z')"))
+        .collect();
+    fx.exec(&format!(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES {}",
+        values.join(", ")
+    ))
+    .await;
 }

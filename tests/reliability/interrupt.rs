@@ -161,58 +161,19 @@ async fn an_interrupted_run_rolls_back_and_says_so(mut fx: Fixture) {
 async fn interrupted_in_a_statement(fx: &mut Fixture) {
     use sqlx::{Connection, Executor};
     let runs_before = fx.runs().await.rows.len();
-    let mut blocker = sqlx::PgConnection::connect(&fx.target_url).await.expect("connect");
-    blocker.execute("BEGIN").await.expect("begin");
-    blocker
-        .execute("LOCK TABLE customer_versions IN EXCLUSIVE MODE")
-        .await
-        .expect("lock the log");
-    let mut child = cli::command(&fx.config_path())
-        .args(["run", "--upper", UPPER])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start dimlog");
-    // Until it waits for that lock.
-    let mut waiting = false;
-    for _ in 0..1500 {
-        let rows = fx
-            .target_query(
-                "SELECT count(*)::text FROM pg_stat_activity \
-                 WHERE application_name LIKE 'dimlog%' AND wait_event_type = 'Lock'",
-            )
-            .await;
-        if rows[0][0].as_deref() != Some("0") {
-            waiting = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(waiting, "the run never waited for the log's lock");
-    let started = std::time::Instant::now();
-    let sent = std::process::Command::new("kill")
-        .args(["-s", "INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(sent.success());
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("try_wait") {
-            break status;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the interrupted run waited for the statement it was in"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
-    let mut stderr = String::new();
-    use std::io::Read;
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut stderr)
-        .expect("read");
+    let mut blocker = locked_by_another_session(&fx.target_url, "customer_versions").await;
+    let child = start_until_it_waits(
+        fx,
+        &["run", "--upper", UPPER],
+        "the run never waited for the log's lock",
+    )
+    .await;
+    let (status, stderr) = interrupt(
+        child,
+        Duration::from_secs(20),
+        "the interrupted run waited for the statement it was in",
+    )
+    .await;
     assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("interrupted: nothing committed"), "{stderr}");
     assert_eq!(fx.runs().await.rows.len(), runs_before + 1, "{stderr}");
@@ -270,52 +231,20 @@ async fn interrupted_rebuild(mut fx: Fixture) {
     prepare(&mut fx).await;
     // A dimension that differs from the log, so the rebuild has rows to write.
     fx.target_exec("UPDATE dim_customer SET tier = 'edited'").await;
-    let mut blocker = sqlx::PgConnection::connect(&fx.target_url).await.expect("connect");
-    blocker.execute("BEGIN").await.expect("begin");
-    blocker
-        .execute("LOCK TABLE dim_customer IN EXCLUSIVE MODE")
-        .await
-        .expect("lock the dimension");
-    let mut child = cli::command(&fx.config_path())
-        .arg("rebuild")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start dimlog");
-    // The command's sessions (the fixture's own are named plain `dimlog`).
-    let dimlog_sessions = "SELECT count(*)::text FROM pg_stat_activity WHERE application_name LIKE 'dimlog:%'";
-    let mut waiting = false;
-    for _ in 0..1500 {
-        let rows = fx
-            .target_query(&format!("{dimlog_sessions} AND wait_event_type = 'Lock'"))
-            .await;
-        if rows[0][0].as_deref() != Some("0") {
-            waiting = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    assert!(waiting, "the rebuild never waited for the dimension's lock");
-    let sent = std::process::Command::new("kill")
-        .args(["-s", "INT", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(sent.success());
-    let status = child.wait().expect("wait");
-    let mut stderr = String::new();
-    use std::io::Read;
-    child
-        .stderr
-        .take()
-        .expect("stderr")
-        .read_to_string(&mut stderr)
-        .expect("read");
+    let mut blocker = locked_by_another_session(&fx.target_url, "dim_customer").await;
+    let child = start_until_it_waits(
+        &mut fx,
+        &["rebuild"],
+        "the rebuild never waited for the dimension's lock",
+    )
+    .await;
+    let (status, stderr) = interrupt(child, Duration::from_secs(60), "the interrupted rebuild did not exit").await;
     assert_eq!(status.code(), Some(130), "{stderr}");
     // Its session ends while the blocker still holds the lock it waited for.
     let mut gone = false;
     // (Within a second: left alone, such a session lives on until its lock wait ends.)
     for _ in 0..50 {
-        if fx.target_query(dimlog_sessions).await[0][0].as_deref() == Some("0") {
+        if fx.target_query(DIMLOG_SESSIONS).await[0][0].as_deref() == Some("0") {
             gone = true;
             break;
         }
@@ -332,4 +261,70 @@ async fn interrupted_rebuild(mut fx: Fixture) {
     blocker.close().await.expect("close");
     let out = cli::run(&fx.config_path(), &["run", "--no-wait", "--upper", UPPER]);
     assert_eq!(out.code, Some(0), "{out:?}");
+}
+
+/// The command's sessions (the fixture's own are named plain `dimlog`).
+const DIMLOG_SESSIONS: &str = "SELECT count(*)::text FROM pg_stat_activity WHERE application_name LIKE 'dimlog:%'";
+
+/// Starts `dimlog <args>` and returns once one of its sessions waits for a lock (at most
+/// 30 s; else fails with `never`).
+async fn start_until_it_waits(fx: &mut Fixture, args: &[&str], never: &str) -> std::process::Child {
+    let mut child = cli::command(&fx.config_path())
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start dimlog");
+    for _ in 0..1500 {
+        let rows = fx
+            .target_query(&format!("{DIMLOG_SESSIONS} AND wait_event_type = 'Lock'"))
+            .await;
+        if rows[0][0].as_deref() != Some("0") {
+            return child;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("{never}");
+}
+
+/// Sends SIGINT and waits for the exit (failing with `slow` after `limit`): its status
+/// and all it wrote to stderr.
+async fn interrupt(mut child: std::process::Child, limit: Duration, slow: &str) -> (std::process::ExitStatus, String) {
+    use std::io::Read;
+    let started = std::time::Instant::now();
+    let sent = std::process::Command::new("kill")
+        .args(["-s", "INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(sent.success());
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(started.elapsed() < limit, "{slow}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .expect("stderr")
+        .read_to_string(&mut stderr)
+        .expect("read");
+    (status, stderr)
+}
+
+/// A session holding `table` in EXCLUSIVE mode (reads go on, writes wait) until it rolls
+/// back.
+async fn locked_by_another_session(url: &str, table: &str) -> sqlx::PgConnection {
+    use sqlx::{Connection, Executor};
+    let mut blocker = sqlx::PgConnection::connect(url).await.expect("connect");
+    blocker.execute("BEGIN").await.expect("begin");
+    blocker
+        .execute(format!("LOCK TABLE {table} IN EXCLUSIVE MODE").as_str())
+        .await
+        .unwrap_or_else(|e| panic!("lock {table}: {e}"));
+    blocker
 }
