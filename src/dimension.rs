@@ -248,8 +248,12 @@ impl Dimension {
         let key: Vec<String> = key.iter().map(|k| k.to_string()).collect();
         let mut session = Session::open_target(&self.plan, Access::QueryOnly).await?;
         let found = crate::lookup::lookup_one(&mut session.target, &session.ctx, &key, at).await;
+        let typo = crate::lookup::not_a_value(session.target.backend(), &session.ctx, &key);
         session.close().await;
-        Ok(found?)
+        match (found?, typo) {
+            (None, Some(typo)) => Err(typo.into()),
+            (found, _) => Ok(found),
+        }
     }
 
     /// What to fill for [`Dimension::assign_keys`]: the staged fact table `facts` in the

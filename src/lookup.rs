@@ -1581,6 +1581,32 @@ pub enum LookupError {
         /// Parts given.
         given: usize,
     },
+    /// A key part is no spelling of a value of its column's type (`1x` for an integer
+    /// key): a typo, not a key without a version.
+    #[error("{value:?} is not a value of the key column {column} ({type_name}): give the key as the column holds it")]
+    NotAValue {
+        /// The key column.
+        column: String,
+        /// The part as given.
+        value: String,
+        /// The column's type in the target.
+        type_name: String,
+    },
+}
+
+/// The first part of `key` that is no spelling of a value of its key column's type, as
+/// the error that names it. Callers ask only once nothing was found: SQLite may hold
+/// such text in a column of any type.
+pub(crate) fn not_a_value(backend: Backend, ctx: &SqlContext, key: &[String]) -> Option<LookupError> {
+    key_cols(backend, ctx)
+        .iter()
+        .zip(key)
+        .find(|(c, k)| read_key(c.kind, k).is_none())
+        .map(|(c, k)| LookupError::NotAValue {
+            column: c.bare.clone(),
+            value: k.clone(),
+            type_name: c.target_type.clone(),
+        })
 }
 
 /// The separator of composite key parts in [`Index::lookup_joined`].

@@ -44,6 +44,11 @@ pub async fn run(global: &GlobalArgs, args: HistoryArgs, out: &Output) -> Result
     let read = async {
         let key = super::key::key_values(&session.layout, &args.key)?;
         let rows = inspect::history(&mut session.target, &session.ctx, &session.layout, &key).await?;
+        if rows.is_empty() {
+            if let Some(typo) = crate::lookup::not_a_value(session.target.backend(), &session.ctx, &key) {
+                return Err(typo.into());
+            }
+        }
         Ok::<_, Error>((key, rows))
     }
     .await;

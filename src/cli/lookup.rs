@@ -51,6 +51,11 @@ pub async fn run_lookup(global: &GlobalArgs, args: LookupArgs, out: &Output) -> 
     let found = async {
         let key = super::key::key_values(&session.layout, &args.key)?;
         let sk = lookup::lookup_one(&mut session.target, &session.ctx, &key, at).await?;
+        if sk.is_none() {
+            if let Some(typo) = lookup::not_a_value(session.target.backend(), &session.ctx, &key) {
+                return Err(typo.into());
+            }
+        }
         Ok::<_, Error>((key, sk))
     }
     .await;

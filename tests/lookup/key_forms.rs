@@ -1100,3 +1100,75 @@ async fn fact_key_columns_in_another_order_are_named() {
     let out = fx.cli(&args("t", "n"));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A key value that is no spelling of its column's type (`1x`, `4 2` for an integer
+/// key, `not-a-uuid` for a uuid one) is a typo, not a key without a version: `lookup`,
+/// `history` and the library refuse it naming the column and its type (exit 2), where
+/// they printed the unknown member (found by an outside trial). On SQLite, whose integer
+/// column may hold such text, it is refused only when no key is spelled so.
+#[tokio::test]
+async fn a_key_value_of_another_type_is_refused() {
+    for backend in [Backend::Sqlite, Backend::Postgres] {
+        let mut fx = Fixture::on(backend).await;
+        fx.exec(&format!(
+            "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES (1, 'e1', 'pro', 'FR', '{LOADED}')"
+        ))
+        .await;
+        fx.run(UPPER).await;
+        for typo in ["1x", "4 2", "one", "1.5"] {
+            for cmd in ["lookup", "history"] {
+                let mut args = vec![cmd, "--key", typo];
+                if cmd == "lookup" {
+                    args.extend(["--at", AT]);
+                }
+                let out = fx.cli(&args);
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                assert_eq!(out.status.code(), Some(2), "{backend:?} {cmd} {typo}: {stderr}");
+                assert!(
+                    stderr.contains(&format!("{typo:?} is not a value of the key column customer_id")),
+                    "{backend:?} {cmd} {typo}: {stderr}"
+                );
+            }
+            let dim = dimlog::Dimension::load(fx.config_path()).expect("config");
+            match dim.lookup(&[typo], ts(AT)).await {
+                Err(dimlog::Error::Lookup(dimlog::LookupError::NotAValue { column, value, .. })) => {
+                    assert_eq!((column.as_str(), value.as_str()), ("customer_id", typo));
+                }
+                other => panic!("{backend:?} {typo}: {other:?}"),
+            }
+        }
+        // Spellings of the key are still read as it (`01` is 1), and a key of the right
+        // type without a version is still the unknown member.
+        for (key, found) in [("01", true), (" 1", true), ("2", false)] {
+            let out = fx.cli(&["lookup", "--key", key, "--at", AT]);
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{backend:?} {key}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert_eq!(
+                stdout.trim() != UNKNOWN.to_string(),
+                found,
+                "{backend:?} {key}: {stdout}"
+            );
+        }
+    }
+    // SQLite: text held in an integer key column is found as it is.
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(
+        "CREATE TABLE src_keys (k1 int PRIMARY KEY, email text, tier text, country text, \
+         is_deleted boolean NOT NULL DEFAULT false, updated_at text NOT NULL)",
+    )
+    .await;
+    fx.set_setting("table", "\"src_keys\"");
+    fx.set_setting("key", "[\"k1\"]");
+    fx.exec(&format!(
+        "INSERT INTO src_keys (k1, email, tier, country, updated_at) VALUES ('1x', 'e1', 'pro', 'FR', '{LOADED}')"
+    ))
+    .await;
+    fx.run(UPPER).await;
+    let out = fx.cli(&["lookup", "--key", "1x", "--at", AT]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_ne!(String::from_utf8_lossy(&out.stdout).trim(), UNKNOWN.to_string());
+}
