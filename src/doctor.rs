@@ -40,6 +40,9 @@ pub struct Check {
     pub outcome: Outcome,
     /// What was found, or what is wrong.
     pub detail: String,
+    /// The error a failed check found, for a caller that words what to do about it.
+    #[serde(skip)]
+    pub error: Option<std::sync::Arc<Error>>,
 }
 
 /// Every check, in order.
@@ -61,6 +64,16 @@ impl Checks {
             name,
             outcome,
             detail: detail.into(),
+            error: None,
+        });
+    }
+
+    fn fail(&mut self, name: &'static str, e: Error) {
+        self.0.push(Check {
+            name,
+            outcome: Outcome::Fail,
+            detail: e.to_string(),
+            error: Some(std::sync::Arc::new(e)),
         });
     }
 
@@ -71,7 +84,7 @@ impl Checks {
                 Some(v)
             }
             Err(e) => {
-                self.push(name, Outcome::Fail, e.to_string());
+                self.fail(name, e);
                 None
             }
         }
@@ -182,7 +195,7 @@ async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>,
             return;
         }
         Err(e) => {
-            checks.push("target", Outcome::Fail, e.to_string());
+            checks.fail("target", e);
             for name in ["rights to load", "target clock", "recorded columns", "lock"] {
                 checks.skip(name, "the target");
             }
@@ -210,7 +223,7 @@ async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>,
                 Outcome::Note,
                 "the dimension is not registered yet: its first run records its columns",
             ),
-            Err(e) => checks.push("recorded columns", Outcome::Fail, Error::from(e).to_string()),
+            Err(e) => checks.fail("recorded columns", Error::from(e)),
         },
     }
     match target.lock_holder(&plan.name).await {
@@ -219,11 +232,24 @@ async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>,
             Outcome::Note,
             format!("a run holds the lock of dimension {} now{holder}", plan.name),
         ),
-        None if target.lock_is_a_transaction() => checks.push(
-            "lock",
-            Outcome::Ok,
-            "SQLite: the lock is a run's write transaction; a run waits for another's",
-        ),
+        None if target.lock_is_a_transaction() => match crate::db::writer_active(&plan.target.url).await {
+            Some(true) => checks.push(
+                "lock",
+                Outcome::Note,
+                format!(
+                    "a run holds the lock of dimension {} now (SQLite: a write transaction is open on {shown}; \
+                     a run waits for it)",
+                    plan.name
+                ),
+            ),
+            Some(false) => checks.push("lock", Outcome::Ok, "no run holds the lock"),
+            None => checks.push(
+                "lock",
+                Outcome::Ok,
+                "SQLite: the lock is a run's write transaction, which only a user who may write the file can see; \
+                 a run waits for another's",
+            ),
+        },
         None => checks.push("lock", Outcome::Ok, "no run holds the lock"),
     }
     let _ = target.close().await;

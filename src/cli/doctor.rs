@@ -23,6 +23,7 @@ pub async fn run(global: &GlobalArgs, _args: DoctorArgs, out: &Output) -> Result
                     name: "config",
                     outcome: Outcome::Ok,
                     detail: format!("{} parses", global.config.display()),
+                    error: None,
                 },
             );
             report
@@ -37,21 +38,39 @@ pub async fn run(global: &GlobalArgs, _args: DoctorArgs, out: &Output) -> Result
                     name: "config",
                     outcome: Outcome::Fail,
                     detail: e.to_string(),
+                    error: None,
                 }],
             }
         }
     };
+    // What to do about a failure, in commands (the library only classifies it).
+    let hints: Vec<Option<String>> = report
+        .checks
+        .iter()
+        .map(|c| c.error.as_deref().and_then(super::error::hint))
+        .collect();
     if out.json {
-        out.print_json(&report);
+        let mut value = serde_json::to_value(&report).expect("a report serialises");
+        if let Some(checks) = value["checks"].as_array_mut() {
+            for (check, hint) in checks.iter_mut().zip(&hints) {
+                if let Some(hint) = hint {
+                    check["hint"] = hint.clone().into();
+                }
+            }
+        }
+        out.print_json(&value);
     } else {
-        for c in &report.checks {
+        for (i, c) in report.checks.iter().enumerate() {
             let label = match c.outcome {
                 Outcome::Ok => "ok  ",
                 Outcome::Note => "note",
                 Outcome::Fail => "FAIL",
                 Outcome::Skipped => "skip",
             };
-            let text = format!("{label}  {}: {}", c.name, c.detail);
+            let mut text = format!("{label}  {}: {}", c.name, c.detail);
+            if let Some(Some(hint)) = hints.get(i) {
+                text.push_str(&format!("\n      hint: {hint}"));
+            }
             if out.quiet {
                 // With -q, only the failures, on stderr as errors are.
                 if c.outcome == Outcome::Fail {

@@ -251,6 +251,16 @@ pub fn refuse_unwritable(url: &DbUrl, access: Access) -> Result<(), DbError> {
     }
 }
 
+/// Whether a run holds the write lock of the database of `url` now, where only a probe
+/// can tell (SQLite, whose lock is a write transaction); `None` where it cannot, and on
+/// servers, which name the holder instead ([`Conn::lock_holder`]).
+pub async fn writer_active(url: &DbUrl) -> Option<bool> {
+    match url.backend {
+        Backend::Sqlite => sqlite::writer_active(url).await,
+        Backend::Postgres | Backend::Citus => None,
+    }
+}
+
 /// Whether `url` names a database file that does not exist yet (a SQLite target before
 /// its first load); a server's database is never "not there yet".
 pub fn file_not_there_yet(url: &DbUrl) -> bool {

@@ -95,8 +95,9 @@ async fn doctor_checks_the_setup_and_writes_nothing(mut fx: Fixture) {
         "doctor wrote something"
     );
 
-    // A run holding the lock is a note (PostgreSQL can say whose).
-    if fx.backend == Backend::Postgres {
+    // A run holding the lock is a note, on SQLite (its write transaction) too;
+    // PostgreSQL can say whose.
+    {
         let held = cli::hold(
             &fx.config_path(),
             &["run", "--upper", "2026-03-02T10:00:00Z"],
@@ -106,7 +107,10 @@ async fn doctor_checks_the_setup_and_writes_nothing(mut fx: Fixture) {
         let out = doctor(&fx, &["--json"]);
         let report = json(&out, "doctor --json");
         assert_eq!(outcome(&outcomes(&report), "lock"), "note", "{report}");
-        assert!(report.to_string().contains("session "), "{report}");
+        assert!(report.to_string().contains("a run holds the lock"), "{report}");
+        if fx.backend == Backend::Postgres {
+            assert!(report.to_string().contains("session "), "{report}");
+        }
         held.kill();
     }
 
@@ -118,6 +122,23 @@ async fn doctor_checks_the_setup_and_writes_nothing(mut fx: Fixture) {
     assert!(
         stdout.contains("FAIL  recorded columns: ") && stdout.contains("country"),
         "{stdout}"
+    );
+    // With what to do, in commands, as every command's error says it.
+    assert!(
+        stdout.contains("hint: ") && stdout.contains("--accept-config-change"),
+        "{stdout}"
+    );
+    let report = json(&doctor(&fx, &["--json"]), "doctor --json");
+    let recorded = report["checks"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == "recorded columns"))
+        .cloned()
+        .unwrap_or_default();
+    assert!(
+        recorded["hint"]
+            .as_str()
+            .is_some_and(|h| h.contains("--accept-config-change")),
+        "{report}"
     );
     // With -q, the failures alone, on stderr.
     let quiet = doctor(&fx, &["-q"]);

@@ -76,6 +76,41 @@ pub fn file_missing(url: &DbUrl) -> bool {
         .is_some_and(|p| !p.exists())
 }
 
+/// Whether a connection holds a write transaction on the SQLite file of `url` now (a
+/// run's lock): a probe that asks for the write lock without waiting and gives it back
+/// at once, writing nothing. `None` when it cannot tell: no file, or one this process
+/// may not write (a reader cannot ask for the write lock).
+pub async fn writer_active(url: &DbUrl) -> Option<bool> {
+    if file_missing(url) || refuse_unwritable(url, Access::ReadWrite).is_err() {
+        return None;
+    }
+    let mut conn = SqliteConnectOptions::from_str(url.expose())
+        .ok()?
+        .read_only(false)
+        .create_if_missing(false)
+        .busy_timeout(Duration::ZERO)
+        .disable_statement_logging()
+        .connect()
+        .await
+        .ok()?;
+    let busy = match sqlx::raw_sql("BEGIN IMMEDIATE").execute(&mut conn).await {
+        Ok(_) => {
+            let _ = sqlx::raw_sql("ROLLBACK").execute(&mut conn).await;
+            Some(false)
+        }
+        Err(source) => Some(
+            DbError::Query {
+                what: "probing the write lock".into(),
+                source,
+            }
+            .is_busy(),
+        )
+        .filter(|&busy| busy),
+    };
+    let _ = sqlx::Connection::close(conn).await;
+    busy
+}
+
 /// A private, empty in-memory database: what a target file that does not exist yet holds,
 /// for the commands that must not create it (see [`crate::pipeline::Session::open`]).
 pub async fn connect_empty(url: &DbUrl) -> Result<SqliteConnection, DbError> {
