@@ -7,9 +7,9 @@
 use dimlog::config::Backend;
 
 use super::assert_verified;
-use crate::support::fixture::{on_both_backends, Fixture};
+use crate::support::fixture::{on_every_engine, Fixture};
 
-on_both_backends!(a_widened_column_loads_without_a_migration);
+on_every_engine!(a_widened_column_loads_without_a_migration);
 
 /// The declared type of `table.column` in the target.
 async fn declared(fx: &mut Fixture, table: &str, column: &str) -> String {
