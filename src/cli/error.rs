@@ -26,6 +26,15 @@ pub fn hint(e: &Error) -> Option<String> {
                 .into(),
         );
     }
+    if database_error(e)
+        .is_some_and(|db| db.code().as_deref() == Some("0A000") && db.message().contains("used by a view or rule"))
+    {
+        return Some(
+            "PostgreSQL cannot change the type of a column a view reads (named above): drop the view, rerun, then create \
+             it again"
+                .into(),
+        );
+    }
     if let Error::MassDelete { .. } = e {
         return Some("if the source really lost them, rerun with --allow-mass-delete".into());
     }

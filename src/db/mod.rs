@@ -84,7 +84,7 @@ pub enum DbError {
     },
     /// A statement failed. Said in the user's terms (which step of the work); the
     /// statement itself is [`DbError::failed_step`].
-    #[error("{} failed: {}", step_for_people(what), without_aliases(&source.to_string()))]
+    #[error("{} failed: {}", step_for_people(what), without_aliases(&with_detail(source)))]
     Query {
         /// What was being done, or the statement (`family/name`, e.g. `log/append`).
         what: String,
@@ -308,6 +308,21 @@ fn step_for_people(what: &str) -> &str {
 
 /// A database message without dimlog's table aliases (`dimlog_l.email` is the column
 /// `email`): the user named the column, not the alias.
+/// The driver's message, with PostgreSQL's DETAIL where it names what is at fault (the
+/// view that depends on a column, the row that breaks a constraint).
+fn with_detail(e: &sqlx::Error) -> String {
+    let detail = match e {
+        sqlx::Error::Database(d) => d
+            .try_downcast_ref::<sqlx::postgres::PgDatabaseError>()
+            .and_then(|pg| pg.detail()),
+        _ => None,
+    };
+    match detail {
+        Some(detail) => format!("{e} ({})", detail.trim_end_matches('.')),
+        None => e.to_string(),
+    }
+}
+
 fn without_aliases(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
     let mut rest = message;

@@ -130,3 +130,35 @@ async fn a_widened_column_loads_without_a_migration(mut fx: Fixture) {
         other => panic!("expected a refusal naming the migration of {column}, got {other:?}"),
     }
 }
+
+/// A view of the user's over the dimension's column keeps PostgreSQL from widening it:
+/// the run fails, commits nothing, and says which view and what to do (found by an
+/// outside trial for `dimlog migrate`; a widening takes the same path).
+#[tokio::test]
+async fn a_view_over_a_widened_column_is_named() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec("CREATE TABLE src_w (id bigint PRIMARY KEY, name varchar(20), updated_at timestamptz NOT NULL)")
+        .await;
+    fx.exec("INSERT INTO src_w VALUES (1, 'ann', '2026-03-02T09:00:00Z')")
+        .await;
+    fx.set_setting("table", "\"src_w\"");
+    fx.set_setting("key", "[\"id\"]");
+    fx.edit_config("deleted_flag = \"is_deleted\"\n", "");
+    fx.set_setting("columns", "[\"name\"]");
+    fx.run("2026-03-02T10:00:00Z").await;
+    fx.exec("CREATE VIEW report_names AS SELECT id, name FROM dim_customer")
+        .await;
+    fx.exec("ALTER TABLE src_w ALTER COLUMN name TYPE varchar(50)").await;
+    fx.exec("INSERT INTO src_w VALUES (2, 'a name longer than twenty characters', '2026-03-02T11:00:00Z')")
+        .await;
+    let before = (fx.log().await, fx.dimension().await);
+    let out = fx.cli(&["run", "--upper", "2026-03-02T12:00:00Z"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("report_names"), "the view is named: {stderr}");
+    assert!(
+        stderr.contains("hint: ") && stderr.contains("drop"),
+        "what to do: {stderr}"
+    );
+    assert_eq!((fx.log().await, fx.dimension().await), before, "nothing committed");
+}
