@@ -434,12 +434,13 @@ pub async fn future_rows(
     plan: &Plan,
     layout: &Layout,
     window: &Window,
+    by_index: bool,
 ) -> Result<FutureRows, ExtractError> {
     let sql = sql::statement(
         conn.backend(),
         "extract",
         "future",
-        &extract_context(plan, layout, Some(window)),
+        &indexed_context(plan, layout, window, by_index),
     )?;
     let rows = conn
         .query_text(
@@ -714,6 +715,8 @@ fn extract_context(plan: &Plan, layout: &Layout, window: Option<&Window>) -> ser
         "high": window.map(|w| w.high.to_text()),
         "high_inclusive": window.is_none_or(|w| w.high_inclusive),
         "ordered": false,
+        // SQLite: the window read through indexes ([`window_by_index`]).
+        "indexed": false,
         // Slack of the loose SQLite window, in days: a second for values with offsets,
         // a day for naive local times (dimlog formats this number itself).
         "slack_days": if plan.source.timezone.is_some() { "1.0" } else { "0.0000116" },
@@ -917,6 +920,63 @@ fn key_part(value: &Result<Option<String>, Vec<u8>>) -> String {
     }
 }
 
+fn indexed_context(plan: &Plan, layout: &Layout, window: &Window, by_index: bool) -> serde_json::Value {
+    let mut ctx = extract_context(plan, layout, Some(window));
+    ctx["indexed"] = serde_json::Value::Bool(by_index);
+    ctx
+}
+
+/// Whether the source reads `window` through indexes, without scanning its table: on
+/// SQLite, whose loose window is otherwise a scan that reads every change-column value,
+/// when the change column has an index and the partial index of the values an index
+/// cannot place ([`index_advice`]); only for a window with a lower bound (a first load
+/// reads the table anyway). Asked of the engine's query plan, so a missing index means
+/// the scan, never a wrong read.
+pub async fn window_by_index(conn: &mut Conn, plan: &Plan, layout: &Layout, window: &Window) -> bool {
+    let Some(low) = window.low else {
+        return false;
+    };
+    let Ok(sql) = sql::statement(
+        conn.backend(),
+        "extract",
+        "rows",
+        &indexed_context(plan, layout, window, true),
+    ) else {
+        return false;
+    };
+    let params = [Param::Ts(low), Param::Ts(window.high)];
+    match conn.reads_through_indexes(&sql, &params).await {
+        Ok(by_index) => by_index,
+        Err(e) => {
+            tracing::debug!("reading the window's query plan: {e}");
+            false
+        }
+    }
+}
+
+/// The indexes that let a SQLite source's window be read without a scan
+/// ([`window_by_index`]): one on the change column, and one of only the values it cannot
+/// place. `None` for a source query (indexes are the tables'), and for engines that
+/// have no such statement (they read a window through whatever index there is).
+pub fn index_advice(plan: &Plan, layout: &Layout) -> Option<String> {
+    let crate::config::Relation::Table(table) = &plan.source.relation else {
+        return None;
+    };
+    let name = |suffix: &str| {
+        let bare = format!("{}_{}_{suffix}", table.name(), plan.source.updated_at.name());
+        let quoted = format!("\"{}\"", bare.replace('"', "\"\""));
+        match table.schema() {
+            Some(schema) => format!("\"{}\".{quoted}", schema.replace('"', "\"\"")),
+            None => quoted,
+        }
+    };
+    let mut ctx = extract_context(plan, layout, None);
+    ctx["index_name"] = name("window").into();
+    ctx["guard_name"] = name("unplaceable").into();
+    ctx["table"] = format!("\"{}\"", table.name().replace('"', "\"\"")).into();
+    sql::statement(plan.source.url.backend, "extract", "index_advice", &ctx).ok()
+}
+
 /// Starts reading `window` on its own task. Batches arrive through a bounded channel
 /// (back-pressure keeps memory flat); the task hands the connection back when done.
 pub fn spawn_reader(
@@ -924,12 +984,13 @@ pub fn spawn_reader(
     plan: &Plan,
     layout: &Layout,
     window: &Window,
+    by_index: bool,
 ) -> Result<(RowBatches, tokio::task::JoinHandle<Conn>), ExtractError> {
     let sql = sql::statement(
         conn.backend(),
         "extract",
         "rows",
-        &extract_context(plan, layout, Some(window)),
+        &indexed_context(plan, layout, window, by_index),
     )?;
     // Bounds an engine's statement does not carry itself (PostgreSQL's has them
     // rendered in) bind as parameters.

@@ -864,13 +864,9 @@ async fn load(
     )
     .await?;
     let mut future = if source_clock.is_some() {
-        extract::future_rows(
-            session.source.as_mut().expect("source connection"),
-            plan,
-            &session.layout,
-            &window,
-        )
-        .await?
+        let source = session.source.as_mut().expect("source connection");
+        let by_index = extract::window_by_index(source, plan, &session.layout, &window).await;
+        extract::future_rows(source, plan, &session.layout, &window, by_index).await?
     } else {
         extract::FutureRows::default()
     };
@@ -1426,8 +1422,12 @@ pub async fn stage_window(
     let key_count = layout.keys.len();
     let tracked_count = layout.tracked.len();
     let stager = stage::Stager::new(&session.ctx);
-    let source = session.source.take().expect("source connection present");
-    let (mut batches, handle) = extract::spawn_reader(source, plan, layout, window)?;
+    let mut source = session.source.take().expect("source connection present");
+    let by_index = extract::window_by_index(&mut source, plan, layout, window).await;
+    if by_index {
+        tracing::info!("reading the window through the source's indexes");
+    }
+    let (mut batches, handle) = extract::spawn_reader(source, plan, layout, window, by_index)?;
     let mut admission = extract::Admission::new(*window, key_count);
     let mut failure: Option<Error> = None;
     while let Some(batch) = batches.recv().await {

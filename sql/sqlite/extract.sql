@@ -17,7 +17,36 @@
         OR julianday(trim({{ updated_at }})) IS NULL
         OR trim({{ updated_at }}) NOT GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'
         OR date(substr(trim({{ updated_at }}), 1, 10)) IS NOT substr(trim({{ updated_at }}), 1, 10)){% endmacro %}
+{# Read through indexes (`indexed`, for a window with a lower bound): a value that starts
+   with its date (`YYYY-MM-DD`) and that julianday reads is a local time at most 14 hours
+   from its instant (offsets run from -12:00 to +14:00, and so do the zones a naive time
+   may be in), and its text sorts with its local time: with a space after the date it
+   compares time for time with the bound `YYYY-MM-DD HH:MM:SS`, with `T` it is greater
+   than every bound of its date. So the window's rows are those whose text lies from the
+   lower bound less 14 hours (space-separated) to the day after the upper bound plus 15
+   hours, a range an index on the column serves; and every other value (`off_index`: not
+   text, not starting with a date, a date SQLite rolls over, or text julianday cannot
+   read) is read wherever it lies, as `unreadable` is, through a partial index of exactly
+   those rows (see `index_advice`). The exact window applies in Rust. #}
+{% macro off_index() %}(typeof({{ updated_at }}) <> 'text'
+        OR {{ updated_at }} NOT GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'
+        OR julianday({{ updated_at }}) IS NULL
+        OR date(substr({{ updated_at }}, 1, 10)) IS NOT substr({{ updated_at }}, 1, 10)){% endmacro %}
+{% macro in_text_range() %}({{ updated_at }} >= strftime('%Y-%m-%d %H:%M:%S', ?1, '-14 hours') AND {{ updated_at }} < date(?2, '+15 hours', '+1 day')){% endmacro %}
 -- statement: rows
+{% if indexed %}
+SELECT {% for c in columns %}{{ text(c) }}, {% endfor %}
+       CAST({{ updated_at }} AS TEXT)
+       {% if deleted_flag %}, CAST({{ deleted_flag }} AS TEXT){% endif %}
+FROM {{ relation }}
+WHERE {{ in_text_range() }}
+UNION ALL
+SELECT {% for c in columns %}{{ text(c) }}, {% endfor %}
+       CAST({{ updated_at }} AS TEXT)
+       {% if deleted_flag %}, CAST({{ deleted_flag }} AS TEXT){% endif %}
+FROM {{ relation }}
+WHERE {{ updated_at }} IS NOT NULL AND NOT coalesce({{ in_text_range() }}, false) AND {{ off_index() }}
+{% else %}
 SELECT {% for c in columns %}{{ text(c) }}, {% endfor %}
        CAST({{ updated_at }} AS TEXT)
        {% if deleted_flag %}, CAST({{ deleted_flag }} AS TEXT){% endif %}
@@ -28,6 +57,12 @@ WHERE {{ updated_at }} IS NOT NULL
 {% if low %}           AND julianday(trim({{ updated_at }})) >= julianday(?) - {{ slack_days }}{% endif %}
 {% if high %}           AND julianday(trim({{ updated_at }})) <= julianday(?) + {{ slack_days }}{% endif %}
       ))
+{% endif %}
+{# The partial index that lets `rows` read the values off the date-ordered index without
+   a scan: its condition is `off_index`, word for word, as SQLite needs to use it. #}
+-- statement: index_advice
+CREATE INDEX {{ index_name }} ON {{ table }} ({{ updated_at }});
+CREATE INDEX {{ guard_name }} ON {{ table }} ({{ updated_at }}) WHERE {{ off_index() }};
 {# Change-column values that may be times without a zone (text without `Z` or an offset
    after the time): read in Rust, which says which of them are; for a first load, whose
    tables must not be created for a config error. #}
@@ -59,10 +94,19 @@ WHERE {{ updated_at }} IS NOT NULL
 {# Rows stamped after the upper bound (future_rows) that the loose window does not read
    either; those it reads past the bound are counted in Rust, where they are dropped. #}
 -- statement: future
+{% if indexed %}
+{# Past the text range `rows` reads (the index finds them): each is a time julianday
+   reads, and later than the upper bound. #}
+SELECT count(*) OVER (), CAST({{ updated_at }} AS TEXT){% for c in key_columns %}, {{ text(c) }}{% endfor %}
+  FROM {{ relation }}
+WHERE {{ updated_at }} >= date(?1, '+15 hours', '+1 day') AND NOT {{ off_index() }}
+ORDER BY julianday({{ updated_at }}) DESC LIMIT 1
+{% else %}
 SELECT count(*) OVER (), CAST({{ updated_at }} AS TEXT){% for c in key_columns %}, {{ text(c) }}{% endfor %}
   FROM {{ relation }}
 WHERE julianday(trim({{ updated_at }})) > julianday(?1) + {{ slack_days }} AND NOT {{ unreadable() }}
 ORDER BY julianday(trim({{ updated_at }})) DESC LIMIT 1
+{% endif %}
 -- statement: now
 SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 {# The newest change by instant, not by text (`…T12:00:00-05:00` is later than

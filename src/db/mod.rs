@@ -889,6 +889,28 @@ impl Conn {
         })
     }
 
+    /// Whether the engine would run `sql` through indexes alone, scanning no table
+    /// whole: SQLite's query plan, read. `false` on engines that plan for themselves
+    /// (PostgreSQL reads a window through whatever index it has).
+    pub async fn reads_through_indexes(&mut self, sql: &str, params: &[Param]) -> Result<bool, DbError> {
+        match self {
+            Conn::Sqlite(c) => {
+                let plan = sqlite::query_text(c, &format!("EXPLAIN QUERY PLAN {sql}"), params)
+                    .await
+                    .map_err(|source| DbError::Query {
+                        what: "planning the source's read".into(),
+                        source,
+                    })?;
+                // Each row: id, parent, unused, detail (`SCAN t`, `SEARCH t USING INDEX i (…)`).
+                Ok(plan.iter().all(|r| {
+                    let detail = r.get(3).cloned().flatten().unwrap_or_default();
+                    !(detail.starts_with("SCAN ") && !detail.contains(" INDEX "))
+                }))
+            }
+            Conn::Postgres(_) => Ok(false),
+        }
+    }
+
     /// Runs a query over one of dimlog's own tables, whose columns are all text (or
     /// NULL) and named: each row as a [`Record`] read by column name, with typed getters
     /// that say which column held what instead of reading a default.

@@ -138,7 +138,8 @@ pub const ENGINE_SPECIFIC: &[(&str, &str, &[&str])] = &[
     // `Conn::database_identity`.
     ("postgres", "extract", &["identity"]),
     // `ChangeTime::ByValue`: times read from text by dimlog.
-    ("sqlite", "extract", &["zone_less"]),
+    // `ChangeTime::ByValue` too; `extract::window_by_index` reads SQLite's plans only.
+    ("sqlite", "extract", &["zone_less", "index_advice"]),
     // Not `values_have_declared_types`: fact times and keys canonicalised by dimlog.
     (
         "sqlite",
