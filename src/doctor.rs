@@ -114,6 +114,9 @@ pub async fn doctor(plan: &Plan) -> DoctorReport {
                         .map_err(Error::from),
                     |t| format!("{t}"),
                 );
+                if let (Some(clock), Some(advice)) = (source_clock, extract::index_advice(plan, layout)) {
+                    check_window_read(&mut checks, plan, &mut source, layout, clock, &advice).await;
+                }
             } else {
                 checks.skip("source clock", "the source table");
             }
@@ -131,6 +134,40 @@ pub async fn doctor(plan: &Plan) -> DoctorReport {
         dimension: plan.name.clone(),
         ok,
         checks: checks.0,
+    }
+}
+
+/// How an incremental run reads its window, where the engine can read it either way
+/// (SQLite: a scan of every change-column value, or a range of an index): a note with the
+/// indexes to create when it scans.
+async fn check_window_read(
+    checks: &mut Checks,
+    plan: &Plan,
+    source: &mut Conn,
+    layout: &Layout,
+    clock: Micros,
+    advice: &str,
+) {
+    let window = extract::Window {
+        low: Some(clock.plus(-plan.source.lookback_micros - 3_600_000_000)),
+        high: clock,
+        high_inclusive: true,
+    };
+    if extract::window_by_index(source, plan, layout, &window).await {
+        checks.push(
+            "window read",
+            Outcome::Ok,
+            "an incremental run reads its window through the change column's indexes",
+        );
+    } else {
+        checks.push(
+            "window read",
+            Outcome::Note,
+            format!(
+                "an incremental run reads every row's change column to find its window (about 0.4 s per million \
+                 rows); these two indexes let it read the window alone, and change nothing else:\n{advice}"
+            ),
+        );
     }
 }
 

@@ -974,7 +974,21 @@ pub fn index_advice(plan: &Plan, layout: &Layout) -> Option<String> {
     ctx["index_name"] = name("window").into();
     ctx["guard_name"] = name("unplaceable").into();
     ctx["table"] = format!("\"{}\"", table.name().replace('"', "\"\"")).into();
-    sql::statement(plan.source.url.backend, "extract", "index_advice", &ctx).ok()
+    let sql = sql::statement(plan.source.url.backend, "extract", "index_advice", &ctx).ok()?;
+    // One statement a line, to copy as it is.
+    let statements: Vec<String> = sql
+        .split(";\n")
+        .map(|st| {
+            st.lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|st| !st.is_empty())
+        .map(|st| format!("{};", st.trim_end_matches(';')))
+        .collect();
+    Some(statements.join("\n"))
 }
 
 /// Starts reading `window` on its own task. Batches arrive through a bounded channel
