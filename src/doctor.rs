@@ -43,6 +43,8 @@ pub struct Check {
     /// The error a failed check found, for a caller that words what to do about it.
     #[serde(skip)]
     pub error: Option<std::sync::Arc<Error>>,
+    /// What repairs a failed check's finding, where it is one of `verify`'s.
+    pub fix: Option<crate::verify::Fix>,
 }
 
 /// Every check, in order.
@@ -65,6 +67,7 @@ impl Checks {
             outcome,
             detail: detail.into(),
             error: None,
+            fix: None,
         });
     }
 
@@ -74,6 +77,7 @@ impl Checks {
             outcome: Outcome::Fail,
             detail: e.to_string(),
             error: Some(std::sync::Arc::new(e)),
+            fix: None,
         });
     }
 
@@ -250,11 +254,14 @@ async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>,
     match layout {
         None => checks.skip("recorded columns", "the source table"),
         Some(layout) => match record::check_registered(&mut target, plan, layout).await {
-            Ok(_) => checks.push(
-                "recorded columns",
-                Outcome::Ok,
-                "the config's columns are the ones the dimension was built with",
-            ),
+            Ok(_) => {
+                check_tables(checks, plan, &mut target, layout).await;
+                checks.push(
+                    "recorded columns",
+                    Outcome::Ok,
+                    "the config's columns are the ones the dimension was built with",
+                )
+            }
             Err(tables::RecordError::NotLoaded(_)) => checks.push(
                 "recorded columns",
                 Outcome::Note,
@@ -290,6 +297,45 @@ async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>,
         None => checks.push("lock", Outcome::Ok, "no run holds the lock"),
     }
     let _ = target.close().await;
+}
+
+/// The log and the dimension are there, with the columns dimlog made: a table renamed
+/// or a column dropped by hand fails the next run (or, for the log, loses history).
+async fn check_tables(checks: &mut Checks, plan: &Plan, target: &mut Conn, layout: &Layout) {
+    if let Err(e) = tables::check_tables_present(target, plan, true, false).await {
+        checks.fail("tables", pipeline::init_failed(e, plan));
+        return;
+    }
+    let ctx = crate::context::SqlContext::new(plan, layout, target.backend());
+    match crate::verify::missing_columns(target, plan, &ctx).await {
+        Ok(missing) if missing.is_empty() => checks.push(
+            "tables",
+            Outcome::Ok,
+            format!(
+                "{} and {} have the columns dimlog made",
+                plan.target.log, plan.target.dimension
+            ),
+        ),
+        Ok(missing) => {
+            // The log's loss first: its repair comes before the dimension's.
+            use crate::verify::Fix;
+            let has = |fix: Fix| missing.iter().any(|(_, f)| *f == fix);
+            let fix = match (has(Fix::RestoreLog), has(Fix::Rebuild)) {
+                (true, true) => Fix::RestoreLogThenRebuild,
+                (true, false) => Fix::RestoreLog,
+                _ => Fix::Rebuild,
+            };
+            let detail: Vec<String> = missing.into_iter().map(|(m, _)| m).collect();
+            checks.0.push(Check {
+                name: "tables",
+                outcome: Outcome::Fail,
+                detail: detail.join("; "),
+                error: None,
+                fix: Some(fix),
+            });
+        }
+        Err(e) => checks.fail("tables", Error::from(e)),
+    }
 }
 
 /// This machine's clock, the source's and the target's agree within `source.safety_lag`:

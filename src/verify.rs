@@ -364,6 +364,47 @@ fn columns_of(ident: &Ident) -> (String, Option<String>, String) {
     )
 }
 
+/// The columns dimlog made that the log and the dimension lack (dropped or renamed by
+/// hand), each named with its table and with what repairs it: the dimension is derived
+/// again by a rebuild; a log column holds history only a backup has. Empty for a table
+/// that does not exist (that is [`crate::tables::check_tables_present`]'s to say).
+pub async fn missing_columns(
+    conn: &mut Conn,
+    plan: &Plan,
+    ctx: &crate::context::SqlContext,
+) -> Result<Vec<(String, Fix)>, DbError> {
+    let backend = conn.backend();
+    let sk = plan.target.surrogate_key.name();
+    let keys = ctx.key_defs.iter().map(|c| c.bare.as_str());
+    let attrs = ctx.attr_defs.iter().map(|c| c.bare.as_str());
+    let mut log: Vec<&str> = vec!["log_id", sk];
+    log.extend(keys.clone().chain(attrs.clone()));
+    log.extend(["valid_from", "is_deleted", "row_hash", "load_id", "loaded_at"]);
+    let mut dim: Vec<&str> = vec![sk];
+    dim.extend(
+        keys.chain(attrs)
+            .chain(ctx.current_defs.iter().map(|c| c.bare.as_str())),
+    );
+    dim.extend(["valid_from", "valid_to", "is_current", "row_hash", "load_id"]);
+    let mut out = Vec::new();
+    for (table, wanted, fix) in [
+        (&plan.target.log, log, Fix::RestoreLog),
+        (&plan.target.dimension, dim, Fix::Rebuild),
+    ] {
+        let (name, schema, quoted) = columns_of(table);
+        let columns = table_columns(conn, &name, schema.as_deref(), &quoted).await?;
+        if columns.is_empty() {
+            continue;
+        }
+        for c in wanted {
+            if !columns.iter().any(|have| same_column(backend, &have.name, c)) {
+                out.push((format!("{table} has no column {c} (dropped or renamed by hand?)"), fix));
+            }
+        }
+    }
+    Ok(out)
+}
+
 async fn checks(
     session: &mut Session,
     plan: &Plan,

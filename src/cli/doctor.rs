@@ -24,6 +24,7 @@ pub async fn run(global: &GlobalArgs, _args: DoctorArgs, out: &Output) -> Result
                     outcome: Outcome::Ok,
                     detail: format!("{} parses", global.config.display()),
                     error: None,
+                    fix: None,
                 },
             );
             report
@@ -39,6 +40,7 @@ pub async fn run(global: &GlobalArgs, _args: DoctorArgs, out: &Output) -> Result
                     outcome: Outcome::Fail,
                     detail: e.to_string(),
                     error: None,
+                    fix: None,
                 }],
             }
         }
@@ -47,7 +49,10 @@ pub async fn run(global: &GlobalArgs, _args: DoctorArgs, out: &Output) -> Result
     let hints: Vec<Option<String>> = report
         .checks
         .iter()
-        .map(|c| c.error.as_deref().and_then(super::error::hint))
+        .map(|c| match c.fix {
+            Some(fix) => Some(super::verify::hint(fix).to_string()),
+            None => c.error.as_deref().and_then(super::error::hint),
+        })
         .collect();
     if out.json {
         let mut value = serde_json::to_value(&report).expect("a report serialises");

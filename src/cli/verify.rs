@@ -72,7 +72,7 @@ pub async fn run(global: &GlobalArgs, args: VerifyArgs, out: &Output) -> Result<
 }
 
 /// What to do about a check's findings, in dimlog's commands.
-fn hint(fix: Fix) -> &'static str {
+pub(crate) fn hint(fix: Fix) -> &'static str {
     match fix {
         Fix::Rebuild => "run `dimlog rebuild`",
         Fix::RestoreLog => "the log was edited by hand; restore it from a backup",

@@ -85,6 +85,7 @@ async fn doctor_checks_the_setup_and_writes_nothing(mut fx: Fixture) {
         "target clock",
         "clocks",
         "recorded columns",
+        "tables",
         "lock",
     ] {
         assert!(stdout.contains(&format!("ok    {name}: ")), "{name}:\n{stdout}");
@@ -132,6 +133,38 @@ async fn doctor_checks_the_setup_and_writes_nothing(mut fx: Fixture) {
         }
         held.kill();
     }
+
+    // Tables changed by hand fail here as they would fail a run, with the repair:
+    // a dimension column dropped (rebuild), the dimension renamed away (rename it back).
+    fx.target_exec("ALTER TABLE dim_customer DROP COLUMN tier").await;
+    let out = doctor(&fx, &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("FAIL  tables: ") && stdout.contains("no column tier") && stdout.contains("dimlog rebuild"),
+        "{stdout}"
+    );
+    let rebuilt = fx.cli(&["rebuild"]);
+    assert!(rebuilt.status.success(), "{}", text(&rebuilt.stderr));
+    assert_eq!(doctor(&fx, &[]).status.code(), Some(0));
+    fx.target_exec("ALTER TABLE dim_customer RENAME TO dim_customer_old")
+        .await;
+    let stdout = text(&doctor(&fx, &[]).stdout);
+    assert!(
+        stdout.contains("FAIL  tables: ") && stdout.contains("looks renamed to"),
+        "{stdout}"
+    );
+    fx.target_exec("ALTER TABLE dim_customer_old RENAME TO dim_customer")
+        .await;
+    fx.target_exec("ALTER TABLE customer_versions DROP COLUMN country")
+        .await;
+    let stdout = text(&doctor(&fx, &[]).stdout);
+    assert!(
+        stdout.contains("no column country") && stdout.contains("restore it from a backup"),
+        "{stdout}"
+    );
+    fx.target_exec("ALTER TABLE customer_versions ADD COLUMN country text")
+        .await;
 
     // The tracked columns changed since the dimension was built: named, exit 1.
     fx.set_setting("columns", r#"["email", "tier"]"#);
