@@ -526,7 +526,23 @@ impl SourceSchema {
                 let probe = format!("SELECT * FROM ({q}) AS dimlog_source");
                 let described = conn.describe_columns(&probe).await;
                 let described = described.map_err(|e| {
-                    ConfigError::invalid("source.query", format!("the source database refused the query: {e}"))
+                    // A right the role lacks, or a connection lost, is no fault of the
+                    // query's: the source's error (exit 1, with the GRANT that gives the
+                    // right), as when a table is read; anything else the query's (exit 2).
+                    let not_the_query = match &e {
+                        sqlx::Error::Database(d) => d.code().as_deref() == Some("42501"),
+                        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::Protocol(_) => true,
+                        _ => false,
+                    };
+                    if not_the_query {
+                        ExtractError::Db(DbError::Query {
+                            what: "describing source.query".into(),
+                            source: e,
+                        })
+                    } else {
+                        ConfigError::invalid("source.query", format!("the source database refused the query: {e}"))
+                            .into()
+                    }
                 })?;
                 described
                     .into_iter()

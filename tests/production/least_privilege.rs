@@ -209,6 +209,18 @@ async fn a_source_without_select_names_the_source_grant() {
         "{stderr}"
     );
     assert!(!stderr.contains("INSERT"), "{stderr}");
+    // The same through `source.query` (as `dimlog new` writes for names that need
+    // quoting): a missing right, exit 1 with the GRANT, not a config error (exit 2) that
+    // tells a scheduler retries cannot help (found by an outside trial).
+    fx.edit_config(
+        "table = \"src_customers\"\n",
+        "query = \"SELECT customer_id, email, tier, country, is_deleted, updated_at FROM src_customers\"\n",
+    );
+    let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 1);
+    assert!(
+        stderr.contains("GRANT SELECT ON src_customers TO the role of source.url"),
+        "{stderr}"
+    );
 }
 
 /// Before `init`, a loader that may not create tables is told to have the owner run
