@@ -42,6 +42,17 @@ pub enum ConfigError {
         /// What is wrong and how to fix it.
         message: String,
     },
+    /// A configured column the source does not have (misspelt, or dropped or renamed at
+    /// the source).
+    #[error("setting `{setting}`: column `{column}` is not in the source; it has: {}", has.join(", "))]
+    NotInSource {
+        /// Dotted name of the setting, e.g. `track.columns`.
+        setting: String,
+        /// The column named there.
+        column: String,
+        /// The source's columns.
+        has: Vec<String>,
+    },
     /// The config no longer matches what the dimension was built with, and going on
     /// needs a step the user takes on purpose (a command or option, see [`NextStep`]).
     #[error("setting `{setting}`: {message}")]

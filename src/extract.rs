@@ -562,17 +562,14 @@ impl SourceSchema {
     }
 
     fn find(&self, setting: &str, ident: &Ident) -> Result<&SourceColumn, ConfigError> {
-        self.columns.iter().find(|c| c.name == ident.name()).ok_or_else(|| {
-            let names: Vec<&str> = self.columns.iter().map(|c| c.name.as_str()).collect();
-            ConfigError::invalid(
-                setting,
-                format!(
-                    "column `{}` is not in the source; it has: {}",
-                    ident.name(),
-                    names.join(", ")
-                ),
-            )
-        })
+        self.columns
+            .iter()
+            .find(|c| c.name == ident.name())
+            .ok_or_else(|| ConfigError::NotInSource {
+                setting: setting.to_string(),
+                column: ident.name().to_string(),
+                has: self.columns.iter().map(|c| c.name.clone()).collect(),
+            })
     }
 
     /// Checks every configured column against the source and decides each one's kind and

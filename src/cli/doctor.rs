@@ -39,7 +39,7 @@ pub async fn run(global: &GlobalArgs, _args: DoctorArgs, out: &Output) -> Result
                     name: "config",
                     outcome: Outcome::Fail,
                     detail: e.to_string(),
-                    error: None,
+                    error: Some(std::sync::Arc::new(e)),
                     fix: None,
                 }],
             }

@@ -18,7 +18,23 @@ pub fn hint(e: &Error) -> Option<String> {
     if let Error::Db(DbError::Locked { .. } | DbError::TableLocked { .. }) = e {
         return Some("try again later, or drop --no-wait to wait for it".into());
     }
-    if e.failed_step().is_some() && names_a_missing_column(e) {
+    if let Error::Config(ConfigError::NotInSource { setting, .. }) = e {
+        return Some(if setting.starts_with("track.") {
+            format!(
+                "misspelt? fix the name in {setting}. Dropped at the source? remove it from {setting} and rerun with \
+                 `dimlog run --accept-config-change` (its history stays in the log)"
+            )
+        } else {
+            format!("fix the name in {setting}: the source has the columns listed")
+        });
+    }
+    if let Error::Config(ConfigError::Read { source, .. }) = e {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            return Some("write one with `dimlog new`, or point --config at yours".into());
+        }
+    }
+    // A column of dimlog's tables (not of the source, whose errors are the extract's).
+    if !matches!(e, Error::Extract(_)) && names_a_missing_column(e) {
         return Some(
             "a column dimlog reads or writes is missing (dropped or renamed by hand?): `dimlog verify` names what differs \
              from what dimlog made. The dimension's: `dimlog rebuild` makes it again from the log (columns you added stay). \

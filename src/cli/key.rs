@@ -21,10 +21,11 @@ pub fn key_values(layout: &Layout, args: &[String]) -> Result<Vec<String>, Error
             // `other_column=42` on a key that holds no text is a misspelt column, never
             // a value: looked up as one it would find nothing and print the unknown
             // member, silently. (A text key may hold `a=b`.)
-            Some((k, _)) if names_a_column(k) && layout.keys[0].kind != crate::db::types::ColumnKind::Text => {
+            // The fix offered is the value under the right name: such a key holds no
+            // `a=b` (found by an outside trial: the old hint's spelling was refused).
+            Some((k, v)) if names_a_column(k) && layout.keys[0].kind != crate::db::types::ColumnKind::Text => {
                 return Err(Error::Usage(format!(
-                    "--key {arg:?}: `{k}` is not the key column (the key is `{name}`); to look up the value {arg:?} itself, \
-                     write --key {name}={arg}"
+                    "--key {arg:?}: `{k}` is not the key column (the key is `{name}`); write --key {name}={v}"
                 )))
             }
             _ => return Ok(vec![arg.clone()]),

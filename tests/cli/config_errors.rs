@@ -34,3 +34,30 @@ fn a_toml_error_keeps_its_multi_line_snippet() {
         "{v}"
     );
 }
+
+/// No config where a command looks: exit 2, and the hint says how to get one, for every
+/// command that reads one.
+#[test]
+fn a_missing_config_says_how_to_get_one() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for command in [
+        &["run"][..],
+        &["status"],
+        &["doctor"],
+        &["history", "--key", "1"],
+        &["verify"],
+    ] {
+        let out = dimlog(dir.path(), command);
+        assert_code(&out, 2, "no config");
+        // doctor lists it among its checks, on stdout.
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            said.contains("dimlog.toml") && said.contains("hint: write one with `dimlog new`"),
+            "{command:?}: {said}"
+        );
+    }
+}

@@ -144,6 +144,14 @@ async fn doctor_checks_the_setup_and_writes_nothing(mut fx: Fixture) {
         stdout.contains("FAIL  tables: ") && stdout.contains("no column tier") && stdout.contains("dimlog rebuild"),
         "{stdout}"
     );
+    // Commands that read the dropped column say the same (history failed with the
+    // database's bare "no such column" on SQLite, found by an outside trial).
+    let history = fx.cli(&["history", "--key", "1"]);
+    assert!(
+        text(&history.stderr).contains("`dimlog rebuild`"),
+        "{}",
+        text(&history.stderr)
+    );
     let rebuilt = fx.cli(&["rebuild"]);
     assert!(rebuilt.status.success(), "{}", text(&rebuilt.stderr));
     assert_eq!(doctor(&fx, &[]).status.code(), Some(0));

@@ -465,9 +465,16 @@ async fn a_dropped_tracked_column_is_named(mut fx: Fixture) {
             "setting `track.columns`",
             "`tier` is not in the source",
             "customer_id, email, country, is_deleted, updated_at",
+            // What to do (found by an outside trial: the message said only what was wrong).
+            "hint: ",
+            "remove it from track.columns and rerun with `dimlog run --accept-config-change`",
         ],
     )
     .await;
+    // As the hint says.
+    fx.set_setting("columns", "[\"email\", \"country\"]");
+    let out = fx.cli(&["run", "--accept-config-change", "--upper", "2026-03-03T00:00:00Z"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 async fn a_retyped_tracked_column_names_the_migration(mut fx: Fixture) {
