@@ -180,6 +180,24 @@ pub enum Error {
     /// A lookup's key does not fit the dimension's natural key (exit 2).
     #[error(transparent)]
     Lookup(#[from] lookup::LookupError),
+    /// `migrate` found logged values of a column that do not convert to its new type:
+    /// nothing changed (exit 1).
+    #[error(
+        "the logged values of column `{column}` do not all convert from {from} to {to}, so nothing was changed ({source}). \
+         Keep the old type instead: {keep}"
+    )]
+    NotConvertible {
+        /// The column.
+        column: String,
+        /// Its type in the log.
+        from: String,
+        /// The source's new type.
+        to: String,
+        /// How to keep loading it in the old type.
+        keep: String,
+        /// The database's refusal, naming the value.
+        source: db::DbError,
+    },
     /// `distribute` refused the dimension's tables (exit 2).
     #[error(transparent)]
     NotDistributable(#[from] tables::NotDistributable),
@@ -318,6 +336,7 @@ impl Error {
             Error::Failpoint(_) => "failpoint",
             Error::Interrupted { .. } => "interrupted",
             Error::Discrepancy(_) => "discrepancy",
+            Error::NotConvertible { .. } => "not-convertible",
             Error::Unknown(_) => "unknown-member",
             Error::Assign(e) => match e.as_ref() {
                 lookup::AssignError::Db(db::DbError::Locked { .. }) => "locked",

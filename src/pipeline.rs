@@ -1640,7 +1640,23 @@ pub async fn migrate_column(session: &mut Session, plan: &Plan, column: &str, wa
             session.begin_write(plan).await?;
             let result = tables::retype_column(&mut session.target, plan, &stored, column, &to)
                 .await
-                .map_err(Error::from);
+                .map_err(|e| {
+                    // SQLSTATE class 22 (a value the cast refuses), 42804 (no cast).
+                    let refused_value = e
+                        .database_code()
+                        .is_some_and(|c| c.starts_with("22") || c == "42804");
+                    if refused_value {
+                        Error::NotConvertible {
+                            column: column.to_string(),
+                            from: from.clone(),
+                            to: to.clone(),
+                            keep: crate::record::keep_old_type(plan, column, &from),
+                            source: e,
+                        }
+                    } else {
+                        Error::from(e)
+                    }
+                });
             let log_altered = session.target.finish(result).await?;
             Ok(Migration {
                 column: column.to_string(),

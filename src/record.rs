@@ -325,6 +325,14 @@ pub(crate) fn check_compatible(
     Ok(())
 }
 
+/// How to go on loading a retyped source column in the type the dimension was built with.
+pub(crate) fn keep_old_type(plan: &Plan, name: &str, old: &str) -> String {
+    match &plan.source.relation {
+        crate::config::Relation::Table(_) => format!("point source.table at a view that casts `{name}` back to {old}"),
+        crate::config::Relation::Query(_) => format!("cast `{name}` back to {old} in source.query"),
+    }
+}
+
 /// What a source column's new type means for the dimension's columns of the old one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Widening {
@@ -436,10 +444,7 @@ fn retype_refusal(plan: &Plan, backend: Backend, name: &str, old: &str, new: &st
             backend.dialect().name_for_people()
         ),
     };
-    let keep = match &plan.source.relation {
-        crate::config::Relation::Table(_) => format!("point source.table at a view that casts `{name}` back to {old}"),
-        crate::config::Relation::Query(_) => format!("cast `{name}` back to {old} in source.query"),
-    };
+    let keep = keep_old_type(plan, name, old);
     format!(
         "source column `{name}` changed type from {old} to {new} since the dimension was built; \
          values of another type can hash differently, so loading them could re-version every key, and nothing was loaded. \

@@ -199,6 +199,18 @@ impl DbError {
         }
     }
 
+    /// The database's own code for a refused statement (PostgreSQL's SQLSTATE, SQLite's
+    /// result code), if it gave one.
+    pub fn database_code(&self) -> Option<String> {
+        match self {
+            DbError::Query {
+                source: sqlx::Error::Database(d),
+                ..
+            } => d.code().map(|c| c.into_owned()),
+            _ => None,
+        }
+    }
+
     /// Whether the database refused because another connection holds a lock it would
     /// need: SQLite's `SQLITE_BUSY` (primary code 5, from the driver's code). Only a
     /// SQLite error is read so: a PostgreSQL SQLSTATE such as `42501` is no number to

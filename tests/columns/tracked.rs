@@ -406,3 +406,37 @@ async fn retyping_a_source_column_names_the_migration(mut fx: Fixture) {
     assert_eq!(appended(&r), (0, 0, 0, 0), "{r:?}");
     assert_verified(&fx, true).await;
 }
+
+/// A migration the logged values refuse (the log holds `gold` for a column now integer)
+/// changes nothing, exits 1 with its own kind, and says how to keep the old type instead
+/// (it was the database's bare error: found by an outside trial).
+#[tokio::test]
+async fn a_migration_the_logged_values_refuse_changes_nothing_and_says_what_else() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES \
+         (1, 'a@example.com', 'gold', 'NL', '2026-03-02T09:00:00Z')",
+    )
+    .await;
+    fx.run("2026-03-02T10:00:00Z").await;
+    fx.exec("UPDATE src_customers SET tier = '3'; ALTER TABLE src_customers ALTER COLUMN tier TYPE integer USING tier::integer")
+        .await;
+    let record_sql = "SELECT column_types FROM dimlog_dimensions WHERE dimension = 'customer'";
+    let before = (fx.log().await, fx.dimension().await, fx.target_query(record_sql).await);
+    let out = fx.cli(&["--json", "migrate", "--column", "tier"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(v["error"]["kind"], "not-convertible", "{v}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("column `tier` do not all convert from text to integer")
+            && message.contains("gold")
+            && message.contains("point source.table at a view that casts `tier` back to text"),
+        "{message}"
+    );
+    assert_eq!(
+        (fx.log().await, fx.dimension().await, fx.target_query(record_sql).await),
+        before,
+        "nothing changed"
+    );
+}
