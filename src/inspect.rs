@@ -69,7 +69,7 @@ impl Serialize for Values<'_> {
 
 /// A value as JSON of its column's kind; a value that does not read as its kind (a
 /// SQLite column holds any type) stays a string.
-fn typed(kind: ColumnKind, value: Option<&str>) -> serde_json::Value {
+pub fn typed(kind: ColumnKind, value: Option<&str>) -> serde_json::Value {
     use serde_json::Value;
     let Some(v) = value else { return Value::Null };
     let text = || Value::String(v.to_string());
@@ -83,8 +83,16 @@ fn typed(kind: ColumnKind, value: Option<&str>) -> serde_json::Value {
             .map_or_else(text, Value::Number),
         ColumnKind::Bool => bool_text(v).map_or_else(text, Value::Bool),
         ColumnKind::Json => serde_json::from_str(v).unwrap_or_else(|_| text()),
+        ColumnKind::TimestampTz => Value::String(instant_text(v)),
         _ => text(),
     }
+}
+
+/// An instant as every time dimlog prints is (`valid_from`'s RFC 3339 in UTC), not in
+/// the engine's own text (`2026-12-02 14:33:45.345529+00`); text that reads as no
+/// instant stays as it is.
+fn instant_text(v: &str) -> String {
+    crate::ts::Micros::parse(v, None).map_or_else(|_| v.to_string(), |t| t.to_text())
 }
 
 /// A boolean as the engines spell it (`true`/`t`/`1`, `false`/`f`/`0`).
@@ -103,6 +111,7 @@ impl HistoryRow {
         match (&self.values[i].1, self.kinds.get(i)) {
             (None, _) => "NULL".to_string(),
             (Some(v), Some(ColumnKind::Bool)) => bool_text(v).map_or_else(|| v.clone(), |b| b.to_string()),
+            (Some(v), Some(ColumnKind::TimestampTz)) => instant_text(v),
             (Some(v), _) => v.clone(),
         }
     }

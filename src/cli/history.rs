@@ -64,7 +64,13 @@ pub async fn run(global: &GlobalArgs, args: HistoryArgs, out: &Output) -> Result
         return write_svg(&plan, &key, &rows, args.out.as_deref(), out);
     }
     if out.json {
-        out.print_json(&serde_json::json!({"dimension": plan.name, "key": key, "versions": rows}));
+        // Typed as the values are (an integer key is a number).
+        let key_json: Vec<serde_json::Value> = key
+            .iter()
+            .zip(&layout_keys)
+            .map(|(k, kind)| inspect::typed(*kind, Some(k)))
+            .collect();
+        out.print_json(&serde_json::json!({"dimension": plan.name, "key": key_json, "versions": rows}));
         return Ok(0);
     }
     if rows.is_empty() {
@@ -96,7 +102,7 @@ pub fn render(rows: &[inspect::HistoryRow]) -> String {
             }
             cells.push(r.valid_from.clone());
             cells.push(r.valid_to.clone().unwrap_or_else(|| "-".into()));
-            cells.push(if r.is_current { "yes".into() } else { "".into() });
+            cells.push(r.is_current.to_string());
             cells.push(r.load_id.to_string());
             cells
         })

@@ -93,9 +93,16 @@ impl Output {
         let bar = (!self.json && !self.quiet && std::io::stderr().is_terminal()).then(|| {
             let b = ProgressBar::new_spinner();
             b.set_style(
-                ProgressStyle::with_template("{spinner} {msg} {pos} rows ({per_sec}, {elapsed})")
-                    .expect("valid template"),
+                ProgressStyle::with_template("{spinner} {msg} {pos} rows ({rate}, {elapsed})")
+                    .expect("valid template")
+                    // Whole rows a second: indicatif's own `per_sec` prints four decimals.
+                    .with_key("rate", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                        let _ = write!(w, "{:.0} rows/s", s.per_sec());
+                    }),
             );
+            // Until the first step: connecting, perhaps waiting for another run's lock
+            // (whose holder is logged above the line).
+            b.set_message("starting (connecting, taking the lock)");
             b.enable_steady_tick(std::time::Duration::from_millis(120));
             b
         });

@@ -87,7 +87,7 @@ async fn json_fields_agree_with_the_tables(mut fx: Fixture) {
     // dimension's surrogate keys and values.
     let dim = fx.dimension().await.records();
     let h1 = ok(&fx, &["history", "--key", "1"]);
-    assert_eq!(h1["key"], j!(["1"]));
+    assert_eq!(h1["key"], j!([1]));
     let versions = h1["versions"].as_array().expect("versions");
     let rows1: Vec<_> = dim
         .iter()

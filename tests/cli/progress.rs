@@ -145,6 +145,16 @@ async fn on_a_terminal_a_run_shows_a_progress_line() {
         "the progress line names no step:\n{screen:?}"
     );
     assert!(screen.contains("run 1 succeeded"), "{screen:?}");
+    // The rate in whole rows a second (it read `41,475.6362/s`: an outside trial).
+    let rates: Vec<&str> = screen
+        .split(" rows (")
+        .skip(1)
+        .map(|after| after.split(',').next().unwrap_or_default())
+        .collect();
+    assert!(
+        !rates.is_empty() && rates.iter().all(|r| r.ends_with(" rows/s") && !r.contains('.')),
+        "{rates:?} in {screen:?}"
+    );
 
     // Off a terminal, no such line.
     let plain = super::dimlog(
