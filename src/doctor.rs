@@ -118,8 +118,11 @@ pub async fn doctor(plan: &Plan) -> DoctorReport {
                         .map_err(Error::from),
                     |t| format!("{t}"),
                 );
-                if let (Some(clock), Some(advice)) = (source_clock, extract::index_advice(plan, layout)) {
-                    check_window_read(&mut checks, plan, &mut source, layout, clock, &advice).await;
+                if let Some(clock) = source_clock {
+                    check_future_rows(&mut checks, plan, &mut source, layout, clock).await;
+                    if let Some(advice) = extract::index_advice(plan, layout) {
+                        check_window_read(&mut checks, plan, &mut source, layout, clock, &advice).await;
+                    }
                 }
             } else {
                 checks.skip("source clock", "the source table");
@@ -138,6 +141,37 @@ pub async fn doctor(plan: &Plan) -> DoctorReport {
         dimension: plan.name.clone(),
         ok,
         checks: checks.0,
+    }
+}
+
+/// Source rows stamped after the source's own clock: a run reads them only once its
+/// upper bound passes their stamps, so they wait (a writer whose clock is ahead, or
+/// times written in another zone than they say).
+async fn check_future_rows(checks: &mut Checks, plan: &Plan, source: &mut Conn, layout: &Layout, clock: Micros) {
+    let window = extract::Window {
+        low: None,
+        high: clock,
+        high_inclusive: true,
+    };
+    let by_index = extract::window_by_index(source, plan, layout, &window).await;
+    match extract::future_rows(source, plan, layout, &window, by_index).await {
+        Ok(f) if f.count == 0 => checks.push(
+            "future rows",
+            Outcome::Ok,
+            "no source row is stamped after the source's clock",
+        ),
+        Ok(f) => checks.push(
+            "future rows",
+            Outcome::Note,
+            format!(
+                "{} source row(s) are stamped after the source's clock ({clock}), the latest {}: a run reads each only \
+                 once its upper bound passes the stamp. Is the writer's clock ahead, or its times in another zone than \
+                 they say (source.timezone)?",
+                f.count,
+                f.newest.map_or_else(|| "?".to_string(), |t| t.to_string()),
+            ),
+        ),
+        Err(e) => checks.fail("future rows", Error::from(e)),
     }
 }
 

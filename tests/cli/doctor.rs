@@ -86,6 +86,7 @@ async fn doctor_checks_the_setup_and_writes_nothing(mut fx: Fixture) {
         "clocks",
         "recorded columns",
         "tables",
+        "future rows",
         "lock",
     ] {
         assert!(stdout.contains(&format!("ok    {name}: ")), "{name}:\n{stdout}");
@@ -173,6 +174,23 @@ async fn doctor_checks_the_setup_and_writes_nothing(mut fx: Fixture) {
     );
     fx.target_exec("ALTER TABLE customer_versions ADD COLUMN country text")
         .await;
+
+    // A row stamped after the source's clock waits for an upper bound past it: a note
+    // (a run warns of it; doctor said nothing: found by an outside trial).
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) \
+         VALUES (77, 'f@example.com', 'free', 'FR', '2099-01-01T00:00:00Z')",
+    )
+    .await;
+    let out = doctor(&fx, &[]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.contains("note  future rows: 1 source row(s) are stamped after the source's clock")
+            && stdout.contains("2099-01-01"),
+        "{stdout}"
+    );
+    fx.exec("DELETE FROM src_customers WHERE customer_id = 77").await;
 
     // The tracked columns changed since the dimension was built: named, exit 1.
     fx.set_setting("columns", r#"["email", "tier"]"#);
