@@ -23,7 +23,9 @@ const LAYERS: &[&[&str]] = &[
     &["rebuild"],
     &["lookup"],
     &["pipeline"],
-    &["backfill", "verify", "inspect", "doctor"],
+    &["backfill", "verify", "inspect"],
+    // Checks the setup with verify's table checks and their fixes.
+    &["doctor"],
     &["timeline"],
     &["dimension"],
     &["cli"],

@@ -182,22 +182,8 @@ pub enum Error {
     Lookup(#[from] lookup::LookupError),
     /// `migrate` found logged values of a column that do not convert to its new type:
     /// nothing changed (exit 1).
-    #[error(
-        "the logged values of column `{column}` do not all convert from {from} to {to}, so nothing was changed ({source}). \
-         Keep the old type instead: {keep}"
-    )]
-    NotConvertible {
-        /// The column.
-        column: String,
-        /// Its type in the log.
-        from: String,
-        /// The source's new type.
-        to: String,
-        /// How to keep loading it in the old type.
-        keep: String,
-        /// The database's refusal, naming the value.
-        source: db::DbError,
-    },
+    #[error(transparent)]
+    NotConvertible(Box<NotConvertible>),
     /// `distribute` refused the dimension's tables (exit 2).
     #[error(transparent)]
     NotDistributable(#[from] tables::NotDistributable),
@@ -264,6 +250,26 @@ impl From<lookup::AssignError> for Error {
     fn from(e: lookup::AssignError) -> Self {
         Error::Assign(Box::new(e))
     }
+}
+
+/// Logged values of a column that do not convert to the source's new type, found by
+/// `dimlog migrate` (`pipeline::migrate_column`): nothing changed.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "the logged values of column `{column}` do not all convert from {from} to {to}, so nothing was changed ({source}). \
+     Keep the old type instead: {keep}"
+)]
+pub struct NotConvertible {
+    /// The column.
+    pub column: String,
+    /// Its type in the log.
+    pub from: String,
+    /// The source's new type.
+    pub to: String,
+    /// How to keep loading it in the old type.
+    pub keep: String,
+    /// The database's refusal, naming the value.
+    pub source: db::DbError,
 }
 
 impl Error {
@@ -336,7 +342,7 @@ impl Error {
             Error::Failpoint(_) => "failpoint",
             Error::Interrupted { .. } => "interrupted",
             Error::Discrepancy(_) => "discrepancy",
-            Error::NotConvertible { .. } => "not-convertible",
+            Error::NotConvertible(_) => "not-convertible",
             Error::Unknown(_) => "unknown-member",
             Error::Assign(e) => match e.as_ref() {
                 lookup::AssignError::Db(db::DbError::Locked { .. }) => "locked",

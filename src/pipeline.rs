@@ -1646,13 +1646,13 @@ pub async fn migrate_column(session: &mut Session, plan: &Plan, column: &str, wa
                         .database_code()
                         .is_some_and(|c| c.starts_with("22") || c == "42804");
                     if refused_value {
-                        Error::NotConvertible {
+                        Error::NotConvertible(Box::new(crate::NotConvertible {
                             column: column.to_string(),
                             from: from.clone(),
                             to: to.clone(),
                             keep: crate::record::keep_old_type(plan, column, &from),
                             source: e,
-                        }
+                        }))
                     } else {
                         Error::from(e)
                     }

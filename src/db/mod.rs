@@ -916,7 +916,7 @@ impl Conn {
                 // Each row: id, parent, unused, detail (`SCAN t`, `SEARCH t USING INDEX i (…)`).
                 Ok(plan.iter().all(|r| {
                     let detail = r.get(3).cloned().flatten().unwrap_or_default();
-                    !(detail.starts_with("SCAN ") && !detail.contains(" INDEX "))
+                    !detail.starts_with("SCAN ") || detail.contains(" INDEX ")
                 }))
             }
             Conn::Postgres(_) => Ok(false),

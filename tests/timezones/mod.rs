@@ -472,7 +472,6 @@ async fn sqlite_window_read_through_indexes_misses_nothing_the_scan_reads() {
         // Every window read by the scan, then (the indexes made, in a new session, as a
         // run would find them) through the indexes.
         let mut reads: Vec<Vec<Vec<dimlog::extract::SourceRow>>> = Vec::new();
-        let mut advice = None;
         for by_index in [false, true] {
             let mut session = dimlog::pipeline::Session::open(&plan).await.expect("a session");
             let layout = session.layout.clone();
@@ -495,7 +494,7 @@ async fn sqlite_window_read_through_indexes_misses_nothing_the_scan_reads() {
                 of_windows.push(rows);
             }
             reads.push(of_windows);
-            advice = extract::index_advice(&plan, &layout);
+            let advice = extract::index_advice(&plan, &layout);
             session.close().await;
             if !by_index {
                 fx.exec(advice.as_deref().expect("SQLite advises indexes")).await;
