@@ -12,15 +12,25 @@ CREATE TEMP TABLE dimlog_source_keys (
 )
 -- statement: analyze
 ANALYZE dimlog_source_keys
-{# Missing: current in the dimension, not live in the source (gone, or its row flagged
-   deleted where no window reads it), and not in this load. #}
+{# The two sides compared in one pass: a full join of the dimension's current keys with
+   the source's live keys (gone, or flagged deleted where no window reads them, is not
+   live) keeps the keys one side lacks. Two anti-joins built a hash of a million keys
+   each; this builds one (a third of reconciliation's time at 1M keys). #}
+-- statement: key_diff
+CREATE TEMP TABLE dimlog_key_diff AS
+SELECT {% for k in keys %}dimlog_d.{{ k }} AS dimlog_d{{ loop.index }}, {% endfor %}dimlog_d.valid_from, dimlog_d.dimlog_in_dim,
+       {% for k in keys %}dimlog_s.{{ k }} AS dimlog_s{{ loop.index }}, {% endfor %}dimlog_s.dimlog_in_source
+FROM (SELECT {{ keys|cols }}, valid_from, true AS dimlog_in_dim FROM {{ dim }} WHERE is_current) dimlog_d
+FULL JOIN (SELECT {{ keys|cols }}, true AS dimlog_in_source FROM dimlog_source_keys{% if deleted_flag %} WHERE dimlog_live{% endif %}) dimlog_s
+  ON {{ keys|eqs("dimlog_s", "dimlog_d") }}
+WHERE dimlog_d.dimlog_in_dim IS NULL OR dimlog_s.dimlog_in_source IS NULL
+{# Missing: current in the dimension, not live in the source, and not in this load. #}
 -- statement: missing
 CREATE TEMP TABLE dimlog_missing AS
-SELECT {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from
-FROM {{ dim }} dimlog_d
-WHERE dimlog_d.is_current
-  AND NOT EXISTS (SELECT 1 FROM dimlog_source_keys dimlog_s WHERE {{ keys|eqs("dimlog_s", "dimlog_d") }}{% if deleted_flag %} AND dimlog_s.dimlog_live{% endif %})
-  AND ({{ keys|cols("dimlog_d") }}) NOT IN (SELECT {{ keys|cols }} FROM dimlog_stage)
+SELECT {% for k in keys %}dimlog_d{{ loop.index }} AS {{ k }}, {% endfor %}valid_from
+FROM dimlog_key_diff
+WHERE dimlog_in_source IS NULL
+  AND ({% for k in keys %}dimlog_d{{ loop.index }}{{ ", " if not loop.last }}{% endfor %}) NOT IN (SELECT {{ keys|cols }} FROM dimlog_stage)
 {# Source keys held live that are neither live in the dimension nor in this load:
    stamped behind every window (restored from a backup, or inserted with an old stamp).
    Their rows are read again and loaded; a deleted key among them is revived. The staged
@@ -28,9 +38,9 @@ WHERE dimlog_d.is_current
    stage was planned as a nested loop (13 s for 20k restored keys). #}
 -- statement: unseen
 CREATE TEMP TABLE dimlog_unseen AS
-SELECT {{ keys|cols("dimlog_s") }}
-FROM dimlog_source_keys dimlog_s
-WHERE {% if deleted_flag %}dimlog_s.dimlog_live AND {% endif %}NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE {{ keys|eqs("dimlog_d", "dimlog_s") }} AND dimlog_d.is_current)
+SELECT {% for k in keys %}dimlog_s{{ loop.index }} AS {{ k }}{{ ", " if not loop.last }}{% endfor %}
+FROM dimlog_key_diff
+WHERE dimlog_in_dim IS NULL
 EXCEPT
 SELECT {{ keys|cols }} FROM dimlog_stage
 -- statement: unseen_count

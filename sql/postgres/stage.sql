@@ -25,6 +25,6 @@ CREATE TEMP TABLE dimlog_raw (
 ANALYZE dimlog_stage ({{ keys|cols }}, valid_from)
 -- statement: drop
 DROP TABLE IF EXISTS pg_temp.dimlog_raw, pg_temp.dimlog_stage, pg_temp.dimlog_source_keys,
-    pg_temp.dimlog_missing, pg_temp.dimlog_unseen
+    pg_temp.dimlog_missing, pg_temp.dimlog_unseen, pg_temp.dimlog_key_diff
 -- statement: drop_raw
 DROP TABLE IF EXISTS pg_temp.dimlog_raw

@@ -10,6 +10,8 @@ CREATE TEMP TABLE dimlog_source_keys (
     dimlog_live BOOLEAN
 {% endif %}
 )
+-- statement: key_diff
+{# Not on this engine: `missing` and `unseen` read the tables themselves, through the key index. #}
 -- statement: key_index
 CREATE INDEX temp.dimlog_source_keys_idx ON dimlog_source_keys ({{ keys|cols }})
 {# Missing: current in the dimension, not live in the source (gone, or its row flagged
