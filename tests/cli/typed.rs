@@ -82,4 +82,26 @@ async fn history_values_are_typed(mut fx: Fixture) {
     assert!(table.lines().nth(2).is_some_and(|l| l.contains(" false ")), "{table}");
     // `current` too, not `yes` and blank (found by an outside trial).
     assert!(table.lines().nth(2).is_some_and(|l| l.contains(" true ")), "{table}");
+
+    // What a user sees, whole: the table and the JSON of both keys, per engine (SQLite
+    // keeps a text column's time as written).
+    let mut seen = String::new();
+    for key in ["1", "2"] {
+        for json in [false, true] {
+            let mut args = vec!["--config", config];
+            if json {
+                args.push("--json");
+            }
+            args.extend(["history", "--key", key]);
+            let out = dimlog(fx.dir(), &args);
+            assert_code(&out, 0, "history");
+            seen.push_str(&format!("$ dimlog {}\n{}\n", args[2..].join(" "), text(&out.stdout)));
+        }
+    }
+    let engine = if fx.backend == Backend::Sqlite { "sqlite" } else { "postgres" };
+    crate::support::fixture::assert_snapshot(
+        &format!("history__typed__{engine}"),
+        "history of typed columns, as a table and as JSON",
+        &seen,
+    );
 }
