@@ -16,23 +16,40 @@
 {% macro unreadable() %}(typeof({{ updated_at }}) <> 'text'
         OR julianday(trim({{ updated_at }})) IS NULL
         OR trim({{ updated_at }}) NOT GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'
-        OR date(substr(trim({{ updated_at }}), 1, 10)) IS NOT substr(trim({{ updated_at }}), 1, 10)){% endmacro %}
-{# Read through indexes (`indexed`, for a window with a lower bound): a value that starts
-   with its date (`YYYY-MM-DD`) and that julianday reads is a local time at most 14 hours
-   from its instant (offsets run from -12:00 to +14:00, and so do the zones a naive time
-   may be in), and its text sorts with its local time: with a space after the date it
-   compares time for time with the bound `YYYY-MM-DD HH:MM:SS`, with `T` it is greater
-   than every bound of its date. So the window's rows are those whose text lies from the
-   lower bound less 14 hours (space-separated) to the day after the upper bound plus 15
-   hours, a range an index on the column serves; and every other value (`off_index`: not
-   text, not starting with a date, a date SQLite rolls over, or text julianday cannot
-   read) is read wherever it lies, as `unreadable` is, through a partial index of exactly
-   those rows (see `index_advice`). The exact window applies in Rust. #}
-{% macro off_index() %}(typeof({{ updated_at }}) <> 'text'
-        OR {{ updated_at }} NOT GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9]*'
-        OR julianday({{ updated_at }}) IS NULL
-        OR date(substr({{ updated_at }}, 1, 10)) IS NOT substr({{ updated_at }}, 1, 10)){% endmacro %}
-{% macro in_text_range() %}({{ updated_at }} >= strftime('%Y-%m-%d %H:%M:%S', ?1, '-14 hours') AND {{ updated_at }} < date(?2, '+15 hours', '+1 day')){% endmacro %}
+        OR date(substr(trim({{ updated_at }}), 1, 10)) IS NOT substr(trim({{ updated_at }}), 1, 10)
+        OR substr(trim({{ updated_at }}), 1, 4) = '0000'
+        OR (trim({{ updated_at }}) GLOB '??????????[Tt ][0-9][0-9]*' AND CAST(substr(trim({{ updated_at }}), 12, 2) AS INTEGER) > 23)){% endmacro %}
+{# Read through indexes (`indexed`, for a window with a lower bound). A value of the
+   shape `placeable` (text `YYYY-MM-DD[T ]HH:MM:SS`, a real date and time, 1 to 6 digits
+   of fraction, then `Z`, an offset of at most 14:59, or with source.timezone nothing)
+   is a local time less than a day from its instant, and its text sorts with its local
+   time: with a space after the date it compares time for time with the bound
+   `YYYY-MM-DD HH:MM:SS`, with `T` it is greater than every bound of its date. So the
+   window's placeable rows are those whose text lies from a day before the lower bound
+   to two days after the upper bound's date, a range an index on the column serves; every
+   other value (`off_index`) is read wherever it lies, as `unreadable` is, through a
+   partial index of exactly those rows (see `index_advice`). The exact window applies in
+   Rust, which reads every placeable value. `placeable` uses no date function: a partial
+   index is filled by whichever SQLite writes the table, and date functions differ
+   between versions (3.40's `date('2026-02-30')` is `2026-02-30`, later ones roll it
+   over), while text, CAST and arithmetic do not. #}
+{% macro u() %}{{ updated_at }}{% endmacro %}
+{% macro int_at(from, n) %}CAST(substr({{ u() }}, {{ from }}, {{ n }}) AS INTEGER){% endmacro %}
+{% macro zone_part() %}(CASE WHEN substr({{ u() }}, 20, 1) = '.' THEN ltrim(substr({{ u() }}, 21), '0123456789') ELSE substr({{ u() }}, 20) END){% endmacro %}
+{% macro placeable() %}(typeof({{ u() }}) = 'text'
+        AND {{ u() }} GLOB '[0-9][0-9][0-9][0-9]-[0-9][0-9]-[0-9][0-9][T ][0-9][0-9]:[0-9][0-9]:[0-9][0-9]*'
+        AND {{ int_at(1, 4) }} BETWEEN 1000 AND 9998
+        AND {{ int_at(6, 2) }} BETWEEN 1 AND 12
+        AND {{ int_at(9, 2) }} BETWEEN 1 AND (CASE {{ int_at(6, 2) }}
+            WHEN 2 THEN 28 + ({{ int_at(1, 4) }} % 4 = 0 AND ({{ int_at(1, 4) }} % 100 <> 0 OR {{ int_at(1, 4) }} % 400 = 0))
+            WHEN 4 THEN 30 WHEN 6 THEN 30 WHEN 9 THEN 30 WHEN 11 THEN 30 ELSE 31 END)
+        AND {{ int_at(12, 2) }} < 24 AND {{ int_at(15, 2) }} < 60 AND {{ int_at(18, 2) }} < 60
+        AND (substr({{ u() }}, 20, 1) <> '.' OR length(substr({{ u() }}, 21)) - length({{ zone_part() }}) BETWEEN 1 AND 6)
+        AND ({{ zone_part() }} = 'Z'
+             OR ({{ zone_part() }} GLOB '[+-][0-9][0-9]:[0-5][0-9]' AND CAST(substr({{ zone_part() }}, 2, 2) AS INTEGER) <= 14){% if tz %}
+             OR {{ zone_part() }} = ''{% endif %})){% endmacro %}
+{% macro off_index() %}(NOT {{ placeable() }}){% endmacro %}
+{% macro in_text_range() %}({{ updated_at }} >= strftime('%Y-%m-%d %H:%M:%S', ?1, '-1 day') AND {{ updated_at }} < date(?2, '+2 days')){% endmacro %}
 -- statement: rows
 {% if indexed %}
 SELECT {% for c in columns %}{{ text(c) }}, {% endfor %}
@@ -99,7 +116,7 @@ WHERE {{ updated_at }} IS NOT NULL
    reads, and later than the upper bound. #}
 SELECT count(*) OVER (), CAST({{ updated_at }} AS TEXT){% for c in key_columns %}, {{ text(c) }}{% endfor %}
   FROM {{ relation }}
-WHERE {{ updated_at }} >= date(?1, '+15 hours', '+1 day') AND NOT {{ off_index() }}
+WHERE {{ updated_at }} >= date(?1, '+2 days') AND {{ placeable() }}
 ORDER BY julianday({{ updated_at }}) DESC LIMIT 1
 {% else %}
 SELECT count(*) OVER (), CAST({{ updated_at }} AS TEXT){% for c in key_columns %}, {{ text(c) }}{% endfor %}
