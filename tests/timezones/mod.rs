@@ -543,3 +543,43 @@ async fn sqlite_window_read_through_indexes_misses_nothing_the_scan_reads() {
         }
     }
 }
+
+/// SQLite: a value SQLite's date functions read but that names no instant (hour 24,
+/// year 0, a date that does not exist) fails an incremental run naming its key however
+/// far behind the window it is stamped, read by scan or through doctor's indexes (hour
+/// 24 outside the window was skipped with exit 0: an outside trial).
+#[tokio::test]
+async fn sqlite_a_time_sqlite_reads_but_that_is_none_fails_the_run_wherever_it_lies() {
+    for with_indexes in [false, true] {
+        for stamp in ["2020-04-01T24:30:00Z", "0000-01-01T00:00:00Z", "2020-02-30T10:00:00Z", "2021-02-29 10:00:00Z"] {
+            let mut fx = Fixture::sqlite().await;
+            fx.exec(
+                "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) \
+                 VALUES (1, 'a@example.com', 'pro', 'NL', '2026-05-01T10:00:00Z')",
+            )
+            .await;
+            fx.run("2026-05-02T00:00:00Z").await;
+            if with_indexes {
+                let plan = fx.plan();
+                let session = dimlog::pipeline::Session::open(&plan).await.expect("a session");
+                let advice = dimlog::extract::index_advice(&plan, &session.layout).expect("advice");
+                session.close().await;
+                fx.exec(&advice).await;
+            }
+            fx.exec(&format!(
+                "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) \
+                 VALUES (42, 'b@example.com', 'pro', 'NL', '{stamp}')"
+            ))
+            .await;
+            let out = fx.cli(&["run", "-v", "--upper", "2026-05-03T00:00:00Z"]);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(1), "{stamp}, indexes {with_indexes}: {stderr}");
+            assert!(stderr.contains("(42)") && stderr.contains(stamp), "{stamp}: {stderr}");
+            assert_eq!(
+                stderr.contains("through the source's indexes"),
+                with_indexes,
+                "{stamp}: {stderr}"
+            );
+        }
+    }
+}
