@@ -319,7 +319,10 @@ async fn reconcile_floor(source: &str, target: &str) -> (f64, f64) {
         let mut s = connect(source).await;
         let mut t = connect(target).await;
         let (out, chunks) = timed(async {
-            let mut stream = s.copy_out_raw("COPY (SELECT customer_id FROM src_customers) TO STDOUT").await.unwrap();
+            let mut stream = s
+                .copy_out_raw("COPY (SELECT customer_id FROM src_customers) TO STDOUT")
+                .await
+                .unwrap();
             let mut chunks = Vec::new();
             while let Some(chunk) = stream.next().await {
                 chunks.push(chunk.unwrap());
@@ -630,7 +633,13 @@ async fn pg_section(rows: &[u64], dir: &Path) {
             " MB",
         );
         let s2 = m.runs["S2"].wall;
-        push("S2@1M 10k/1k/500 upd/ins/del (issue 18)".into(), s2, "<= 0.25 s", s2 <= 0.25, " s");
+        push(
+            "S2@1M 10k/1k/500 upd/ins/del (issue 18)".into(),
+            s2,
+            "<= 0.25 s",
+            s2 <= 0.25,
+            " s",
+        );
         if let Some(small) = find(100_000) {
             let r = m.runs["S2"].wall / small.runs["S2x"].wall;
             push(
@@ -653,9 +662,7 @@ async fn pg_section(rows: &[u64], dir: &Path) {
         let (keys_out, anti_join) = m.floor_reconcile;
         let r = rr.phase("reconciling") / (keys_out + anti_join);
         push(
-            format!(
-                "R@1M reconcile phase / (keys COPY out {keys_out:.2} s + anti-join {anti_join:.2} s)"
-            ),
+            format!("R@1M reconcile phase / (keys COPY out {keys_out:.2} s + anti-join {anti_join:.2} s)"),
             r,
             "<= 2",
             r <= 2.0,

@@ -769,7 +769,7 @@ pub async fn source_oldest(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Res
 }
 
 /// A change value read with its row's key: its instant, or the error naming both.
-fn parse_with_key(plan: &Plan, text: &str, key: &[Option<String>]) -> Result<Micros, ExtractError> {
+pub(crate) fn parse_with_key(plan: &Plan, text: &str, key: &[Option<String>]) -> Result<Micros, ExtractError> {
     Micros::parse_change(text, plan.source.timezone.as_ref())
         .map_err(|r| ExtractError::bad_change_column(plan, r, Some(key_text(key, key.len()))))
 }

@@ -186,7 +186,13 @@ async fn compare(
 ) -> Result<Reconciled, Error> {
     let backend = target.backend();
     // The key list gets an index or statistics, as the engine's planner needs.
-    run_named(target, "reconcile", &["key_index", "analyze", "key_diff", "missing"], ctx).await?;
+    run_named(
+        target,
+        "reconcile",
+        &["key_index", "analyze", "key_diff", "missing"],
+        ctx,
+    )
+    .await?;
     let count = |statement: &str| sql::statement(backend, "reconcile", statement, ctx);
     let missing = target
         .query_count("counting missing keys", &count("missing_count")?, &[])

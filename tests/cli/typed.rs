@@ -98,7 +98,11 @@ async fn history_values_are_typed(mut fx: Fixture) {
             seen.push_str(&format!("$ dimlog {}\n{}\n", args[2..].join(" "), text(&out.stdout)));
         }
     }
-    let engine = if fx.backend == Backend::Sqlite { "sqlite" } else { "postgres" };
+    let engine = if fx.backend == Backend::Sqlite {
+        "sqlite"
+    } else {
+        "postgres"
+    };
     crate::support::fixture::assert_snapshot(
         &format!("history__typed__{engine}"),
         "history of typed columns, as a table and as JSON",

@@ -450,8 +450,14 @@ async fn sqlite_window_read_through_indexes_misses_nothing_the_scan_reads() {
                 // Hour 24 (SQLite's date functions take it), and offsets Rust reads
                 // that are wider than any zone's (found by an outside trial).
                 14 => at.format("%Y-%m-%dT24:%M:%SZ").to_string(),
-                15 => format!("{}+23:59", (at + chrono::Duration::minutes(23 * 60 + 59)).format("%Y-%m-%dT%H:%M:%S")),
-                16 => format!("{}-23:59", (at - chrono::Duration::minutes(23 * 60 + 59)).format("%Y-%m-%d %H:%M:%S")),
+                15 => format!(
+                    "{}+23:59",
+                    (at + chrono::Duration::minutes(23 * 60 + 59)).format("%Y-%m-%dT%H:%M:%S")
+                ),
+                16 => format!(
+                    "{}-23:59",
+                    (at - chrono::Duration::minutes(23 * 60 + 59)).format("%Y-%m-%d %H:%M:%S")
+                ),
                 17 => at.format("0000-%m-%dT%H:%M:%SZ").to_string(),
                 _ => format!("{}{}", local.format("%Y-%m-%dT%H:%M:%S%.3f"), off(true)),
             };
@@ -551,7 +557,12 @@ async fn sqlite_window_read_through_indexes_misses_nothing_the_scan_reads() {
 #[tokio::test]
 async fn sqlite_a_time_sqlite_reads_but_that_is_none_fails_the_run_wherever_it_lies() {
     for with_indexes in [false, true] {
-        for stamp in ["2020-04-01T24:30:00Z", "0000-01-01T00:00:00Z", "2020-02-30T10:00:00Z", "2021-02-29 10:00:00Z"] {
+        for stamp in [
+            "2020-04-01T24:30:00Z",
+            "0000-01-01T00:00:00Z",
+            "2020-02-30T10:00:00Z",
+            "2021-02-29 10:00:00Z",
+        ] {
             let mut fx = Fixture::sqlite().await;
             fx.exec(
                 "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) \
