@@ -380,11 +380,18 @@ pub async fn check_tables_present(
             .into_iter()
             .next();
         if let Some([Some(index), Some(other)]) = owner.as_deref() {
+            // Pointing the config at the new name is a way out only for a name the
+            // config takes (not one with spaces: an outside trial was sent there).
+            let or_set = if crate::ident::Ident::table(other.trim_matches('"')).is_ok() {
+                format!(", or set {setting} to {other}")
+            } else {
+                String::new()
+            };
             return Err(ConfigError::invalid(
                 setting,
                 format!(
                     "the {role} table {table} of dimension `{name}` does not exist, and its index {index} belongs to table {other}: \
-                     it looks renamed to {other}. Rename it back (ALTER TABLE {other} RENAME TO {bare}), or set {setting} to {other}; \
+                     it looks renamed to {other}. Rename it back (ALTER TABLE {other} RENAME TO {bare}){or_set}; \
                      dimlog creates no new {role} beside it",
                     name = plan.name,
                 ),

@@ -92,14 +92,7 @@ impl Output {
     pub fn progress(&self) -> Progress {
         let bar = (!self.json && !self.quiet && std::io::stderr().is_terminal()).then(|| {
             let b = ProgressBar::new_spinner();
-            b.set_style(
-                ProgressStyle::with_template("{spinner} {msg} {pos} rows ({rate}, {elapsed})")
-                    .expect("valid template")
-                    // Whole rows a second: indicatif's own `per_sec` prints four decimals.
-                    .with_key("rate", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                        let _ = write!(w, "{:.0} rows/s", s.per_sec());
-                    }),
-            );
+            b.set_style(step_style(false));
             // Until the first step: connecting, perhaps waiting for another run's lock
             // (whose holder is logged above the line).
             b.set_message("starting (connecting, taking the lock)");
@@ -112,6 +105,22 @@ impl Output {
             rows: std::sync::atomic::AtomicU64::new(0),
         }
     }
+}
+
+/// The progress line: while reading, rows and the rate they arrive at (whole rows a
+/// second: indicatif's own `per_sec` prints four decimals); in the steps after it, the
+/// rows read so far without a rate, which would only fall while no row arrives.
+fn step_style(reading: bool) -> ProgressStyle {
+    let template = if reading {
+        "{spinner} {msg} {pos} rows ({rate}, {elapsed})"
+    } else {
+        "{spinner} {msg} ({pos} rows read, {elapsed})"
+    };
+    ProgressStyle::with_template(template)
+        .expect("valid template")
+        .with_key("rate", |s: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+            let _ = write!(w, "{:.0} rows/s", s.per_sec());
+        })
 }
 
 /// Progress for long work; finished when dropped. On a terminal, a spinner names the
@@ -147,6 +156,7 @@ impl Progress {
 impl Observer for Progress {
     fn phase(&self, name: &str) {
         if let Some(b) = &self.bar {
+            b.set_style(step_style(name.starts_with("reading")));
             b.set_message(name.to_string());
         }
         self.step_done(Some(name));

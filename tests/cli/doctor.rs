@@ -160,10 +160,20 @@ async fn doctor_checks_the_setup_and_writes_nothing(mut fx: Fixture) {
         .await;
     let stdout = text(&doctor(&fx, &[]).stdout);
     assert!(
-        stdout.contains("FAIL  tables: ") && stdout.contains("looks renamed to"),
+        stdout.contains("FAIL  tables: ")
+            && stdout.contains("looks renamed to")
+            && stdout.contains("or set target.dimension to"),
         "{stdout}"
     );
-    fx.target_exec("ALTER TABLE dim_customer_old RENAME TO dim_customer")
+    // A new name the config cannot take is not offered as one to set.
+    fx.target_exec("ALTER TABLE dim_customer_old RENAME TO \"Dim Customer Old\"")
+        .await;
+    let stdout = text(&doctor(&fx, &[]).stdout);
+    assert!(
+        stdout.contains("looks renamed to") && !stdout.contains("or set target.dimension to"),
+        "{stdout}"
+    );
+    fx.target_exec("ALTER TABLE \"Dim Customer Old\" RENAME TO dim_customer")
         .await;
     fx.target_exec("ALTER TABLE customer_versions DROP COLUMN country")
         .await;
