@@ -251,7 +251,7 @@ async fn interrupted_rebuild(mut fx: Fixture) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let left = fx
-        .target_query("SELECT pid::text, state, wait_event_type, left(query, 80), application_name FROM pg_stat_activity WHERE application_name LIKE 'dimlog:%'")
+        .target_query("SELECT pid::text, state, wait_event_type, left(query, 80), application_name FROM pg_stat_activity WHERE application_name LIKE 'dimlog:%' AND datname = current_database()")
         .await;
     assert!(
         gone,
@@ -264,7 +264,10 @@ async fn interrupted_rebuild(mut fx: Fixture) {
 }
 
 /// The command's sessions (the fixture's own are named plain `dimlog`).
-const DIMLOG_SESSIONS: &str = "SELECT count(*)::text FROM pg_stat_activity WHERE application_name LIKE 'dimlog:%'";
+/// This test's dimlog sessions: those of its own database (tests run side by side on one
+/// server, and another test's run is no session this one left).
+const DIMLOG_SESSIONS: &str =
+    "SELECT count(*)::text FROM pg_stat_activity WHERE application_name LIKE 'dimlog:%' AND datname = current_database()";
 
 /// Starts `dimlog <args>` and returns once one of its sessions waits for a lock (at most
 /// 30 s; else fails with `never`).

@@ -20,10 +20,12 @@ use sqlx::PgConnection;
 use std::collections::HashMap;
 
 /// The session tables of a load, by their names in the PostgreSQL templates.
-pub const SESSION_TABLES: [&str; 14] = [
+pub const SESSION_TABLES: [&str; 15] = [
     "dimlog_raw",
     "dimlog_stage",
     "dimlog_source_keys",
+    // PostgreSQL's reconciliation only (Citus's `missing` and `unseen` read the tables).
+    "dimlog_key_diff",
     "dimlog_missing",
     "dimlog_unseen",
     "dimlog_appended",
