@@ -41,6 +41,7 @@ pub async fn run(global: &GlobalArgs, args: HistoryArgs, out: &Output) -> Result
             .iter()
             .map(|c| c.kind)
             .collect();
+    let session_layout = session.layout.clone();
     let read = async {
         let key = super::key::key_values(&session.layout, &args.key)?;
         let rows = inspect::history(&mut session.target, &session.ctx, &session.layout, &key).await?;
@@ -75,6 +76,9 @@ pub async fn run(global: &GlobalArgs, args: HistoryArgs, out: &Output) -> Result
     }
     if rows.is_empty() {
         out.line(format!("no versions of key {key:?} in {}", plan.target.dimension));
+        if let Some(hint) = super::key::unfound_hint(&session_layout, &args.key) {
+            out.note("hint", &hint);
+        }
         return Ok(0);
     }
     out.line(render(&rows));

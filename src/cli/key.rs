@@ -9,6 +9,22 @@ fn names_a_column(text: &str) -> bool {
     chars.next().is_some_and(|c| c.is_alphabetic() || c == '_') && chars.all(|c| c.is_alphanumeric() || c == '_')
 }
 
+/// For a one-column text key that found nothing: when the value reads `column=value`
+/// with another column's name, the note that the key column has another name (a text
+/// key may hold `a=b`, so it was looked up as given; found by an outside trial).
+pub fn unfound_hint(layout: &Layout, args: &[String]) -> Option<String> {
+    let ([arg], [key]) = (args, layout.keys.as_slice()) else {
+        return None;
+    };
+    let (k, v) = arg.split_once('=')?;
+    (names_a_column(k) && k != key.bare).then(|| {
+        format!(
+            "no key is {arg:?}; if `{k}` was meant as the key column, the key is `{name}`: --key {name}={v}",
+            name = key.bare
+        )
+    })
+}
+
 /// Parses `--key` arguments: `V` (or `COLUMN=V`) for a one-column key, or `COLUMN=VALUE`
 /// per column, in any order; returns the values in key order.
 pub fn key_values(layout: &Layout, args: &[String]) -> Result<Vec<String>, Error> {

@@ -48,6 +48,7 @@ pub async fn run_lookup(global: &GlobalArgs, args: LookupArgs, out: &Output) -> 
         None => parse_ts("--at", &args.at)?,
     };
     let mut session = Session::open_target(&plan, Access::QueryOnly).await?;
+    let session_layout = session.layout.clone();
     let found = async {
         let key = super::key::key_values(&session.layout, &args.key)?;
         let sk = lookup::lookup_one(&mut session.target, &session.ctx, &key, at).await?;
@@ -61,6 +62,11 @@ pub async fn run_lookup(global: &GlobalArgs, args: LookupArgs, out: &Output) -> 
     .await;
     session.close().await;
     let (key, sk) = found?;
+    if sk.is_none() {
+        if let Some(hint) = super::key::unfound_hint(&session_layout, &args.key) {
+            out.note("hint", &hint);
+        }
+    }
     if sk.is_none() && args.unknown == Unknown::Error {
         return Err(Error::Discrepancy(format!("key {key:?} has no version in effect at {at}")).into_run_failure());
     }

@@ -1184,3 +1184,48 @@ async fn a_key_value_of_another_type_is_refused() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_ne!(String::from_utf8_lossy(&out.stdout).trim(), UNKNOWN.to_string());
 }
+
+/// On a one-column text key, `--key other=V` may be a value (a text key holds `a=b`), so
+/// it is looked up as given; when nothing is found, a note says the key column's name
+/// and the spelling to use, which works (an outside trial's `skuu=SKU-42` found nothing,
+/// silently).
+#[tokio::test]
+async fn an_unfound_text_key_that_names_another_column_says_the_key_column() {
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(
+        "CREATE TABLE src_sku (sku TEXT PRIMARY KEY, email TEXT, tier TEXT, country TEXT, \
+         is_deleted BOOLEAN NOT NULL DEFAULT false, updated_at TEXT NOT NULL)",
+    )
+    .await;
+    fx.set_setting("table", "\"src_sku\"");
+    fx.set_setting("key", "[\"sku\"]");
+    fx.exec(&format!(
+        "INSERT INTO src_sku (sku, email, tier, country, updated_at) VALUES ('SKU-42', 'e', 'pro', 'FR', '{LOADED}')"
+    ))
+    .await;
+    fx.run(UPPER).await;
+    for cmd in ["lookup", "history"] {
+        let mut args = vec![cmd, "--key", "skuu=SKU-42"];
+        if cmd == "lookup" {
+            args.extend(["--at", AT]);
+        }
+        let out = fx.cli(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{cmd}: {stderr}");
+        assert!(stderr.contains("the key is `sku`: --key sku=SKU-42"), "{cmd}: {stderr}");
+        let mut fixed = vec![cmd, "--key", "sku=SKU-42"];
+        if cmd == "lookup" {
+            fixed.extend(["--at", AT]);
+        }
+        let out = fx.cli(&fixed);
+        assert!(
+            out.status.success() && String::from_utf8_lossy(&out.stderr).is_empty(),
+            "{cmd}"
+        );
+        assert_ne!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            UNKNOWN.to_string(),
+            "{cmd}"
+        );
+    }
+}
