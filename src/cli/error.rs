@@ -140,7 +140,8 @@ fn privilege_hint(e: &Error) -> Option<String> {
         // Read on the source's connection: its role needs SELECT, nothing more.
         format!(
             "the PostgreSQL role of source.url may not read table {table}: GRANT SELECT ON {table} TO the role of source.url \
-             (dimlog only reads the source)"
+             (dimlog only reads the source; PostgreSQL names the table without its schema: write it schema.{table} if \
+             it is not in the public schema)"
         )
     } else if let (Some(table), Error::Assign(_)) = (on("table"), e) {
         format!(
