@@ -189,7 +189,14 @@ async fn compare(
     run_named(
         target,
         "reconcile",
-        &["key_index", "analyze", "key_diff", "missing"],
+        &[
+            "key_index",
+            "analyze",
+            "key_diff_by_merge",
+            "key_diff",
+            "key_diff_done",
+            "missing",
+        ],
         ctx,
     )
     .await?;

@@ -2,6 +2,8 @@
    which Citus plans on the coordinator, pulling every key of the dimension or the
    source there; as anti-joins on the key they run on each shard (the stage is analysed
    on Citus, so the anti-join is hashed, see sql/citus/stage.sql). #}
+-- statement: key_diff_by_merge
+-- statement: key_diff_done
 -- statement: key_diff
 {# Not on this engine: its own `missing` and `unseen` below read the tables themselves. #}
 -- statement: missing

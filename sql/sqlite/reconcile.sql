@@ -10,6 +10,8 @@ CREATE TEMP TABLE dimlog_source_keys (
     dimlog_live BOOLEAN
 {% endif %}
 )
+-- statement: key_diff_by_merge
+-- statement: key_diff_done
 -- statement: key_diff
 {# Not on this engine: `missing` and `unseen` read the tables themselves, through the key index. #}
 -- statement: key_index

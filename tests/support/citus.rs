@@ -100,7 +100,21 @@ async fn make_database(name: &str) {
             u.host_str().expect("host"),
             u.port().unwrap_or(5432)
         );
-        t.execute(add.as_str()).await.expect("add a worker");
+        // Databases are made for tests running in parallel, and adding a node takes
+        // cluster-wide locks: a concurrent add can fail (seen once in a hundred runs);
+        // it is tried again, and the last error is shown if it keeps failing.
+        let mut tries = 0;
+        loop {
+            match t.execute(add.as_str()).await {
+                Ok(_) => break,
+                Err(e) if tries < 5 => {
+                    tries += 1;
+                    eprintln!("adding worker {w} to {name} failed ({e}); trying again");
+                    tokio::time::sleep(std::time::Duration::from_millis(200 * tries)).await;
+                }
+                Err(e) => panic!("cannot add worker {w} to database {name}: {e}"),
+            }
+        }
     }
     t.execute(format!("ALTER DATABASE {name} SET citus.shard_count = 2").as_str())
         .await

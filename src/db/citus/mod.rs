@@ -88,15 +88,14 @@ pub struct Staging {
     made: Option<HashMap<String, String>>,
     /// Tables that may hold rows written on this connection: emptied before they are
     /// filled again, and after a load commits. The others were emptied together when
-    /// the connection first used them (one statement instead of one per table: each
-    /// TRUNCATE of a distributed table is a round of every shard).
+    /// the connection first used them (one round trip for all, see [`empty`]).
     dirty: std::collections::BTreeSet<String>,
     /// Rows the fills of this connection wrote, since the tables were last emptied.
     rows_written: u64,
 }
 
 /// Up to how many rows a committed load leaves in its working tables for the next
-/// load's emptying (which runs anyway), saving a TRUNCATE of every table: a big load's
+/// load's emptying (which runs anyway), saving a round of every shard: a big load's
 /// rows (a first load's copy of the source) are emptied at once.
 const ROWS_LEFT_FOR_THE_NEXT_LOAD: u64 = 200_000;
 
@@ -334,7 +333,7 @@ pub async fn run_session_ddl(
                 .collect();
             let present: Vec<String> = written.iter().map(|n| staging.table(n)).collect();
             if !present.is_empty() {
-                postgres::execute(c, &format!("TRUNCATE {}", present.join(", ")), &[]).await?;
+                empty(c, &present).await?;
             }
             Ok(0)
         }
@@ -416,16 +415,31 @@ async fn load_made(c: &mut PgConnection, staging: &mut Staging) -> Result<(), sq
             Some((r.next()??, r.next()?.unwrap_or_default()))
         })
         .collect();
-    // Rows an earlier connection left (one that wrote outside a transaction and then
-    // failed or was killed) go, all tables in one statement.
+    // Rows an earlier connection left (a committed small load's, or one that wrote
+    // outside a transaction and then failed or was killed) go.
     let mut tables: Vec<String> = made.keys().map(|bare| format!("{}{bare}", staging.prefix)).collect();
     tables.sort();
-    if !tables.is_empty() {
-        postgres::execute(c, &format!("TRUNCATE {}", tables.join(", ")), &[]).await?;
-    }
+    empty(c, &tables).await?;
     staging.dirty.clear();
     staging.rows_written = 0;
     staging.made = Some(made);
+    Ok(())
+}
+
+/// Empties working tables (qualified names) with `DELETE`, all in one round trip.
+/// `TRUNCATE` gives each shard of a distributed table a new file and takes its strongest
+/// lock, even when the shard is empty: 0.4–0.6 s for a load's 14 tables at 32 shards
+/// each, against 10 ms a table for `DELETE` of nothing and 0.3 s of a million rows
+/// (measured on the three-node loopback cluster). The dead rows are vacuumed on the
+/// workers; a big load's tables are still truncated after it commits
+/// ([`Staging::empty_written`]), which gives their space back at once.
+async fn empty(c: &mut PgConnection, tables: &[String]) -> Result<(), sqlx::Error> {
+    use sqlx::Executor;
+    if tables.is_empty() {
+        return Ok(());
+    }
+    let sql: String = tables.iter().map(|t| format!("DELETE FROM {t};")).collect();
+    c.execute(sqlx::raw_sql(&sql)).await?;
     Ok(())
 }
 
@@ -444,7 +458,7 @@ async fn ensure(
     let made = staging.made.get_or_insert_with(HashMap::new);
     if made.get(&bare) == Some(&mark) {
         if staging.dirty.contains(&bare) {
-            postgres::execute(c, &format!("TRUNCATE {}", staging.table(table)), &[]).await?;
+            empty(c, &[staging.table(table)]).await?;
         }
         staging.dirty.insert(bare);
         return Ok(());
