@@ -370,13 +370,16 @@ pub async fn copy_into<E: From<DbError>>(
             failure = Some(err(e).into());
         }
     }
-    match failure {
+    let copied = match failure {
         Some(e) => {
             copy.abort("dimlog stopped the load").await;
             Err(e)
         }
         None => copy.finish().await.map(drop).map_err(|e| err(e).into()),
-    }
+    };
+    let ended = target.copy_ended(what).await;
+    copied?;
+    ended.map_err(E::from)
 }
 
 #[cfg(test)]

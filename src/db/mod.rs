@@ -1125,9 +1125,22 @@ impl Conn {
                 let sql = c
                     .qualify(&format!("COPY {table} ({}) FROM STDIN", columns.join(", ")))
                     .into_owned();
+                c.copy_starts().await.map_err(err)?;
                 c.copy_in_raw(&sql).await.map(postgres::CopyIn).map_err(err)
             }
             Conn::Sqlite(_) => Err(err(sqlx::Error::Protocol("COPY needs a PostgreSQL target".into()))),
+        }
+    }
+
+    /// Ends what [`Conn::copy_in_raw`] set up for its COPY, once the COPY is finished or
+    /// cancelled.
+    pub async fn copy_ended(&mut self, what: &str) -> Result<(), DbError> {
+        match self {
+            Conn::Postgres(c) => c.copy_ended().await.map_err(|source| DbError::Query {
+                what: what.into(),
+                source,
+            }),
+            Conn::Sqlite(_) => Ok(()),
         }
     }
 
@@ -1148,7 +1161,13 @@ impl Conn {
             Conn::Sqlite(c) => sqlite::bulk_insert(c, table, columns, kinds, rows).await,
             Conn::Postgres(c) => {
                 let table = c.qualify(table).into_owned();
-                postgres::copy_in(c, &table, columns, rows).await
+                c.copy_starts().await.map_err(|source| DbError::Query {
+                    what: what.into(),
+                    source,
+                })?;
+                let copied = postgres::copy_in(c, &table, columns, rows).await;
+                let ended = c.copy_ended().await;
+                copied.and(ended)
             }
         }
         .map_err(|source| DbError::Query {

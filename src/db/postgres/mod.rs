@@ -25,6 +25,9 @@ pub struct PgConn {
     pub citus: Option<crate::db::citus::Cluster>,
     /// The server session's process id, to cancel its running statement by.
     pub backend_pid: Option<i32>,
+    /// A COPY into a Citus load's working table runs in Citus's sequential mode until
+    /// [`PgConn::copy_ended`] (see [`PgConn::copy_starts`]).
+    pub copy_sequential: bool,
 }
 
 impl PgConn {
@@ -36,6 +39,7 @@ impl PgConn {
             in_transaction: false,
             citus: None,
             backend_pid: None,
+            copy_sequential: false,
         }
     }
 
@@ -55,6 +59,29 @@ impl PgConn {
             Some(staging) => std::borrow::Cow::Owned(staging.rename(&sql)),
             None => sql,
         }
+    }
+
+    /// Before a COPY: a load's rows copied into a distributed working table outside the
+    /// load's transaction go over one connection per worker (Citus's sequential mode),
+    /// not one per shard. Opening 32 connections cost 0.4 s for a 451-row COPY, against
+    /// 12–40 ms sequentially; a million rows took 1.3 s against 1.8 s (measured on the
+    /// three-node loopback cluster, 32 shards). Inside a transaction the mode is left as
+    /// it is: Citus refuses to mix modes on placements a transaction has written.
+    pub async fn copy_starts(&mut self) -> Result<(), sqlx::Error> {
+        if self.staging().is_some() && !self.in_transaction {
+            execute(&mut self.conn, "SET citus.multi_shard_modify_mode TO 'sequential'", &[]).await?;
+            self.copy_sequential = true;
+        }
+        Ok(())
+    }
+
+    /// After a COPY (finished or cancelled): the statements that follow run in Citus's
+    /// parallel mode again.
+    pub async fn copy_ended(&mut self) -> Result<(), sqlx::Error> {
+        if std::mem::take(&mut self.copy_sequential) {
+            execute(&mut self.conn, "RESET citus.multi_shard_modify_mode", &[]).await?;
+        }
+        Ok(())
     }
 
     /// The distributed session tables of a load on Citus, if this is one.
