@@ -1075,6 +1075,7 @@ async fn read_changes(session: &mut Session, r: &Reading<'_>) -> Result<Read, Er
         beyond_upper,
     } = stage_window(session, r.plan, r.window, r.observer).await?;
     failpoint::check(fp, "after_extract").await?;
+    session.target.suit_to_load(rows_read.max(0) as u64).await?;
 
     r.observer.phase("deduplicating");
     let rows_after_dedupe = dedupe::dedupe(&mut session.target, &session.ctx, rows_read, !r.one_row_per_key).await?;

@@ -1132,6 +1132,19 @@ impl Conn {
         }
     }
 
+    /// Suits the connection to a load that read `rows` rows, before its statements run:
+    /// on a Citus coordinator a small load's statements run over fewer connections
+    /// ([`citus::pool_for_load`]); a no-op elsewhere.
+    pub async fn suit_to_load(&mut self, rows: u64) -> Result<(), DbError> {
+        let Conn::Postgres(c) = self else {
+            return Ok(());
+        };
+        match citus::pool_for_load(rows) {
+            Some(sql) if c.staging().is_some() => self.execute_script("suiting the connection to the load", sql).await,
+            _ => Ok(()),
+        }
+    }
+
     /// Ends what [`Conn::copy_in_raw`] set up for its COPY, once the COPY is finished or
     /// cancelled.
     pub async fn copy_ended(&mut self, what: &str) -> Result<(), DbError> {

@@ -94,6 +94,21 @@ pub struct Staging {
     rows_written: u64,
 }
 
+/// Up to how many rows a load reads for its statements to be run over the connections a
+/// session has (see [`pool_for_load`]).
+const SMALL_LOAD_ROWS: u64 = 100_000;
+
+/// The setting a load of `rows` read rows runs its statements under, if any. Citus's
+/// executor opens more connections to a worker while shard tasks wait (up to 16 per
+/// worker per statement) and closes them when the transaction ends: for a small load's
+/// statements, whose tasks take milliseconds, the connections cost more than the
+/// parallelism gives. With one connection per worker, an incremental load of 11k rows
+/// into a 1M-key dimension on 32 shards took 0.51 s instead of 0.78 s (three-node
+/// loopback cluster). A bigger load keeps Citus's default.
+pub fn pool_for_load(rows: u64) -> Option<&'static str> {
+    (rows <= SMALL_LOAD_ROWS).then_some("SET citus.max_adaptive_executor_pool_size = 1")
+}
+
 /// Up to how many rows a committed load leaves in its working tables for the next
 /// load's emptying (which runs anyway), saving a round of every shard: a big load's
 /// rows (a first load's copy of the source) are emptied at once.
