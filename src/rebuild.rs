@@ -31,11 +31,10 @@ const MERGE: [&str; 3] = ["delete_stale", "update_changed", "insert_missing"];
 
 /// The derivation of the touched keys' rows; an engine leaves out the steps it does not
 /// need (PostgreSQL: a temporary table and statistics; SQLite: a table and an index).
-const DERIVE_TOUCHED: [&str; 6] = [
+const DERIVE_TOUCHED: [&str; 5] = [
     "drop_rebuilt",
     "derive_rebuilt",
     "index_rebuilt",
-    "analyze_touched",
     "derive_touched",
     "analyze_derived",
 ];
@@ -65,7 +64,16 @@ pub async fn rebuild_touched(conn: &mut Conn, ctx: &SqlContext, stale: bool) -> 
         ctx: &'a SqlContext,
         stale: bool,
     }
-    run_named(conn, "rebuild", &["touched"], &Touched { ctx, stale }).await?;
+    // The key list's statistics come first: without them the check below was planned
+    // as a scan of the whole dimension (on Citus, of every shard: 0.4 s at 1M keys for
+    // 21k touched ones), with them as a probe of its key index per touched key.
+    run_named(
+        conn,
+        "rebuild",
+        &["touched", "analyze_touched"],
+        &Touched { ctx, stale },
+    )
+    .await?;
     // Surrogate keys never vanish: a touched key's version the log lost stops the load.
     let lost = sql::statement(conn.backend(), "rebuild", "lost_versions", ctx)?;
     let lost = conn
