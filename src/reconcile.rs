@@ -186,20 +186,14 @@ async fn compare(
 ) -> Result<Reconciled, Error> {
     let backend = target.backend();
     // The key list gets an index or statistics, as the engine's planner needs.
-    run_named(
-        target,
-        "reconcile",
-        &[
-            "key_index",
-            "analyze",
-            "key_diff_by_merge",
-            "key_diff",
-            "key_diff_done",
-            "missing",
-        ],
-        ctx,
-    )
-    .await?;
+    run_named(target, "reconcile", &["key_index", "analyze", "key_diff_by_merge"], ctx).await?;
+    // The plan setting of the key diff is put back whether or not the diff succeeded:
+    // the connection may outlive a failed run (a library caller's).
+    let diffed = run_named(target, "reconcile", &["key_diff"], ctx).await;
+    let put_back = run_named(target, "reconcile", &["key_diff_done"], ctx).await;
+    diffed?;
+    put_back?;
+    run_named(target, "reconcile", &["missing"], ctx).await?;
     let count = |statement: &str| sql::statement(backend, "reconcile", statement, ctx);
     let missing = target
         .query_count("counting missing keys", &count("missing_count")?, &[])
