@@ -203,7 +203,7 @@ impl Dimension {
         let mut session = if against_source {
             Session::open_to_compare(plan, Access::ReadWrite).await?
         } else {
-            Session::open_target(plan, Access::QueryOnly).await?
+            Session::open_target_to_verify(plan).await?
         };
         let report = crate::verify::verify(&mut session, plan, against_source, &Silent).await;
         session.close().await;

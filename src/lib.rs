@@ -306,7 +306,7 @@ impl Error {
             | Error::NotDistributable(_) => 2,
             // Like the other refusals of a damaged log (config errors naming target.log).
             Error::Db(db::DbError::LogLostVersions(_)) => 2,
-            Error::Db(db::DbError::MixedLayout(_)) => 2,
+            Error::Db(db::DbError::MixedLayout { .. }) => 2,
             Error::Extract(extract::ExtractError::Config(_) | extract::ExtractError::Window(_)) => 2,
             Error::Discrepancy(_) => 3,
             Error::Interrupted { .. } => 130,
@@ -328,7 +328,7 @@ impl Error {
             Error::Usage(_) | Error::Backfill(_) | Error::Lookup(_) => "usage",
             Error::Extract(extract::ExtractError::Window(_)) => "window",
             Error::NotLoaded(_) => "not-loaded",
-            Error::NotDistributable(_) | Error::Db(db::DbError::MixedLayout(_)) => "not-distributable",
+            Error::NotDistributable(_) | Error::Db(db::DbError::MixedLayout { .. }) => "not-distributable",
             Error::Db(db::DbError::Locked { .. } | db::DbError::TableLocked { .. }) => "locked",
             Error::Db(
                 db::DbError::Connect { .. }

@@ -25,11 +25,39 @@ pub trait Observer: Send + Sync {
     fn phase(&self, _name: &str) {}
     /// More source rows were read (running total).
     fn rows_read(&self, _total: u64) {}
+    /// The step under way did not finish: the work failed or was interrupted in it.
+    fn stopped(&self) {}
 }
 
 /// An observer that ignores everything.
 pub struct Quiet;
 impl Observer for Quiet {}
+
+/// Passes everything on to `inner`, keeping the rows read so far: a run that fails or is
+/// interrupted records how many it had read.
+struct CountingRows<'a> {
+    inner: &'a dyn Observer,
+    rows: std::sync::atomic::AtomicU64,
+}
+
+impl CountingRows<'_> {
+    fn rows_read(&self) -> i64 {
+        i64::try_from(self.rows.load(Ordering::Relaxed)).unwrap_or(i64::MAX)
+    }
+}
+
+impl Observer for CountingRows<'_> {
+    fn phase(&self, name: &str) {
+        self.inner.phase(name);
+    }
+    fn rows_read(&self, total: u64) {
+        self.rows.store(total, Ordering::Relaxed);
+        self.inner.rows_read(total);
+    }
+    fn stopped(&self) {
+        self.inner.stopped();
+    }
+}
 
 /// How to run one load.
 #[derive(Clone, Debug)]
@@ -418,6 +446,18 @@ impl Session {
     /// Creates nothing: a target where the dimension was never loaded is
     /// [`Error::NotLoaded`].
     pub async fn open_target(plan: &Plan, access: Access) -> Result<Session, Error> {
+        Session::open_target_as(plan, access, false).await
+    }
+
+    /// [`Session::open_target`] for `verify`, which reads the target alone and joins the
+    /// log with the dimension: a half-distributed dimension on Citus is refused
+    /// ([`crate::db::DbError::MixedLayout`]) where the other commands that only read warn
+    /// about it and go on.
+    pub async fn open_target_to_verify(plan: &Plan) -> Result<Session, Error> {
+        Session::open_target_as(plan, Access::QueryOnly, true).await
+    }
+
+    async fn open_target_as(plan: &Plan, access: Access, refuse_mixed_layout: bool) -> Result<Session, Error> {
         crate::db::refuse_unwritable(&plan.target.url, access)?;
         let mut target = open_target(plan, access, Need::for_access(access)).await?;
         let layout = async {
@@ -438,6 +478,26 @@ impl Session {
         if let Err(e) = tables::check_tables_present(&mut target, plan, true, dimension_may_be_missing).await {
             let _ = target.close().await;
             return Err(e.into());
+        }
+        // A writing session checks the layout when it is scoped to the dimension.
+        if access.is_read_only() {
+            let tables = (&plan.target.log.quoted()[..], &plan.target.dimension.quoted()[..]);
+            match target.check_layout(&plan.name, tables).await {
+                Err(DbError::MixedLayout {
+                    dimension,
+                    distributed,
+                    local,
+                }) if !refuse_mixed_layout => tracing::warn!(
+                    "dimension {dimension}: {distributed} is a distributed table and {local} is a local one on the \
+                     Citus coordinator: what is read here is right, but loads, rebuild and verify refuse it. Make \
+                     them alike: SELECT undistribute_table('{distributed}'), then `dimlog distribute` to distribute both"
+                ),
+                Err(e) => {
+                    let _ = target.close().await;
+                    return Err(e.into());
+                }
+                Ok(()) => {}
+            }
         }
         let ctx = SqlContext::new(plan, &layout, target.backend());
         Ok(Session {
@@ -624,11 +684,18 @@ pub async fn run(
     let started = now();
     let mut bounds = RunBounds::default();
     let committing = AtomicBool::new(false);
+    let observer = &CountingRows {
+        inner: observer,
+        rows: Default::default(),
+    };
     let outcome = session
         .interruptible_until(plan, opts.interrupt.as_ref(), &committing, async |s: &mut Session| {
             run_to_the_end(s, plan, opts, observer, started, &mut bounds, &committing).await
         })
         .await;
+    if outcome.is_err() {
+        observer.stopped();
+    }
     if let (Err(e @ Error::Interrupted { .. }), false) = (&outcome, opts.dry_run) {
         observer.phase("interrupted: recording the run");
         // On the new connection the interrupt left the session with.
@@ -638,6 +705,7 @@ pub async fn run(
             (opts.kind, &opts.role),
             bounds,
             started,
+            observer.rows_read(),
             (true, &e.to_string()),
         )
         .await;
@@ -653,7 +721,7 @@ async fn run_to_the_end(
     session: &mut Session,
     plan: &Plan,
     opts: &RunOptions,
-    observer: &dyn Observer,
+    observer: &CountingRows<'_>,
     started: Micros,
     bounds: &mut RunBounds,
     committing: &AtomicBool,
@@ -783,6 +851,7 @@ async fn run_to_the_end(
                                 (opts.kind, &opts.role),
                                 *bounds,
                                 started,
+                                observer.rows_read(),
                                 (false, &failure),
                             )
                             .await

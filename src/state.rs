@@ -218,6 +218,7 @@ pub async fn record_failure(
     (kind, role): (RunKind, &str),
     bounds: RunBounds,
     started: Micros,
+    rows_read: i64,
     (interrupted, error): (bool, &str),
 ) -> Result<i64, DbError> {
     let status = if interrupted { "interrupted" } else { "failed" };
@@ -236,6 +237,7 @@ pub async fn record_failure(
                 Param::Ts(Micros::from_utc(chrono::Utc::now())),
                 Param::Text(error.into()),
                 Param::Text(status.into()),
+                Param::I64(rows_read),
             ],
         )
         .await?;

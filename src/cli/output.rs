@@ -167,6 +167,12 @@ impl Observer for Progress {
             b.set_position(total);
         }
     }
+    fn stopped(&self) {
+        let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        if let (Some((name, started, _)), None) = (current.take(), &self.bar) {
+            tracing::info!("{name}: stopped after {:.2} s", started.elapsed().as_secs_f64());
+        }
+    }
 }
 
 impl Drop for Progress {

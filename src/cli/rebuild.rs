@@ -32,8 +32,11 @@ pub async fn run(global: &GlobalArgs, args: RebuildArgs, out: &Output) -> Result
         )
         .await;
     session.close().await;
-    rebuilt?;
+    if rebuilt.is_err() {
+        crate::pipeline::Observer::stopped(&progress);
+    }
     drop(progress);
+    rebuilt?;
     let seconds = started.elapsed().as_secs_f64();
     if out.json {
         out.print_json(&serde_json::json!({"dimension": plan.name, "rebuilt": true, "seconds": seconds}));

@@ -23,7 +23,7 @@ pub async fn run(global: &GlobalArgs, args: VerifyArgs, out: &Output) -> Result<
     let mut session = if args.against_source {
         Session::open_to_compare(&plan, Access::ReadWrite).await?
     } else {
-        Session::open_target(&plan, Access::QueryOnly).await?
+        Session::open_target_to_verify(&plan).await?
     };
     let progress = out.progress();
     let against_source = args.against_source;
@@ -33,8 +33,11 @@ pub async fn run(global: &GlobalArgs, args: VerifyArgs, out: &Output) -> Result<
         })
         .await;
     session.close().await;
-    let report = report?;
+    if report.is_err() {
+        crate::pipeline::Observer::stopped(&progress);
+    }
     drop(progress);
+    let report = report?;
     if out.json {
         // The library classifies each check's fix; the hint says it in commands.
         let mut json = serde_json::to_value(&report).expect("a report serializes");

@@ -150,8 +150,18 @@ pub enum DbError {
     MissingRights(String),
     /// On Citus, one of a dimension's two tables is distributed and the other is not:
     /// no statement joining them can run (exit 2).
-    #[error("{0}")]
-    MixedLayout(String),
+    #[error(
+        "dimension {dimension}: {distributed} is a distributed table and {local} is a local one on the Citus coordinator, \
+         and no statement joining them can run; nothing was written. Make them alike: \
+         SELECT undistribute_table('{distributed}'), then `dimlog distribute` to distribute both"
+    )]
+    MixedLayout {
+        dimension: String,
+        /// The table that is distributed (quoted as in SQL).
+        distributed: String,
+        /// The table that is a local one.
+        local: String,
+    },
     /// dimlog's own tables are at a schema version newer than this dimlog knows (a newer
     /// dimlog upgraded them): a command that writes the target refuses, before writing
     /// anything; commands that only read still read ([`migrate`]).
@@ -541,29 +551,7 @@ impl Conn {
         let reason = if keys.len() != 1 {
             Some("its key has several columns, and dimlog distributes a dimension by a one-column key only".to_string())
         } else {
-            let sql = "SELECT (to_regclass($1) IS NOT NULL)::text, \
-                       EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1))::text, \
-                       (to_regclass($2) IS NOT NULL)::text, \
-                       EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($2))::text";
-            let sql = c.qualify(sql).into_owned();
-            let rows = postgres::query_text(c, &sql, &[Param::Text(log.to_string()), Param::Text(dim.to_string())])
-                .await
-                .map_err(|source| DbError::Query {
-                    what: "finding whether the log and the dimension are distributed".into(),
-                    source,
-                })?;
-            let row = rows.into_iter().next().unwrap_or_default();
-            let flag = |i: usize| row.get(i).cloned().flatten().as_deref() == Some("true");
-            let (log_local, dim_local) = (flag(0) && !flag(1), flag(2) && !flag(3));
-            let (log_dist, dim_dist) = (flag(1), flag(3));
-            if (log_dist && dim_local) || (dim_dist && log_local) {
-                let (done, not) = if log_dist { (log, dim) } else { (dim, log) };
-                return Err(DbError::MixedLayout(format!(
-                    "dimension {dimension}: {done} is a distributed table and {not} is a local one on the Citus coordinator, \
-                     and no statement joining them can run; nothing was written. Make them alike: \
-                     SELECT undistribute_table('{done}'), then `dimlog distribute` to distribute both"
-                )));
-            }
+            let log_local = citus::layout(c, dimension, (log, dim)).await?;
             log_local.then(|| {
                 "its log is a local table on the coordinator (`dimlog distribute` distributes it and the dimension)"
                     .to_string()
@@ -571,6 +559,8 @@ impl Conn {
         };
         let cluster = c.citus.as_mut().expect("checked above");
         match reason {
+            // Said once per connection (the check runs again under the lock).
+            Some(_) if !cluster.active => {}
             Some(reason) => {
                 tracing::info!(
                     "the target is a Citus coordinator, but dimension {dimension} stays in local tables there: {reason}"
@@ -587,6 +577,17 @@ impl Conn {
             }
         }
         Ok(())
+    }
+
+    /// Refuses a dimension of which one table is distributed and the other is a local
+    /// one on a Citus coordinator ([`DbError::MixedLayout`]), for commands that only
+    /// read: [`Conn::scope_to_dimension`] refuses it for those that write. A no-op
+    /// elsewhere.
+    pub async fn check_layout(&mut self, dimension: &str, tables: (&str, &str)) -> Result<(), DbError> {
+        match self {
+            Conn::Postgres(c) if c.citus.is_some() => citus::layout(c, dimension, tables).await.map(|_| ()),
+            _ => Ok(()),
+        }
     }
 
     /// Makes a connection to a Citus coordinator speak Citus (its statements, not

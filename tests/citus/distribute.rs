@@ -277,3 +277,48 @@ async fn a_dimension_half_distributed_is_refused_by_every_writing_command() {
     }
     assert_eq!(fx.log().await, log);
 }
+
+/// A half-distributed dimension, either half, as the commands that only read see it:
+/// `verify` and `doctor` name it with the way out (exit 2 and a failed check), as the
+/// writing commands do, instead of Citus's own errors; `status`, `history` and `lookup`
+/// still answer, and warn about it.
+#[tokio::test]
+async fn a_dimension_half_distributed_is_named_by_every_reading_command() {
+    for distributed_half in ["customer_versions", "dim_customer"] {
+        let fx = if distributed_half == "customer_versions" {
+            let mut fx = local_dimension().await;
+            distribute_by_hand(&mut fx, &["customer_versions"]).await;
+            fx
+        } else {
+            let mut fx = Fixture::citus().await;
+            fx.exec(&format!(
+                "{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (2, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z')"
+            ))
+            .await;
+            fx.run("2026-03-01T10:00:00Z").await;
+            fx.target_exec("SELECT undistribute_table('customer_versions')").await;
+            fx
+        };
+        let names_it = |stderr: &str| {
+            stderr.contains("customer_versions")
+                && stderr.contains("dim_customer")
+                && stderr.contains("undistribute_table")
+        };
+        for (args, code) in [(vec!["verify"], 2), (vec!["doctor"], 1)] {
+            let out = fx.cli(&args);
+            assert_code(&out, code, &args.join(" "));
+            let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
+            assert!(names_it(&shown), "{distributed_half} alone, {args:?}: {shown}");
+        }
+        for args in [
+            vec!["status"],
+            vec!["history", "--key", "customer_id=2"],
+            vec!["lookup", "--key", "customer_id=2", "--at", "2026-03-01T09:30:00Z"],
+        ] {
+            let out = fx.cli(&args);
+            assert_code(&out, 0, &args.join(" "));
+            let stderr = text(&out.stderr);
+            assert!(names_it(&stderr), "{distributed_half} alone, {args:?} warns: {stderr}");
+        }
+    }
+}

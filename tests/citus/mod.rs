@@ -114,6 +114,14 @@ async fn a_composite_key_stays_in_local_tables() {
     let names: Vec<String> = distributed(&mut fx).await.into_iter().map(|(t, _, _)| t).collect();
     assert!(names.is_empty(), "{names:?}");
     assert_eq!(fx.count("dim_customer").await, 1);
+    // Said once with `-v`, though the layout is looked at again under the lock.
+    fx.exec(&format!("{INSERT} (2, 'b@x', 'pro', 'FR', '2026-03-01T10:30:00Z')"))
+        .await;
+    let out = fx.cli(&["run", "-v", "--upper", "2026-03-01T11:00:00Z"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr.matches("stays in local tables").count(), 1, "{stderr}");
+    assert_eq!(fx.count("dim_customer").await, 2);
     let out = fx.cli(&["distribute"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");

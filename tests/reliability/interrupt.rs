@@ -97,13 +97,29 @@ async fn an_interrupted_run_rolls_back_and_says_so(mut fx: Fixture) {
     let config = fx.config_path();
 
     // Interrupted while parked after the append (in its open transaction), by either signal.
+    let mut interrupted_read = Vec::new();
     for signal in ["INT", "TERM"] {
-        let held = cli::hold(&config, &["run", "--upper", UPPER], "after_append").await;
+        let held = cli::hold(&config, &["run", "-v", "--upper", UPPER], "after_append").await;
         let (status, stderr) = held.signal(signal, Duration::from_secs(30));
         assert_eq!(status.code(), Some(130), "SIG{signal}: {stderr}");
         assert!(
             stderr.contains("interrupted: nothing committed"),
             "SIG{signal}: {stderr}"
+        );
+        // The step it was in is logged as stopped, not as done.
+        let stopped: Vec<&str> = stderr
+            .lines()
+            .filter_map(|l| l.split_once(": stopped after ").map(|(head, _)| head))
+            .collect();
+        assert_eq!(stopped.len(), 1, "SIG{signal}: {stderr}");
+        let step = stopped[0].rsplit("INFO ").next().unwrap_or(stopped[0]);
+        let done = format!("{step}: ");
+        assert!(
+            !stderr.lines().any(|l| l.contains(&done)
+                && l.split(&done)
+                    .nth(1)
+                    .is_some_and(|t| t.starts_with(|c: char| c.is_ascii_digit()))),
+            "SIG{signal}: step {step:?} logged as done: {stderr}"
         );
 
         assert_eq!(
@@ -114,6 +130,7 @@ async fn an_interrupted_run_rolls_back_and_says_so(mut fx: Fixture) {
         let (status, error) = last_run(&mut fx).await;
         assert_eq!(status.as_deref(), Some("interrupted"), "SIG{signal}");
         assert!(error.is_some_and(|e| e.contains("interrupted")), "SIG{signal}");
+        interrupted_read.push(fx.runs().await.values("rows_read").last().cloned().flatten());
         // Its lock went with it: a run that refuses to wait gets it.
         let out = cli::run(&config, &["run", "--no-wait", "--dry-run", "--upper", UPPER]);
         assert_eq!(
@@ -143,6 +160,10 @@ async fn an_interrupted_run_rolls_back_and_says_so(mut fx: Fixture) {
         (Some(2), Some(1)),
         "{out:?}"
     );
+    // The interrupted runs are recorded with the rows they had read: the same window.
+    let read = report["rows_read"].as_i64().map(|n| n.to_string());
+    assert!(read.as_deref().is_some_and(|n| n != "0"), "{out:?}");
+    assert_eq!(interrupted_read, vec![read.clone(); 2], "{out:?}");
     let statuses = fx.runs().await.values("status");
     assert_eq!(
         statuses.iter().filter(|s| s.as_deref() == Some("interrupted")).count(),

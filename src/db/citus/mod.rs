@@ -15,7 +15,7 @@
 
 pub mod dialect;
 
-use crate::db::{postgres, Param};
+use crate::db::{postgres, DbError, Param};
 use sqlx::PgConnection;
 use std::collections::HashMap;
 
@@ -497,6 +497,36 @@ async fn ensure(
     staging.made.get_or_insert_with(HashMap::new).insert(bare.clone(), mark);
     staging.dirty.insert(bare);
     Ok(())
+}
+
+/// Whether dimension `dimension`'s log is a local table on a Citus coordinator (false:
+/// distributed, or not there yet); one of its two tables distributed and the other
+/// local is [`DbError::MixedLayout`], since no statement joining them can run.
+pub async fn layout(c: &mut postgres::PgConn, dimension: &str, (log, dim): (&str, &str)) -> Result<bool, DbError> {
+    let sql = "SELECT (to_regclass($1) IS NOT NULL)::text, \
+               EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1))::text, \
+               (to_regclass($2) IS NOT NULL)::text, \
+               EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($2))::text";
+    let sql = c.qualify(sql).into_owned();
+    let rows = postgres::query_text(c, &sql, &[Param::Text(log.to_string()), Param::Text(dim.to_string())])
+        .await
+        .map_err(|source| DbError::Query {
+            what: "finding whether the log and the dimension are distributed".into(),
+            source,
+        })?;
+    let row = rows.into_iter().next().unwrap_or_default();
+    let flag = |i: usize| row.get(i).cloned().flatten().as_deref() == Some("true");
+    let (log_local, dim_local) = (flag(0) && !flag(1), flag(2) && !flag(3));
+    let (log_dist, dim_dist) = (flag(1), flag(3));
+    if (log_dist && dim_local) || (dim_dist && log_local) {
+        let (done, not) = if log_dist { (log, dim) } else { (dim, log) };
+        return Err(DbError::MixedLayout {
+            dimension: dimension.to_string(),
+            distributed: done.to_string(),
+            local: not.to_string(),
+        });
+    }
+    Ok(log_local)
 }
 
 #[cfg(test)]
