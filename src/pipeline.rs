@@ -1499,8 +1499,13 @@ pub async fn stage_window(
     }
     let (mut batches, handle) = extract::spawn_reader(source, plan, layout, window, by_index)?;
     let mut admission = extract::Admission::new(*window, key_count);
-    let mut failure: Option<Error> = None;
-    while let Some(batch) = batches.recv().await {
+    let mut failure: Option<Error> = session
+        .target
+        .copies_start("staging source rows")
+        .await
+        .err()
+        .map(Error::from);
+    while let Some(batch) = batches.recv().await.filter(|_| failure.is_none()) {
         let batch = match batch {
             Ok(b) => b,
             Err(e) => {
@@ -1540,6 +1545,9 @@ pub async fn stage_window(
             break;
         }
         observer.rows_read(admission.rows_read as u64);
+    }
+    if let Err(e) = session.target.copy_ended("staging source rows").await {
+        failure.get_or_insert(e.into());
     }
     drop(batches);
     let source = handle

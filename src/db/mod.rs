@@ -1163,8 +1163,22 @@ impl Conn {
         }
     }
 
-    /// Ends what [`Conn::copy_in_raw`] set up for its COPY, once the COPY is finished or
-    /// cancelled.
+    /// Sets up a stream of [`Conn::bulk_insert`] batches into a load's working table
+    /// as one COPY would be (on Citus, outside the load's transaction: one connection
+    /// per worker, set once for the stream, not per batch). End it with
+    /// [`Conn::copy_ended`], also when the stream fails.
+    pub async fn copies_start(&mut self, what: &str) -> Result<(), DbError> {
+        match self {
+            Conn::Postgres(c) => c.copy_starts().await.map_err(|source| DbError::Query {
+                what: what.into(),
+                source,
+            }),
+            Conn::Sqlite(_) => Ok(()),
+        }
+    }
+
+    /// Ends what [`Conn::copy_in_raw`] or [`Conn::copies_start`] set up for its COPY,
+    /// once the COPY is finished or cancelled.
     pub async fn copy_ended(&mut self, what: &str) -> Result<(), DbError> {
         match self {
             Conn::Postgres(c) => c.copy_ended().await.map_err(|source| DbError::Query {
@@ -1192,13 +1206,21 @@ impl Conn {
             Conn::Sqlite(c) => sqlite::bulk_insert(c, table, columns, kinds, rows).await,
             Conn::Postgres(c) => {
                 let table = c.qualify(table).into_owned();
-                c.copy_starts().await.map_err(|source| DbError::Query {
-                    what: what.into(),
-                    source,
-                })?;
+                // Inside a stream of batches ([`Conn::copies_start`]) the stream ends it.
+                let alone = !c.copy_sequential;
+                if alone {
+                    c.copy_starts().await.map_err(|source| DbError::Query {
+                        what: what.into(),
+                        source,
+                    })?;
+                }
                 let copied = postgres::copy_in(c, &table, columns, rows).await;
-                let ended = c.copy_ended().await;
-                copied.and(ended)
+                if alone {
+                    let ended = c.copy_ended().await;
+                    copied.and(ended)
+                } else {
+                    copied
+                }
             }
         }
         .map_err(|source| DbError::Query {

@@ -354,3 +354,27 @@ async fn every_kind_compares_by_value_sqlite_to_postgres() {
     let target = crate::support::pg::fresh_database().await;
     every_kind_compares_by_value(fx, target).await;
 }
+
+/// From a SQLite source the rows reach a Citus target batch by batch (not one COPY of
+/// the source's text): its distributed working tables take them as PostgreSQL's do.
+#[cfg(feature = "citus-tests")]
+#[tokio::test]
+async fn every_kind_compares_by_value_sqlite_to_citus() {
+    let fx = Fixture::sqlite().await;
+    let lease = crate::support::citus::lease().await;
+    every_kind_compares_by_value(fx, lease.url.clone()).await;
+    let mut target = crate::support::fixture::connect("target.url", &lease.url).await;
+    let distributed = target
+        .query_text(
+            "test",
+            "SELECT logicalrelid::regclass::text FROM pg_dist_partition WHERE logicalrelid::text LIKE 'dimlog_raw%'",
+            &[],
+        )
+        .await
+        .expect("pg_dist_partition");
+    assert_eq!(
+        distributed.len(),
+        1,
+        "the rows were staged in a distributed table: {distributed:?}"
+    );
+}

@@ -68,7 +68,7 @@ impl PgConn {
     /// three-node loopback cluster, 32 shards). Inside a transaction the mode is left as
     /// it is: Citus refuses to mix modes on placements a transaction has written.
     pub async fn copy_starts(&mut self) -> Result<(), sqlx::Error> {
-        if self.staging().is_some() && !self.in_transaction {
+        if self.staging().is_some() && !self.in_transaction && !self.copy_sequential {
             execute(&mut self.conn, "SET citus.multi_shard_modify_mode TO 'sequential'", &[]).await?;
             self.copy_sequential = true;
         }
