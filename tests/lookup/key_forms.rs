@@ -1167,19 +1167,7 @@ async fn a_key_value_of_another_type_is_refused() {
         }
     }
     // SQLite: text held in an integer key column is found as it is.
-    let mut fx = Fixture::sqlite().await;
-    fx.exec(
-        "CREATE TABLE src_keys (k1 int PRIMARY KEY, email text, tier text, country text, \
-         is_deleted boolean NOT NULL DEFAULT false, updated_at text NOT NULL)",
-    )
-    .await;
-    fx.set_setting("table", "\"src_keys\"");
-    fx.set_setting("key", "[\"k1\"]");
-    fx.exec(&format!(
-        "INSERT INTO src_keys (k1, email, tier, country, updated_at) VALUES ('1x', 'e1', 'pro', 'FR', '{LOADED}')"
-    ))
-    .await;
-    fx.run(UPPER).await;
+    let fx = one_row_loaded("src_keys", "k1 int", "'1x'").await;
     let out = fx.cli(&["lookup", "--key", "1x", "--at", AT]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert_ne!(String::from_utf8_lossy(&out.stdout).trim(), UNKNOWN.to_string());
@@ -1191,19 +1179,7 @@ async fn a_key_value_of_another_type_is_refused() {
 /// silently).
 #[tokio::test]
 async fn an_unfound_text_key_that_names_another_column_says_the_key_column() {
-    let mut fx = Fixture::sqlite().await;
-    fx.exec(
-        "CREATE TABLE src_sku (sku TEXT PRIMARY KEY, email TEXT, tier TEXT, country TEXT, \
-         is_deleted BOOLEAN NOT NULL DEFAULT false, updated_at TEXT NOT NULL)",
-    )
-    .await;
-    fx.set_setting("table", "\"src_sku\"");
-    fx.set_setting("key", "[\"sku\"]");
-    fx.exec(&format!(
-        "INSERT INTO src_sku (sku, email, tier, country, updated_at) VALUES ('SKU-42', 'e', 'pro', 'FR', '{LOADED}')"
-    ))
-    .await;
-    fx.run(UPPER).await;
+    let fx = one_row_loaded("src_sku", "sku TEXT", "'SKU-42'").await;
     for cmd in ["lookup", "history"] {
         let mut args = vec![cmd, "--key", "skuu=SKU-42"];
         if cmd == "lookup" {
@@ -1228,4 +1204,24 @@ async fn an_unfound_text_key_that_names_another_column_says_the_key_column() {
             "{cmd}"
         );
     }
+}
+
+/// A SQLite source `table` of one row, keyed by its first column (`key`: its name and
+/// type, holding `value`, an SQL literal), loaded once.
+async fn one_row_loaded(table: &str, key: &str, value: &str) -> Fixture {
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(&format!(
+        "CREATE TABLE {table} ({key} PRIMARY KEY, email TEXT, tier TEXT, country TEXT, \
+         is_deleted BOOLEAN NOT NULL DEFAULT false, updated_at TEXT NOT NULL)"
+    ))
+    .await;
+    let column = key.split_whitespace().next().expect("a key column");
+    fx.set_setting("table", &format!("\"{table}\""));
+    fx.set_setting("key", &format!("[\"{column}\"]"));
+    fx.exec(&format!(
+        "INSERT INTO {table} ({column}, email, tier, country, updated_at) VALUES ({value}, 'e', 'pro', 'FR', '{LOADED}')"
+    ))
+    .await;
+    fx.run(UPPER).await;
+    fx
 }
