@@ -999,8 +999,10 @@ impl Conn {
                  SET LOCAL random_page_cost = 1.1"
             }
         };
-        let sql = format!("{sql}{}", self.to_workers_too());
-        self.execute_script("begin transaction", &sql).await?;
+        self.execute_script("begin transaction", sql).await?;
+        if let Some(to_workers) = self.to_workers_too() {
+            self.execute_script("begin transaction", to_workers).await?;
+        }
         self.note_transaction(true);
         Ok(())
     }
@@ -1036,16 +1038,18 @@ impl Conn {
 
     /// What a transaction on a Citus coordinator adds to its settings so that the
     /// workers' connections, where the shards' statements are planned, run without JIT
-    /// too (Citus passes on only the `SET LOCAL`s after `citus.propagate_set_commands`):
-    /// a worker left to its default compiled each shard's plan of a 100k-row load's
-    /// statements once their estimates crossed `jit_above_cost`, 0.3 s per shard. Empty
-    /// elsewhere.
-    fn to_workers_too(&self) -> &'static str {
+    /// too: a worker left to its default compiled each shard's plan of a 100k-row load's
+    /// statements once their estimates crossed `jit_above_cost`, 0.3 s per shard. Citus
+    /// passes on only the `SET LOCAL`s after `citus.propagate_set_commands`, and passes
+    /// each on as the whole text of the query it came in: these are sent on their own,
+    /// after the `BEGIN` (which a worker would warn about) and without the coordinator's
+    /// memory settings (which would be per shard there). None elsewhere.
+    fn to_workers_too(&self) -> Option<&'static str> {
         match self {
             Conn::Postgres(c) if c.citus.is_some() => {
-                "; SET LOCAL citus.propagate_set_commands = 'local'; SET LOCAL jit = off"
+                Some("SET LOCAL citus.propagate_set_commands = 'local'; SET LOCAL jit = off")
             }
-            _ => "",
+            _ => None,
         }
     }
 
@@ -1067,8 +1071,10 @@ impl Conn {
                  SET LOCAL random_page_cost = 1.1"
             }
         };
-        let sql = format!("{sql}{}", self.to_workers_too());
-        self.execute_script("begin a read-only transaction", &sql).await?;
+        self.execute_script("begin a read-only transaction", sql).await?;
+        if let Some(to_workers) = self.to_workers_too() {
+            self.execute_script("begin a read-only transaction", to_workers).await?;
+        }
         self.note_transaction(true);
         Ok(())
     }

@@ -234,4 +234,12 @@ async fn a_transactions_settings_reach_the_workers() {
         );
         conn.rollback().await;
     }
+    // And without a word from the workers: Citus passes on a `SET LOCAL` as the text of
+    // the query it came in, and a `BEGIN` sent with it warned on every worker connection.
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
+        .await;
+    let out = fx.cli(&["run", "--upper", "2026-03-01T12:00:00Z"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr, "", "a run on Citus printed warnings");
 }
