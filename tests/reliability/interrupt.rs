@@ -352,3 +352,42 @@ async fn locked_by_another_session(url: &str, table: &str) -> sqlx::PgConnection
         .unwrap_or_else(|e| panic!("lock {table}: {e}"));
     blocker
 }
+
+/// A run killed (SIGKILL: no rollback of its own) while its statement waits in the
+/// server leaves no session behind holding the dimension's lock: the server notices
+/// within seconds that the client is gone (`client_connection_check_interval`), not when
+/// the statement ends (a trial saw a killed run's session hold the lock for 2.5 minutes).
+#[tokio::test]
+async fn a_run_killed_in_a_statement_frees_its_lock_within_seconds() {
+    use sqlx::{Connection, Executor};
+    let mut fx = Fixture::postgres().await;
+    prepare(&mut fx).await;
+    let mut blocker = locked_by_another_session(&fx.target_url, "customer_versions").await;
+    let mut child = start_until_it_waits(
+        &mut fx,
+        &["run", "--upper", UPPER],
+        "the run never waited for the log's lock",
+    )
+    .await;
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    let killed = std::time::Instant::now();
+    let mut left = Some("?".to_string());
+    while killed.elapsed() < Duration::from_secs(10) {
+        left = fx.target_query(DIMLOG_SESSIONS).await[0][0].clone();
+        if left.as_deref() == Some("0") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        left.as_deref(),
+        Some("0"),
+        "the killed run's session still waits in the server 10 s later"
+    );
+    // Its lock went with it, while the other session still holds the log.
+    let out = cli::run(&fx.config_path(), &["run", "--no-wait", "--dry-run", "--upper", UPPER]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    blocker.execute("ROLLBACK").await.expect("rollback");
+    blocker.close().await.expect("close");
+}

@@ -255,7 +255,18 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<PgConnection, DbErro
         }
         other => other?,
     };
-    c.execute("SET client_min_messages = warning").await.map_err(err)?;
+    // A process killed without closing its connection (SIGKILL, a lost machine) leaves
+    // its session to run or wait on, holding the dimension's lock, until the statement
+    // ends: with this the server looks every second whether the client is still there
+    // and ends the session when it is not (PostgreSQL 14 and later).
+    let check_client = if c.server_version_num().is_some_and(|v| v >= 140_000) {
+        "; SET client_connection_check_interval = 1000"
+    } else {
+        ""
+    };
+    c.execute(format!("SET client_min_messages = warning{check_client}").as_str())
+        .await
+        .map_err(err)?;
     Ok(c)
 }
 
