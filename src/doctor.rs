@@ -379,7 +379,8 @@ async fn check_tables(checks: &mut Checks, plan: &Plan, target: &mut Conn, layou
         return;
     }
     let tables = (&plan.target.log.quoted()[..], &plan.target.dimension.quoted()[..]);
-    if let Err(e) = target.check_layout(&plan.name, tables).await {
+    let keys: Vec<String> = plan.source.key.iter().map(|k| k.quoted()).collect();
+    if let Err(e) = target.check_layout(&plan.name, tables, &keys).await {
         checks.fail("tables", Error::from(e));
         return;
     }

@@ -482,15 +482,15 @@ impl Session {
         // A writing session checks the layout when it is scoped to the dimension.
         if access.is_read_only() {
             let tables = (&plan.target.log.quoted()[..], &plan.target.dimension.quoted()[..]);
-            match target.check_layout(&plan.name, tables).await {
+            let keys: Vec<String> = plan.source.key.iter().map(|k| k.quoted()).collect();
+            match target.check_layout(&plan.name, tables, &keys).await {
                 Err(DbError::MixedLayout {
                     dimension,
-                    distributed,
-                    local,
+                    fault,
+                    way_out,
                 }) if !refuse_mixed_layout => tracing::warn!(
-                    "dimension {dimension}: {distributed} is a distributed table and {local} is a local one on the \
-                     Citus coordinator: what is read here is right, but loads, rebuild and verify refuse it. Make \
-                     them alike: SELECT undistribute_table('{distributed}'), then `dimlog distribute` to distribute both"
+                    "dimension {dimension}: {fault} on the Citus coordinator: what is read here is right, but loads, \
+                     rebuild and verify refuse it. To make them alike: {way_out}"
                 ),
                 Err(e) => {
                     let _ = target.close().await;

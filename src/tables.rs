@@ -914,6 +914,8 @@ pub async fn distribute(conn: &mut Conn, plan: &Plan, ctx: &SqlContext) -> Resul
     };
     match (flag(0), flag(1)) {
         (true, true) => {
+            // Distributed alike, or not: then named with the way out, not "nothing to do".
+            conn.check_layout(&plan.name, (&ctx.log, &ctx.dim), &ctx.keys).await?;
             let shards = shard_count(conn).await?;
             return Ok(Distribution {
                 converted: false,

@@ -15,6 +15,12 @@ pub fn hint(e: &Error) -> Option<String> {
     if let Some(h) = privilege_hint(e) {
         return Some(h);
     }
+    if let Some(way_out) = match e {
+        Error::Db(db) => db.way_out(),
+        _ => None,
+    } {
+        return Some(way_out.to_string());
+    }
     if let Error::Db(DbError::Locked { .. } | DbError::TableLocked { .. }) = e {
         return Some("try again later, or drop --no-wait to wait for it".into());
     }

@@ -148,19 +148,20 @@ pub enum DbError {
     /// written): which, on what, and the `GRANT`s that give them.
     #[error("{0}")]
     MissingRights(String),
-    /// On Citus, one of a dimension's two tables is distributed and the other is not:
-    /// no statement joining them can run (exit 2).
+    /// On Citus, a dimension's log and dimension are not laid out alike (one distributed
+    /// and the other not, or both distributed but not colocated): the statements that
+    /// join them cannot run on the shards (exit 2). `way_out` says how to make them
+    /// alike ([`DbError::way_out`]).
     #[error(
-        "dimension {dimension}: {distributed} is a distributed table and {local} is a local one on the Citus coordinator, \
-         and no statement joining them can run; nothing was written. Make them alike: \
-         SELECT undistribute_table('{distributed}'), then `dimlog distribute` to distribute both"
+        "dimension {dimension}: {fault} on the Citus coordinator, and dimlog's statements that join the log and the \
+         dimension cannot run on the shards"
     )]
     MixedLayout {
         dimension: String,
-        /// The table that is distributed (quoted as in SQL).
-        distributed: String,
-        /// The table that is a local one.
-        local: String,
+        /// What is wrong, naming the tables (quoted as in SQL).
+        fault: String,
+        /// The statements and command that make the two tables alike.
+        way_out: String,
     },
     /// dimlog's own tables are at a schema version newer than this dimlog knows (a newer
     /// dimlog upgraded them): a command that writes the target refuses, before writing
@@ -437,6 +438,17 @@ pub enum StreamError {
 /// A row of text values, as every reporting query returns them (`CAST(… AS TEXT)`).
 pub type TextRow = Vec<Option<String>>;
 
+impl DbError {
+    /// How to get out of the state the error names, where the error says nothing of it
+    /// itself (a layout to make alike, see [`DbError::MixedLayout`]).
+    pub fn way_out(&self) -> Option<&str> {
+        match self {
+            DbError::MixedLayout { way_out, .. } => Some(way_out),
+            _ => None,
+        }
+    }
+}
+
 impl Conn {
     /// Connects for reading and writing, creating a missing SQLite file
     /// ([`Access::Create`]).
@@ -551,7 +563,7 @@ impl Conn {
         let reason = if keys.len() != 1 {
             Some("its key has several columns, and dimlog distributes a dimension by a one-column key only".to_string())
         } else {
-            let log_local = citus::layout(c, dimension, (log, dim)).await?;
+            let log_local = citus::layout(c, dimension, (log, dim), Some(&keys[0])).await?;
             log_local.then(|| {
                 "its log is a local table on the coordinator (`dimlog distribute` distributes it and the dimension)"
                     .to_string()
@@ -583,9 +595,18 @@ impl Conn {
     /// one on a Citus coordinator ([`DbError::MixedLayout`]), for commands that only
     /// read: [`Conn::scope_to_dimension`] refuses it for those that write. A no-op
     /// elsewhere.
-    pub async fn check_layout(&mut self, dimension: &str, tables: (&str, &str)) -> Result<(), DbError> {
+    pub async fn check_layout(
+        &mut self,
+        dimension: &str,
+        tables: (&str, &str),
+        keys: &[String],
+    ) -> Result<(), DbError> {
+        let key = match keys {
+            [one] => Some(one.as_str()),
+            _ => None,
+        };
         match self {
-            Conn::Postgres(c) if c.citus.is_some() => citus::layout(c, dimension, tables).await.map(|_| ()),
+            Conn::Postgres(c) if c.citus.is_some() => citus::layout(c, dimension, tables, key).await.map(|_| ()),
             _ => Ok(()),
         }
     }

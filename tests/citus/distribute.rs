@@ -278,14 +278,16 @@ async fn a_dimension_half_distributed_is_refused_by_every_writing_command() {
     assert_eq!(fx.log().await, log);
 }
 
-/// A half-distributed dimension, either half, as the commands that only read see it:
-/// `verify` and `doctor` name it with the way out (exit 2 and a failed check), as the
-/// writing commands do, instead of Citus's own errors; `status`, `history` and `lookup`
-/// still answer, and warn about it.
+/// The log and the dimension not laid out alike (either half distributed alone, or both
+/// distributed but not colocated), as every command sees it: those that write and
+/// `verify` refuse it (exit 2) and `doctor` fails its tables check, naming both tables
+/// and the way out (in `--json` as the hint), instead of Citus's own errors or "nothing
+/// to do"; `status`, `history` and `lookup` still answer, and warn about it. The way out
+/// works.
 #[tokio::test]
-async fn a_dimension_half_distributed_is_named_by_every_reading_command() {
-    for distributed_half in ["customer_versions", "dim_customer"] {
-        let fx = if distributed_half == "customer_versions" {
+async fn a_dimension_laid_out_unlike_is_named_by_every_command() {
+    for layout in ["log alone", "dimension alone", "not colocated"] {
+        let mut fx = if layout == "log alone" {
             let mut fx = local_dimension().await;
             distribute_by_hand(&mut fx, &["customer_versions"]).await;
             fx
@@ -296,20 +298,45 @@ async fn a_dimension_half_distributed_is_named_by_every_reading_command() {
             ))
             .await;
             fx.run("2026-03-01T10:00:00Z").await;
-            fx.target_exec("SELECT undistribute_table('customer_versions')").await;
+            if layout == "dimension alone" {
+                fx.target_exec("SELECT undistribute_table('customer_versions')").await;
+            } else {
+                fx.target_exec("SELECT undistribute_table('dim_customer')").await;
+                fx.target_exec(
+                    "SELECT create_distributed_table('dim_customer', 'customer_id', colocate_with => 'none', shard_count => 3)",
+                )
+                .await;
+            }
             fx
         };
-        let names_it = |stderr: &str| {
-            stderr.contains("customer_versions")
-                && stderr.contains("dim_customer")
-                && stderr.contains("undistribute_table")
+        let names_it = |shown: &str| {
+            shown.contains("customer_versions")
+                && shown.contains("dim_customer")
+                && shown.contains("undistribute_table")
         };
-        for (args, code) in [(vec!["verify"], 2), (vec!["doctor"], 1)] {
+        let log = fx.log().await;
+        for (args, code) in [
+            (vec!["verify"], 2),
+            (vec!["doctor"], 1),
+            (vec!["run", "--upper", "2026-03-01T12:00:00Z"], 2),
+            (vec!["rebuild"], 2),
+            (vec!["distribute"], 2),
+        ] {
             let out = fx.cli(&args);
             assert_code(&out, code, &args.join(" "));
             let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
-            assert!(names_it(&shown), "{distributed_half} alone, {args:?}: {shown}");
+            assert!(names_it(&shown), "{layout}, {args:?}: {shown}");
         }
+        let out = fx.cli(&["verify", "--json"]);
+        let error = json(&out, "verify --json")["error"].clone();
+        assert!(
+            error["hint"].as_str().is_some_and(|h| h.contains("undistribute_table"))
+                && error["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("customer_versions") && m.contains("dim_customer"))
+                && error["kind"] == "not-distributable",
+            "{layout}: {error}"
+        );
         for args in [
             vec!["status"],
             vec!["history", "--key", "customer_id=2"],
@@ -318,7 +345,16 @@ async fn a_dimension_half_distributed_is_named_by_every_reading_command() {
             let out = fx.cli(&args);
             assert_code(&out, 0, &args.join(" "));
             let stderr = text(&out.stderr);
-            assert!(names_it(&stderr), "{distributed_half} alone, {args:?} warns: {stderr}");
+            assert!(names_it(&stderr), "{layout}, {args:?} warns: {stderr}");
+        }
+        assert_eq!(fx.log().await, log, "{layout}: something was written");
+        if layout == "not colocated" {
+            fx.target_exec("SELECT undistribute_table('dim_customer')").await;
+            fx.target_exec("SELECT undistribute_table('customer_versions')").await;
+            let out = fx.cli(&["distribute"]);
+            assert_code(&out, 0, "distribute");
+            let out = fx.cli(&["verify"]);
+            assert_code(&out, 0, "verify");
         }
     }
 }

@@ -500,13 +500,21 @@ async fn ensure(
 }
 
 /// Whether dimension `dimension`'s log is a local table on a Citus coordinator (false:
-/// distributed, or not there yet); one of its two tables distributed and the other
-/// local is [`DbError::MixedLayout`], since no statement joining them can run.
-pub async fn layout(c: &mut postgres::PgConn, dimension: &str, (log, dim): (&str, &str)) -> Result<bool, DbError> {
+/// distributed, or not there yet). The log and the dimension not laid out alike is
+/// [`DbError::MixedLayout`]: one distributed and the other local, or both distributed
+/// but not colocated by `key` (quoted; the one key column, where there is one).
+pub async fn layout(
+    c: &mut postgres::PgConn,
+    dimension: &str,
+    (log, dim): (&str, &str),
+    key: Option<&str>,
+) -> Result<bool, DbError> {
     let sql = "SELECT (to_regclass($1) IS NOT NULL)::text, \
-               EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1))::text, \
+               (SELECT colocationid::text || ':' || COALESCE(column_to_column_name(logicalrelid, partkey), '') \
+                FROM pg_dist_partition WHERE logicalrelid = to_regclass($1)), \
                (to_regclass($2) IS NOT NULL)::text, \
-               EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($2))::text";
+               (SELECT colocationid::text || ':' || COALESCE(column_to_column_name(logicalrelid, partkey), '') \
+                FROM pg_dist_partition WHERE logicalrelid = to_regclass($2))";
     let sql = c.qualify(sql).into_owned();
     let rows = postgres::query_text(c, &sql, &[Param::Text(log.to_string()), Param::Text(dim.to_string())])
         .await
@@ -515,18 +523,49 @@ pub async fn layout(c: &mut postgres::PgConn, dimension: &str, (log, dim): (&str
             source,
         })?;
     let row = rows.into_iter().next().unwrap_or_default();
-    let flag = |i: usize| row.get(i).cloned().flatten().as_deref() == Some("true");
-    let (log_local, dim_local) = (flag(0) && !flag(1), flag(2) && !flag(3));
-    let (log_dist, dim_dist) = (flag(1), flag(3));
-    if (log_dist && dim_local) || (dim_dist && log_local) {
-        let (done, not) = if log_dist { (log, dim) } else { (dim, log) };
-        return Err(DbError::MixedLayout {
-            dimension: dimension.to_string(),
-            distributed: done.to_string(),
-            local: not.to_string(),
-        });
+    let at = |i: usize| row.get(i).cloned().flatten();
+    let (log_there, log_dist) = (at(0).as_deref() == Some("true"), at(1));
+    let (dim_there, dim_dist) = (at(2).as_deref() == Some("true"), at(3));
+    let fault = |fault: String, way_out: String| DbError::MixedLayout {
+        dimension: dimension.to_string(),
+        fault,
+        way_out,
+    };
+    match (&log_dist, &dim_dist) {
+        (Some(_), None) | (None, Some(_)) if log_there && dim_there => {
+            let (done, not) = if log_dist.is_some() { (log, dim) } else { (dim, log) };
+            Err(fault(
+                format!("{done} is a distributed table and {not} a local one"),
+                format!("SELECT undistribute_table('{done}'), then `dimlog distribute` distributes both, colocated"),
+            ))
+        }
+        (Some(l), Some(d)) => {
+            let by = |placement: &str| placement.split_once(':').map(|(_, column)| column.to_string());
+            let wanted = key.map(bare);
+            let keyed = |placement: &str| wanted.is_none() || by(placement) == wanted;
+            let group = |placement: &str| placement.split_once(':').map(|(group, _)| group.to_string());
+            if group(l) == group(d) && keyed(l) && keyed(d) {
+                return Ok(false);
+            }
+            let column = |placement: &str| match by(placement).filter(|c| !c.is_empty()) {
+                Some(c) => format!("by {c}"),
+                None => "as a reference table".to_string(),
+            };
+            Err(fault(
+                format!(
+                    "{log} (distributed {}) and {dim} (distributed {}) are not colocated{}",
+                    column(l),
+                    column(d),
+                    wanted.map(|k| format!(" by the key {k}")).unwrap_or_default()
+                ),
+                format!(
+                    "SELECT undistribute_table('{dim}'); SELECT undistribute_table('{log}'); then `dimlog distribute` \
+                     distributes both, colocated by the key"
+                ),
+            ))
+        }
+        _ => Ok(log_there && log_dist.is_none()),
     }
-    Ok(log_local)
 }
 
 #[cfg(test)]
