@@ -163,9 +163,26 @@ fn init_tracing(global: &GlobalArgs) {
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(colour)
-        .with_writer(std::io::stderr)
+        .with_writer(|| LogWriter)
         .with_target(false)
         .try_init();
+}
+
+/// Standard error for the log, whose writes never fail: the log's own writer complains
+/// of a failed write with `eprintln!`, which panics on a closed pipe (`dimlog run -v 2>&1
+/// | head -2`), and a log line nobody reads must not stop a run.
+struct LogWriter;
+
+impl std::io::Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let _ = std::io::stderr().write_all(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let _ = std::io::stderr().flush();
+        Ok(())
+    }
 }
 
 /// Fires `interrupt` on the first SIGINT or SIGTERM; on a second one, exits at once

@@ -35,6 +35,11 @@ async fn output_to_closed_pipes_never_panics() {
         (&["history", "--key", "1", "--json"], 0),
         (&["status"], 0),
         (&["verify"], 0),
+        // `-v`'s log lines go through the log's own writer (which complained of a failed
+        // write with `eprintln!`, and panicked).
+        (&["run", "-v", "--upper", "2026-03-02T09:04:30Z"], 0),
+        (&["verify", "-v"], 0),
+        (&["status", "-v"], 0),
         (&["completions", "bash"], 0),
         (&["--help"], 0),
         (&["history", "--key", "999"], 0),
