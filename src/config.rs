@@ -523,7 +523,7 @@ impl Plan {
         let s = raw.source;
         let application_name = format!("dimlog:{name}");
         let source_url = match &overrides.source_url {
-            Some(u) => DbUrl::parse("source.url", u, None)?,
+            Some(u) => DbUrl::parse("source.url (as overridden)", u, None)?,
             None => DbUrl::parse("source.url", &s.url, Some(base))?,
         }
         .with_application_name(&application_name);
@@ -596,7 +596,7 @@ impl Plan {
         let t = raw.target;
         let mut target = TargetPlan {
             url: match &overrides.target_url {
-                Some(u) => DbUrl::parse("target.url", u, None)?,
+                Some(u) => DbUrl::parse("target.url (as overridden)", u, None)?,
                 None => DbUrl::parse("target.url", &t.url, Some(base))?,
             }
             .with_application_name(&application_name),

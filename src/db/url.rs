@@ -91,6 +91,19 @@ impl DbUrl {
                     }
                 },
             };
+            // What the driver cannot read (a misspelt `sslmode`, a port that is no number)
+            // is the config's mistake, said before anything connects.
+            if let Err(e) = <sqlx::postgres::PgConnectOptions as std::str::FromStr>::from_str(&url) {
+                let why = e.to_string();
+                let mut why = why.as_str();
+                while let Some(rest) = why.strip_prefix("error with configuration: ") {
+                    why = rest;
+                }
+                return Err(UrlError::new(
+                    setting,
+                    format!("the PostgreSQL URL has a parameter the driver cannot read: {why}"),
+                ));
+            }
             let application_name = url::Url::parse(&url).ok().and_then(|u| {
                 u.query_pairs()
                     .find(|(k, _)| k == "application_name")

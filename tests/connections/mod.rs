@@ -202,3 +202,65 @@ async fn the_password_file_is_read_with_its_escapes() {
         }
     }
 }
+
+/// A parameter of a PostgreSQL URL that the driver cannot read (a misspelt `sslmode`, a
+/// port that is no number) is a config error naming the setting (exit 2, kind `config`),
+/// for the config's URL and the one `DIMLOG_TARGET_URL` puts in its place, before
+/// anything connects; its message
+/// says "error with configuration" once, if at all (it said it twice, with exit 1).
+#[tokio::test]
+async fn a_url_parameter_the_driver_cannot_read_is_a_config_error() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec("INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES (1, 'a', 'b', 'c', '2026-03-02T09:00:00Z')")
+        .await;
+    fx.run("2026-03-02T10:00:00Z").await;
+    let url = fx.target_url.clone();
+    let with = |param: &str| {
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}{param}")
+    };
+    for param in [
+        "sslmode=bogus",
+        "sslmode=",
+        "statement-cache-capacity=many",
+        "sslrootcert=",
+    ] {
+        let bad = with(param);
+        for (how, args, env) in [
+            ("config", vec!["status", "--json"], None),
+            ("environment", vec!["status", "--json"], Some(bad.clone())),
+        ] {
+            if how == "config" {
+                retarget(&mut fx, &url, &bad);
+            }
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_dimlog"));
+            cmd.arg("--config").arg(fx.config_path()).args(&args);
+            cmd.env_remove("DIMLOG_TARGET_URL");
+            if let Some(env) = &env {
+                cmd.env("DIMLOG_TARGET_URL", env);
+            }
+            let out = cmd.output().expect("dimlog");
+            if how == "config" {
+                retarget(&mut fx, &bad, &url);
+            }
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            if param == "sslrootcert=" {
+                // An empty value the driver accepts: the command works.
+                assert_eq!(out.status.code(), Some(0), "{param} ({how}): {stdout} {}", stderr(&out));
+                continue;
+            }
+            assert_eq!(out.status.code(), Some(2), "{param} ({how}): {stdout} {}", stderr(&out));
+            let error: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+            let message = error["error"]["message"].as_str().unwrap_or_default();
+            assert_eq!(error["error"]["kind"], "config", "{param} ({how}): {error}");
+            // (The fixture's source is the target's database: its URL is the same.)
+            let setting = if how == "config" {
+                ".url"
+            } else {
+                "target.url (as overridden)"
+            };
+            assert!(message.contains(setting), "{param} ({how}): {message}");
+            assert!(message.matches("error with configuration").count() <= 1, "{message}");
+        }
+    }
+}
