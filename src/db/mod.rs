@@ -469,6 +469,7 @@ impl Conn {
                             c.citus = found.then_some(citus::Cluster {
                                 active: true,
                                 staging: None,
+                                said_local: false,
                             });
                             Ok(Conn::Postgres(c))
                         }
@@ -571,12 +572,12 @@ impl Conn {
         };
         let cluster = c.citus.as_mut().expect("checked above");
         match reason {
-            // Said once per connection (the check runs again under the lock).
-            Some(_) if !cluster.active => {}
             Some(reason) => {
-                tracing::info!(
-                    "the target is a Citus coordinator, but dimension {dimension} stays in local tables there: {reason}"
-                );
+                if !std::mem::replace(&mut cluster.said_local, true) {
+                    tracing::info!(
+                        "the target is a Citus coordinator, but dimension {dimension} stays in local tables there: {reason}"
+                    );
+                }
                 cluster.active = false;
                 cluster.staging = None;
             }

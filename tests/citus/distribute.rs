@@ -106,8 +106,11 @@ async fn a_local_dimension_is_distributed_in_place() {
     assert_eq!(fx.run("2026-03-01T12:00:00Z").await.counts.versions, 1);
     let (log, dim) = (fx.log().await, fx.dimension().await);
 
-    let out = fx.cli(&["distribute", "--json"]);
+    let out = fx.cli(&["distribute", "--json", "-v"]);
     assert_code(&out, 0, "distribute");
+    // Said once at most, though the layout is looked at again under the lock.
+    let said = text(&out.stderr).matches("stays in local tables").count();
+    assert!(said <= 1, "{}", text(&out.stderr));
     let v = json(&out, "distribute --json");
     assert_eq!(
         (&v["converted"], &v["distribution_column"]),

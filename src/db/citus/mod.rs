@@ -57,6 +57,10 @@ pub struct Cluster {
     /// The distributed session tables of the dimension a load works on; None for
     /// commands that only read (their session tables stay temporary).
     pub staging: Option<Box<Staging>>,
+    /// Whether this connection has said that its dimension stays in local tables (said
+    /// once: the layout is looked at again under the lock, and `distribute` speaks
+    /// Citus to local tables meanwhile).
+    pub said_local: bool,
 }
 
 /// Whether the server has the `citus` extension, and the session's process id.
