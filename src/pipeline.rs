@@ -969,7 +969,9 @@ async fn load(
             one_row_per_key,
             migration: migration.is_some(),
         };
-        Some(read_changes(session, &reading).await?)
+        let read = read_changes(session, &reading).await?;
+        bounds.rows_after_dedupe = Some(read.rows_after_dedupe);
+        Some(read)
     };
 
     if !in_transaction {

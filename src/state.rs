@@ -173,6 +173,9 @@ pub struct RunBounds {
     pub high_watermark: Option<Micros>,
     /// The run's fixed upper bound.
     pub upper: Option<Micros>,
+    /// The rows left after deduplication, once known: a run that fails or is
+    /// interrupted after it records them.
+    pub rows_after_dedupe: Option<i64>,
 }
 
 /// Completes the run's record inside its transaction.
@@ -238,6 +241,8 @@ pub async fn record_failure(
                 Param::Text(error.into()),
                 Param::Text(status.into()),
                 Param::I64(rows_read),
+                Param::I64(bounds.rows_after_dedupe.unwrap_or(0)),
+                Param::I64(bounds.rows_after_dedupe.map_or(0, |after| rows_read - after)),
             ],
         )
         .await?;

@@ -20,8 +20,9 @@ SET low_watermark = ?2, high_watermark = ?3, upper_bound = ?4, rows_read = ?5, r
     revived = ?12, future_rows = ?13, status = ?14, finished_at = ?15, error = ?16
 WHERE run_id = ?1
 -- statement: run_failed
-INSERT INTO dimlog_runs (dimension, kind, role, low_watermark, upper_bound, status, started_at, finished_at, error, rows_read)
-VALUES (?1, ?2, ?3, ?4, ?5, ?9, ?6, ?7, ?8, ?10)
+INSERT INTO dimlog_runs (dimension, kind, role, low_watermark, upper_bound, status, started_at, finished_at, error, rows_read,
+                         rows_after_dedupe, duplicates_dropped)
+VALUES (?1, ?2, ?3, ?4, ?5, ?9, ?6, ?7, ?8, ?10, ?11, ?12)
 RETURNING run_id
 -- statement: runs_recent
 SELECT run_id, dimension, kind, role, low_watermark, high_watermark, upper_bound,

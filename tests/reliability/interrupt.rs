@@ -130,7 +130,8 @@ async fn an_interrupted_run_rolls_back_and_says_so(mut fx: Fixture) {
         let (status, error) = last_run(&mut fx).await;
         assert_eq!(status.as_deref(), Some("interrupted"), "SIG{signal}");
         assert!(error.is_some_and(|e| e.contains("interrupted")), "SIG{signal}");
-        interrupted_read.push(fx.runs().await.values("rows_read").last().cloned().flatten());
+        let runs = fx.runs().await;
+        interrupted_read.push(["rows_read", "rows_after_dedupe"].map(|c| runs.values(c).last().cloned().flatten()));
         // Its lock went with it: a run that refuses to wait gets it.
         let out = cli::run(&config, &["run", "--no-wait", "--dry-run", "--upper", UPPER]);
         assert_eq!(
@@ -160,10 +161,14 @@ async fn an_interrupted_run_rolls_back_and_says_so(mut fx: Fixture) {
         (Some(2), Some(1)),
         "{out:?}"
     );
-    // The interrupted runs are recorded with the rows they had read: the same window.
-    let read = report["rows_read"].as_i64().map(|n| n.to_string());
-    assert!(read.as_deref().is_some_and(|n| n != "0"), "{out:?}");
-    assert_eq!(interrupted_read, vec![read.clone(); 2], "{out:?}");
+    // The interrupted runs are recorded with the rows they had read and kept after
+    // dedupe: the same window.
+    let reached = ["rows_read", "rows_after_dedupe"].map(|c| report[c].as_i64().map(|n| n.to_string()));
+    assert!(
+        reached.iter().all(|n| n.as_deref().is_some_and(|n| n != "0")),
+        "{out:?}"
+    );
+    assert_eq!(interrupted_read, vec![reached.clone(); 2], "{out:?}");
     let statuses = fx.runs().await.values("status");
     assert_eq!(
         statuses.iter().filter(|s| s.as_deref() == Some("interrupted")).count(),
