@@ -487,7 +487,41 @@ fn column_ident(setting: &str, s: &str) -> Result<Ident, ConfigError> {
             format!("{s:?} is a placeholder left by `dimlog new`; replace it with a column of the source (the comment above it says how to choose)"),
         ));
     }
-    Ident::column(s).map_err(|e| ConfigError::invalid(setting, e.to_string()))
+    Ident::column(s).map_err(|e| {
+        // A source column named so (a space, a dash) is read under a name dimlog can use.
+        let rename = if setting.starts_with("source.") || setting.starts_with("track.") {
+            format!(
+                "; a source column of that name is read under another with `source.query`, e.g. SELECT \"{}\" AS {}, … FROM …",
+                s.replace('"', "\"\""),
+                usable_name(s)
+            )
+        } else {
+            String::new()
+        };
+        ConfigError::invalid(setting, format!("{e}{rename}"))
+    })
+}
+
+/// A name like `name` that dimlog can use: lower-case ASCII letters, digits and `_`, not
+/// starting with a digit (`Cust No` → `cust_no`).
+fn usable_name(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.chars() {
+        let c = if c.is_ascii_alphanumeric() {
+            c.to_ascii_lowercase()
+        } else {
+            '_'
+        };
+        if !(c == '_' && out.ends_with('_')) {
+            out.push(c);
+        }
+    }
+    let out = out.trim_matches('_');
+    if out.is_empty() || out.starts_with(|c: char| c.is_ascii_digit()) {
+        format!("c_{out}")
+    } else {
+        out.to_string()
+    }
 }
 
 impl Plan {
