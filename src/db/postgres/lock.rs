@@ -81,8 +81,9 @@ pub async fn unlock(conn: &mut Conn, dimension: &str) {
 
 /// Who holds the lock, as ` (session …)` for [`DbError::Locked`]: the session's pid,
 /// application, user and since when, and how to end it if the dimlog that opened it is
-/// gone (a killed client's session lives on until its statement ends). Empty when the
-/// database does not say.
+/// gone and it stays (a killed dimlog's session ends on its own within a second on
+/// PostgreSQL 14 and later, after its rollback; before 14, and with a client that hangs
+/// rather than dies, it lives on). Empty when the database does not say.
 pub async fn lock_holder(conn: &mut Conn, dimension: &str) -> String {
     let Ok(sql) = sql::statement(Backend::Postgres, "state", "lock_holder", &empty()) else {
         return String::new();
@@ -105,8 +106,8 @@ pub async fn lock_holder(conn: &mut Conn, dimension: &str) -> String {
         format!(", {}", v(3))
     };
     format!(
-        " (session {pid}: application {app:?}, user {user:?}, connected since {since}{state}; if the dimlog that opened it is gone, \
-         end it with SELECT pg_terminate_backend({pid}))",
+        " (session {pid}: application {app:?}, user {user:?}, connected since {since}{state}; if the dimlog that opened it is gone \
+         and the session stays after its rollback, end it with SELECT pg_terminate_backend({pid}))",
         pid = v(0),
         app = v(1),
         user = v(2),
