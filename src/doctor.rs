@@ -378,13 +378,11 @@ async fn check_tables(checks: &mut Checks, plan: &Plan, target: &mut Conn, layou
         checks.fail("tables", pipeline::init_failed(e, plan));
         return;
     }
-    let tables = (&plan.target.log.quoted()[..], &plan.target.dimension.quoted()[..]);
-    let keys: Vec<String> = plan.source.key.iter().map(|k| k.quoted()).collect();
-    if let Err(e) = target.check_layout(&plan.name, tables, &keys).await {
+    let ctx = crate::context::SqlContext::new(plan, layout, target.backend());
+    if let Err(e) = target.check_layout(&plan.name, (&ctx.log, &ctx.dim), &ctx.keys).await {
         checks.fail("tables", Error::from(e));
         return;
     }
-    let ctx = crate::context::SqlContext::new(plan, layout, target.backend());
     match crate::verify::missing_columns(target, plan, &ctx).await {
         Ok(missing) if missing.is_empty() => checks.push(
             "tables",

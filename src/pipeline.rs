@@ -479,11 +479,10 @@ impl Session {
             let _ = target.close().await;
             return Err(e.into());
         }
+        let ctx = SqlContext::new(plan, &layout, target.backend());
         // A writing session checks the layout when it is scoped to the dimension.
         if access.is_read_only() {
-            let tables = (&plan.target.log.quoted()[..], &plan.target.dimension.quoted()[..]);
-            let keys: Vec<String> = plan.source.key.iter().map(|k| k.quoted()).collect();
-            match target.check_layout(&plan.name, tables, &keys).await {
+            match target.check_layout(&plan.name, (&ctx.log, &ctx.dim), &ctx.keys).await {
                 Err(DbError::MixedLayout {
                     dimension,
                     fault,
@@ -499,7 +498,6 @@ impl Session {
                 Ok(()) => {}
             }
         }
-        let ctx = SqlContext::new(plan, &layout, target.backend());
         Ok(Session {
             source: None,
             target,

@@ -592,10 +592,10 @@ impl Conn {
         Ok(())
     }
 
-    /// Refuses a dimension of which one table is distributed and the other is a local
-    /// one on a Citus coordinator ([`DbError::MixedLayout`]), for commands that only
-    /// read: [`Conn::scope_to_dimension`] refuses it for those that write. A no-op
-    /// elsewhere.
+    /// Refuses a dimension whose log and dimension are not laid out alike on a Citus
+    /// coordinator ([`DbError::MixedLayout`]: one distributed and the other local, or not
+    /// colocated by the key `keys` when it has one column), for commands that only read:
+    /// [`Conn::scope_to_dimension`] refuses it for those that write. A no-op elsewhere.
     pub async fn check_layout(
         &mut self,
         dimension: &str,
