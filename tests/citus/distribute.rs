@@ -296,11 +296,7 @@ async fn a_dimension_laid_out_unlike_is_named_by_every_command() {
             fx
         } else {
             let mut fx = Fixture::citus().await;
-            fx.exec(&format!(
-                "{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (2, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z')"
-            ))
-            .await;
-            fx.run("2026-03-01T10:00:00Z").await;
+            super::load_two_customers(&mut fx).await;
             if layout == "dimension alone" {
                 fx.target_exec("SELECT undistribute_table('customer_versions')").await;
             } else {

@@ -12,6 +12,15 @@ mod pushdown;
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
 
+/// Two customers in the source, loaded once (the first run, at 10:00).
+async fn load_two_customers(fx: &mut Fixture) {
+    fx.exec(&format!(
+        "{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (2, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+}
+
 /// (table, distribution column, colocation group) of every distributed table.
 async fn distributed(fx: &mut Fixture) -> Vec<(String, String, String)> {
     fx.target_query(
@@ -159,11 +168,7 @@ async fn a_dimension_in_its_own_schema_loads_again_and_again() {
     fx.target_exec("CREATE SCHEMA dw").await;
     fx.edit_config(r#"log = "customer_versions""#, r#"log = "dw.customer_versions""#);
     fx.edit_config(r#"dimension = "dim_customer""#, r#"dimension = "dw.dim_customer""#);
-    fx.exec(&format!(
-        "{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (2, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z')"
-    ))
-    .await;
-    fx.run("2026-03-01T10:00:00Z").await;
+    load_two_customers(&mut fx).await;
     fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
         .await;
     fx.exec("UPDATE src_customers SET is_deleted = true, updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 1")
@@ -212,11 +217,7 @@ async fn a_dimension_in_its_own_schema_loads_again_and_again() {
 #[tokio::test]
 async fn a_transactions_settings_reach_the_workers() {
     let mut fx = Fixture::citus().await;
-    fx.exec(&format!(
-        "{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (2, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z')"
-    ))
-    .await;
-    fx.run("2026-03-01T10:00:00Z").await;
+    load_two_customers(&mut fx).await;
     let on_workers = "SELECT DISTINCT current_setting('jit') FROM customer_versions";
     for read_only in [false, true] {
         let mut conn = connect("target.url", &fx.target_url).await;
