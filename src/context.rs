@@ -9,6 +9,12 @@ use crate::layout::{Col, Layout};
 use crate::ts::FAR_FUTURE;
 use serde::Serialize;
 
+/// The column a key of several columns is distributed by on Citus: a 64-bit hash of the
+/// key's values, computed by the database from the typed values
+/// (`hash_record_extended`), so that keys equal by their type's equality (`1.0` and
+/// `1.00`) hash alike, whatever text brought them.
+pub const KEY_HASH: &str = "dimlog_key_hash";
+
 /// Everything a target template may refer to: quoted identifiers and dimlog's literals.
 #[derive(Clone, Debug, Serialize)]
 pub struct SqlContext {
@@ -36,8 +42,18 @@ pub struct SqlContext {
     pub dim_index: String,
     /// The surrogate key column.
     pub sk: String,
-    /// Key columns, quoted.
+    /// The columns a key is matched, grouped and laid out by, quoted: the key columns,
+    /// after [`KEY_HASH`] where the key is hashed ([`SqlContext::key_hash`]). Statements
+    /// join, partition and copy rows by these; what is shown of a key is
+    /// [`SqlContext::key_names`].
     pub keys: Vec<String>,
+    /// The key columns alone, quoted (parameters, fact tables, what people read).
+    pub key_names: Vec<String>,
+    /// The log, the dimension and a load's working tables carry [`KEY_HASH`], a hash of
+    /// the key's values that they are distributed by: a key of several columns on a Citus
+    /// coordinator, which shards a table by one column. Every row of a key has the same
+    /// hash, so joining on it too changes no match, and Citus runs the join on each shard.
+    pub key_hash: bool,
     /// The keys as log ids and surrogate keys are numbered: text keys bytewise
     /// (`COLLATE "C"` on PostgreSQL, SQLite's default), others by their type's order.
     pub key_order: Vec<String>,
@@ -102,6 +118,7 @@ impl SqlContext {
             None => Ident::table(&new_pk),
         };
         let q = |c: &Col| c.name.clone();
+        let key_hash = backend == Backend::Citus && layout.keys.len() > 1;
         let qualified = |table: &Ident, index: String| match table.schema() {
             Some(s) => Ident::table(&format!("{s}.{index}"))
                 .map(|i| i.quoted())
@@ -129,7 +146,13 @@ impl SqlContext {
             log_load_index: quoted_name(format!("{log_bare}_load_idx")),
             dim_index: quoted_name(format!("{bare}_key_idx")),
             sk: t.surrogate_key.quoted(),
-            keys: layout.keys.iter().map(q).collect(),
+            keys: key_hash
+                .then(|| KEY_HASH.to_string())
+                .into_iter()
+                .chain(layout.keys.iter().map(q))
+                .collect(),
+            key_names: layout.keys.iter().map(q).collect(),
+            key_hash,
             key_order: layout
                 .keys
                 .iter()

@@ -73,7 +73,7 @@ pub async fn settle(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<
     run_named(conn, "classify", &["shift_deletes"], ctx).await?;
     let drop = sql::statement(conn.backend(), "classify", "drop_hidden_deletes", ctx)?;
     let dropped = conn.query_text("dropping deletes with no room", &drop, &[]).await?;
-    let key_count = ctx.keys.len();
+    let key_count = ctx.key_names.len();
     let dropped_delete_examples = dropped
         .iter()
         .take(DROPPED_EXAMPLES)

@@ -378,11 +378,13 @@ async fn check_tables(checks: &mut Checks, plan: &Plan, target: &mut Conn, layou
         checks.fail("tables", pipeline::init_failed(e, plan));
         return;
     }
-    let ctx = crate::context::SqlContext::new(plan, layout, target.backend());
-    if let Err(e) = target.check_layout(&plan.name, (&ctx.log, &ctx.dim), &ctx.keys).await {
+    let keys: Vec<String> = layout.keys.iter().map(|c| c.name.clone()).collect();
+    let tables = (&plan.target.log.quoted()[..], &plan.target.dimension.quoted()[..]);
+    if let Err(e) = target.check_layout(&plan.name, tables, &keys).await {
         checks.fail("tables", Error::from(e));
         return;
     }
+    let ctx = crate::context::SqlContext::new(plan, layout, target.backend());
     match crate::verify::missing_columns(target, plan, &ctx).await {
         Ok(missing) if missing.is_empty() => checks.push(
             "tables",

@@ -629,10 +629,10 @@ fn bad_reason(kind: &str, value: Option<&str>, zone: Option<&chrono_tz::Tz>) -> 
 /// without a zone when `spec.timezone` is not set) gets the unknown member and is
 /// counted.
 pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -> Result<AssignReport, AssignError> {
-    if spec.key_columns.len() != ctx.keys.len() {
+    if spec.key_columns.len() != ctx.key_names.len() {
         return Err(AssignError::KeyColumnCount {
             given: spec.key_columns.len(),
-            expected: ctx.keys.len(),
+            expected: ctx.key_names.len(),
             names: ctx
                 .key_defs
                 .iter()
@@ -1631,7 +1631,7 @@ impl Index {
     pub async fn load(conn: &mut Conn, ctx: &SqlContext) -> Result<Index, DbError> {
         let sql = sql::statement(conn.backend(), "lookup", "index_rows", ctx)?;
         let rows = conn.query_text("loading the lookup index", &sql, &[]).await?;
-        let n = ctx.keys.len();
+        let n = ctx.key_names.len();
         let kinds: Vec<ColumnKind> = key_cols(conn.backend(), ctx).iter().map(|c| c.kind).collect();
         let mut index = Index::with_key_kinds(&kinds);
         for r in rows {

@@ -479,10 +479,11 @@ impl Session {
             let _ = target.close().await;
             return Err(e.into());
         }
-        let ctx = SqlContext::new(plan, &layout, target.backend());
         // A writing session checks the layout when it is scoped to the dimension.
         if access.is_read_only() {
-            match target.check_layout(&plan.name, (&ctx.log, &ctx.dim), &ctx.keys).await {
+            let keys: Vec<String> = layout.keys.iter().map(|c| c.name.clone()).collect();
+            let tables = (&plan.target.log.quoted()[..], &plan.target.dimension.quoted()[..]);
+            match target.check_layout(&plan.name, tables, &keys).await {
                 Err(DbError::MixedLayout {
                     dimension,
                     fault,
@@ -498,6 +499,8 @@ impl Session {
                 Ok(()) => {}
             }
         }
+        // After the layout check, which may have found local tables to read as PostgreSQL's.
+        let ctx = SqlContext::new(plan, &layout, target.backend());
         Ok(Session {
             source: None,
             target,
@@ -953,8 +956,14 @@ async fn load(
     let owner = first_load && rights::owns_tables(&mut session.target, &session.ctx.log, &session.ctx.dim).await?;
     // A first load of one row per key from PostgreSQL copies the source straight into
     // the log, inside the transaction: the COPY keeps it busy while the source answers.
-    let straight_into_log =
-        !opts.dry_run && one_row_per_key && session.ctx.unique_key && copy_text && portable && owner;
+    // (Not a key distributed by its hash: the working tables compute that.)
+    let straight_into_log = !opts.dry_run
+        && one_row_per_key
+        && session.ctx.unique_key
+        && copy_text
+        && portable
+        && owner
+        && !session.ctx.key_hash;
     let read = if straight_into_log {
         None
     } else {

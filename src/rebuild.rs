@@ -80,7 +80,7 @@ pub async fn rebuild_touched(conn: &mut Conn, ctx: &SqlContext, stale: bool) -> 
         .query_text("checking the log still holds the touched keys' versions", &lost, &[])
         .await?;
     if !lost.is_empty() {
-        let n = ctx.keys.len();
+        let n = ctx.key_names.len();
         let shown: Vec<String> = lost
             .iter()
             .map(|r| {
@@ -187,6 +187,9 @@ async fn own_columns(conn: &mut Conn, ctx: &SqlContext) -> Result<Vec<OwnColumn>
         follows_source,
     };
     let mut cols = vec![col(&ctx.sk, &int, true, false)];
+    if ctx.key_hash {
+        cols.push(col(crate::context::KEY_HASH, &int, true, false));
+    }
     cols.extend(ctx.key_defs.iter().map(|c| col(&c.name, &c.target_type, true, false)));
     cols.extend(ctx.attr_defs.iter().map(|c| col(&c.name, &c.target_type, false, true)));
     cols.extend(

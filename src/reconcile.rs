@@ -136,7 +136,8 @@ async fn stage_keys_copy(
 /// The columns of the staged source key list: the keys, and whether the row is live
 /// when a soft-delete column is configured.
 fn key_list_columns(ctx: &SqlContext) -> Vec<String> {
-    let mut columns = ctx.keys.clone();
+    // The key hash, where there is one, is the database's to compute (see KEY_HASH).
+    let mut columns = ctx.key_names.clone();
     if ctx.deleted_flag {
         columns.push("dimlog_live".into());
     }

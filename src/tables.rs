@@ -866,9 +866,10 @@ pub struct Distribution {
 /// colocated by the key, as a first run on Citus would have made them: primary keys that
 /// include the key, then `create_distributed_table`, which moves the rows to the shards.
 /// Runs in the caller's transaction, on a connection speaking Citus
-/// ([`Conn::speak_citus`]). Refuses, changing nothing, what Citus would refuse or what
-/// dimlog cannot yet do: a key of several columns, a foreign key to or from either table,
-/// a unique index without the key, one table distributed and not the other.
+/// ([`Conn::speak_citus`]). A key of several columns is distributed by its hash, which
+/// both tables get first. Refuses, changing nothing, what Citus would refuse: a foreign
+/// key to or from either table, a unique index without the key, one table distributed
+/// and not the other.
 pub async fn distribute(conn: &mut Conn, plan: &Plan, ctx: &SqlContext) -> Result<Distribution, DistributeError> {
     let backend = conn.backend();
     let refuse = |reason: String| {
@@ -888,22 +889,8 @@ pub async fn distribute(conn: &mut Conn, plan: &Plan, ctx: &SqlContext) -> Resul
         )
         .await?;
     let flag = |i: usize| flags.get(i).copied().flatten().unwrap_or(0) > 0;
-    let column = match ctx.keys.as_slice() {
-        [one] => crate::db::citus::bare(one),
-        _ => {
-            return Err(refuse(format!(
-                "its key has {} columns ({}), and dimlog distributes a dimension by a one-column key only; \
-                 it stays in local tables on the coordinator, where it works as on PostgreSQL",
-                ctx.keys.len(),
-                plan.source
-                    .key
-                    .iter()
-                    .map(|k| k.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )))
-        }
-    };
+    // The key column, or the hash of a key of several (`keys[0]`, see SqlContext::keys).
+    let column = crate::db::citus::bare(&ctx.keys[0]);
     let shard_count = async |conn: &mut Conn| -> Result<i64, DbError> {
         conn.query_count(
             "counting the log's shards",
@@ -915,7 +902,8 @@ pub async fn distribute(conn: &mut Conn, plan: &Plan, ctx: &SqlContext) -> Resul
     match (flag(0), flag(1)) {
         (true, true) => {
             // Distributed alike, or not: then named with the way out, not "nothing to do".
-            conn.check_layout(&plan.name, (&ctx.log, &ctx.dim), &ctx.keys).await?;
+            conn.check_layout(&plan.name, (&ctx.log, &ctx.dim), &ctx.key_names)
+                .await?;
             let shards = shard_count(conn).await?;
             return Ok(Distribution {
                 converted: false,
@@ -961,6 +949,19 @@ pub async fn distribute(conn: &mut Conn, plan: &Plan, ctx: &SqlContext) -> Resul
             names.join("; ")
         )));
     }
+    if ctx.key_hash {
+        // Both tables get the key's hash, as a first run on Citus makes them, and dimlog's
+        // key indexes are made again with it (a distributed table's unique index holds
+        // its distribution column); the refusals below undo it with the transaction.
+        let hash = serde_json::json!({
+            "log": ctx.log, "dim": ctx.dim, "column": ctx.keys[0],
+            "hash": crate::db::citus::key_hash_of(&ctx.key_names),
+            "indexes": [&ctx.secondary_indexes[0], &ctx.secondary_indexes[2]],
+        });
+        let sql = sql::statement(backend, "tables", "add_key_hash", &hash)?;
+        conn.execute_script("adding the key's hash to the log and the dimension", &sql)
+            .await?;
+    }
     let mut unique_params = tables.to_vec();
     unique_params.push(Param::Text(column.clone()));
     let unique = conn
@@ -1003,6 +1004,9 @@ pub async fn distribute(conn: &mut Conn, plan: &Plan, ctx: &SqlContext) -> Resul
         conn.execute("tables/add_primary_key", &sql, &[]).await?;
     }
     run_named(conn, "tables", &["distribute_log", "distribute_dimension"], ctx).await?;
+    if ctx.key_hash {
+        run_named(conn, "tables", &["log_index", "dimension_index"], ctx).await?;
+    }
     let shards = shard_count(conn).await?;
     Ok(Distribution {
         converted: true,

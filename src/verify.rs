@@ -427,6 +427,10 @@ async fn checks(
     // columns each one is made like, as the catalog spells them.
     let sk_name = plan.target.surrogate_key.name().to_string();
     let mut expected: Vec<(String, String, String)> = vec![(sk_name.clone(), sk_name.clone(), "INTEGER".into())];
+    if ctx.key_hash {
+        let hash = crate::context::KEY_HASH.to_string();
+        expected.push((hash.clone(), hash, "INTEGER".into()));
+    }
     for c in ctx.key_defs.iter().chain(&ctx.attr_defs) {
         expected.push((c.bare.clone(), c.bare.clone(), c.target_type.clone()));
     }

@@ -4,7 +4,7 @@
    dimension first, into a map on the coordinator by row (`ctid`, which Citus does not
    let a statement that also reads a distributed table use), then updated from the map. #}
 {% macro lookup(x) %}(SELECT dimlog_d.{{ sk }} FROM {{ dim }} dimlog_d
-     WHERE {% for k in fact_keys %}dimlog_d.{{ keys[loop.index0] }} = {{ x }}.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at(x ~ "." ~ fact_at) }} AND {{ at(x ~ "." ~ fact_at) }} < dimlog_d.valid_to){% endmacro %}
+     WHERE {% for k in fact_keys %}dimlog_d.{{ key_names[loop.index0] }} = {{ x }}.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at(x ~ "." ~ fact_at) }} AND {{ at(x ~ "." ~ fact_at) }} < dimlog_d.valid_to){% endmacro %}
 {# 0: a local fact table; 1: distributed by the first key column and colocated with the
    dimension (assigned on the shards); 2: distributed otherwise (by another column, in
    another colocation group, or a reference table), which no statement here can update
@@ -25,7 +25,7 @@ CREATE TEMP TABLE dimlog_assign_map ON COMMIT DROP AS
 SELECT dimlog_x.dimlog_rid, COALESCE(dimlog_d.{{ sk }}, -1) AS dimlog_sk
 FROM (SELECT ctid::text AS dimlog_rid, * FROM {{ facts }} OFFSET 0) dimlog_x
 LEFT JOIN {{ dim }} dimlog_d
-  ON {% for k in fact_keys %}dimlog_d.{{ keys[loop.index0] }} = dimlog_x.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at("dimlog_x." ~ fact_at) }} AND {{ at("dimlog_x." ~ fact_at) }} < dimlog_d.valid_to
+  ON {% for k in fact_keys %}dimlog_d.{{ key_names[loop.index0] }} = dimlog_x.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at("dimlog_x." ~ fact_at) }} AND {{ at("dimlog_x." ~ fact_at) }} < dimlog_d.valid_to
 {% endif %}
 -- statement: assign
 {% if facts_distributed %}

@@ -1,11 +1,16 @@
 {# The log and the dimension on a Citus coordinator: distributed by the key and
    colocated, so that every statement joining them with each other or with the load's
    session tables (distributed alike, see src/db/citus/mod.rs) runs on the shards. A
-   distributed table's primary key must include its distribution column. #}
+   distributed table's primary key must include its distribution column. A key of
+   several columns is distributed by its hash (`keys[0]` is then dimlog_key_hash, see
+   src/context.rs), which rows bring from the working tables they came through. #}
 -- statement: log
 CREATE TABLE IF NOT EXISTS {{ log }} (
     log_id     bigint NOT NULL,
     {{ sk }} bigint,
+{% if key_hash %}
+    {{ keys[0] }} bigint NOT NULL,
+{% endif %}
 {% for c in key_defs %}
     {{ c.name }} {{ c.target_type }} NOT NULL,
 {% endfor %}
@@ -24,6 +29,9 @@ SELECT create_distributed_table({{ log|lit }}, {{ keys[0]|bare|lit }})
 -- statement: dimension
 CREATE TABLE IF NOT EXISTS {{ dim }} (
     {{ sk }} bigint NOT NULL,
+{% if key_hash %}
+    {{ keys[0] }} bigint NOT NULL,
+{% endif %}
 {% for c in key_defs %}
     {{ c.name }} {{ c.target_type }} NOT NULL,
 {% endfor %}
@@ -42,6 +50,16 @@ CREATE TABLE IF NOT EXISTS {{ dim }} (
 ) WITH (fillfactor = 90)
 -- statement: distribute_dimension
 SELECT create_distributed_table({{ dim|lit }}, {{ keys[0]|bare|lit }}, colocate_with => {{ log|lit }})
+{# `dimlog distribute` of a key of several columns: the key's hash in both tables, filled
+   from their rows ($hash is the expression the load's working tables compute it with),
+   and dimlog's key indexes dropped, to be made again with it. #}
+-- statement: add_key_hash
+{% for t in [log, dim] %}
+ALTER TABLE {{ t }} ADD COLUMN {{ column }} bigint;
+UPDATE {{ t }} SET {{ column }} = {{ hash }};
+ALTER TABLE {{ t }} ALTER COLUMN {{ column }} SET NOT NULL;
+{% endfor %}
+DROP INDEX IF EXISTS {{ indexes|join(", ") }}
 -- statement: add_primary_key
 ALTER TABLE {{ table }} ADD CONSTRAINT {{ name }} PRIMARY KEY ({{ column }}, {{ keys[0] }})
 {# Whole tables: Citus passes an ANALYZE on to the shards, and its column list unquoted

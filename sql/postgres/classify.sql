@@ -52,7 +52,7 @@ WHERE dimlog_s.is_deleted
                   WHERE {{ keys|eqs("dimlog_o", "dimlog_s") }} AND dimlog_o.valid_from = dimlog_s.valid_from AND NOT dimlog_o.is_deleted))
 RETURNING {{ keys|cols("dimlog_s") }}, dimlog_s.valid_from
 )
-SELECT {% for k in keys %}{{ k }}::text, {% endfor %}{{ "valid_from"|pgts }} FROM dimlog_dropped
+SELECT {% for k in key_names %}{{ k }}::text, {% endfor %}{{ "valid_from"|pgts }} FROM dimlog_dropped
 {# Restored keys (spec 1.4, "Revival"; history = "latest", where a staged row is the key's
    state now). For each staged key with a tombstone in its history: its newest effective
    row, the newest tombstone, and the first row after that tombstone (the key's return).

@@ -31,7 +31,7 @@ FROM (
     SELECT dimlog_x.ctid AS dimlog_rid, COALESCE(dimlog_d.{{ sk }}, -1) AS dimlog_sk
     FROM {{ facts }} dimlog_x
     LEFT JOIN {{ dim }} dimlog_d
-      ON {% for k in fact_keys %}dimlog_d.{{ keys[loop.index0] }} = dimlog_x.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at("dimlog_x." ~ fact_at) }} AND {{ at("dimlog_x." ~ fact_at) }} < dimlog_d.valid_to
+      ON {% for k in fact_keys %}dimlog_d.{{ key_names[loop.index0] }} = dimlog_x.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at("dimlog_x." ~ fact_at) }} AND {{ at("dimlog_x." ~ fact_at) }} < dimlog_d.valid_to
 ) dimlog_m
 WHERE dimlog_f.ctid = dimlog_m.dimlog_rid AND dimlog_f.{{ fact_sk }} IS DISTINCT FROM dimlog_m.dimlog_sk
 -- statement: counts
@@ -48,10 +48,10 @@ SELECT {% for k in fact_keys %}{{ facts }}.{{ k }}::text, {% endfor %}CASE WHEN 
 FROM {{ facts }} WHERE {{ bad(facts ~ "." ~ fact_at) }}
 ORDER BY {% for k in fact_keys %}{{ facts }}.{{ k }}, {% endfor %}{{ facts }}.{{ fact_at }} NULLS FIRST LIMIT 1
 -- statement: index_rows
-SELECT {% for k in keys %}dimlog_d.{{ k }}::text, {% endfor %}(extract(epoch FROM dimlog_d.valid_from) * 1000000)::bigint::text,
+SELECT {% for k in key_names %}dimlog_d.{{ k }}::text, {% endfor %}(extract(epoch FROM dimlog_d.valid_from) * 1000000)::bigint::text,
        (extract(epoch FROM dimlog_d.valid_to) * 1000000)::bigint::text, dimlog_d.{{ sk }}::text
 FROM {{ dim }} dimlog_d
-ORDER BY {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from
+ORDER BY {{ key_names|cols("dimlog_d") }}, dimlog_d.valid_from
 {# Which surrogate-key columns assign-keys filled, per dimension: a column it did not fill
    and that holds values other than NULL and -1 may be anything (quantities, ids 1..N), so
    it is not overwritten unless asked. Written in the assignment's transaction. #}

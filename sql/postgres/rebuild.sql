@@ -59,7 +59,7 @@ SELECT {{ keys|cols }} FROM dimlog_stale
    (rows deleted from the log): a rebuild of those keys would drop them, so the load
    stops instead. Probes the log's key index per row. #}
 -- statement: lost_versions
-SELECT {% for k in keys %}dimlog_d.{{ k }}::text, {% endfor %}dimlog_d.{{ sk }}::text
+SELECT {% for k in key_names %}dimlog_d.{{ k }}::text, {% endfor %}dimlog_d.{{ sk }}::text
 FROM {{ dim }} dimlog_d JOIN dimlog_touched dimlog_t ON {{ keys|eqs("dimlog_d", "dimlog_t") }}
 WHERE NOT EXISTS (SELECT 1 FROM {{ log }} dimlog_l WHERE {{ keys|eqs("dimlog_l", "dimlog_d") }} AND dimlog_l.{{ sk }} = dimlog_d.{{ sk }})
 LIMIT 5

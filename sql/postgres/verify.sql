@@ -1,7 +1,7 @@
 {# `dimlog verify`: the invariants of the dimension and the log. Every check returns
    (offending key as text, detail) rows; `counted` counts them in the database and returns
    only the first few, so a check that finds millions costs no memory. #}
-{% macro keytext(p) %}concat_ws(', '{% for k in keys %}, {{ p }}{{ k }}::text{% endfor %}){% endmacro %}
+{% macro keytext(p) %}concat_ws(', '{% for k in key_names %}, {{ p }}{{ k }}::text{% endfor %}){% endmacro %}
 {% macro difflist(a, b) %}rtrim({% for c in common %}CASE WHEN {{ a }}.{{ c.q }}::text IS DISTINCT FROM {{ b }}.{{ c.q }}::text THEN '{{ c.bare }}, ' ELSE '' END || {% endfor %}'', ', '){% endmacro %}
 {% macro sk_pair(a, b) %}{{ a }}.{{ sk }} = {{ b }}.{{ sk }}{% endmacro %}
 {% macro key_pair(a, b) %}{{ keys|eqs(a, b) }} AND {{ a }}.valid_from = {{ b }}.valid_from{% endmacro %}
@@ -61,7 +61,7 @@ FROM (
 -- statement: log_rules
 SELECT dimlog_x.dimlog_key, 'log_id ' || COALESCE(dimlog_x.log_id::text, 'NULL') || ': ' || dimlog_x.dimlog_problem
 FROM (
-    SELECT dimlog_l.log_id, concat_ws(', '{% for k in keys %}, COALESCE(dimlog_l.{{ k }}::text, 'NULL'){% endfor %}) AS dimlog_key,
+    SELECT dimlog_l.log_id, concat_ws(', '{% for k in key_names %}, COALESCE(dimlog_l.{{ k }}::text, 'NULL'){% endfor %}) AS dimlog_key,
            CASE
 {% for k in key_defs %}
                WHEN dimlog_l.{{ k.name }} IS NULL THEN 'key column {{ k.bare }} is NULL'

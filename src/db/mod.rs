@@ -545,9 +545,10 @@ impl Conn {
     /// Tells a connection that will load dimension `dimension` where its tables are:
     /// `log` (quoted) in `schema` (quoted; None: the session's current schema), keyed by
     /// `keys` (quoted). On a Citus coordinator the load's session tables become
-    /// distributed tables colocated with the log; a dimension whose log is already a
-    /// local table, or whose key has several columns, stays a PostgreSQL one there (its
-    /// tables are not distributed). A no-op elsewhere.
+    /// distributed tables colocated with the log (by the key column, or the key's hash
+    /// where it has several, see [`citus::distribution_column`]); a dimension whose log
+    /// is already a local table stays a PostgreSQL one there (its tables are not
+    /// distributed). A no-op elsewhere.
     pub async fn scope_to_dimension(
         &mut self,
         dimension: &str,
@@ -561,15 +562,12 @@ impl Conn {
         if c.citus.is_none() {
             return Ok(());
         }
-        let reason = if keys.len() != 1 {
-            Some("its key has several columns, and dimlog distributes a dimension by a one-column key only".to_string())
-        } else {
-            let log_local = citus::layout(c, dimension, (log, dim), Some(&keys[0])).await?;
-            log_local.then(|| {
-                "its log is a local table on the coordinator (`dimlog distribute` distributes it and the dimension)"
-                    .to_string()
-            })
-        };
+        let distribution = citus::distribution_column(keys);
+        let log_local = citus::layout(c, dimension, (log, dim), Some(&distribution)).await?;
+        let reason = log_local.then(|| {
+            "its log is a local table on the coordinator (`dimlog distribute` distributes it and the dimension)"
+                .to_string()
+        });
         let cluster = c.citus.as_mut().expect("checked above");
         match reason {
             Some(reason) => {
@@ -586,7 +584,7 @@ impl Conn {
             None if cluster.active && cluster.staging.is_some() => {}
             None => {
                 cluster.active = true;
-                cluster.staging = Some(Box::new(citus::Staging::new(dimension, schema, log, &keys[0])));
+                cluster.staging = Some(Box::new(citus::Staging::new(dimension, schema, log, keys)));
             }
         }
         Ok(())
@@ -594,20 +592,27 @@ impl Conn {
 
     /// Refuses a dimension whose log and dimension are not laid out alike on a Citus
     /// coordinator ([`DbError::MixedLayout`]: one distributed and the other local, or not
-    /// colocated by the key `keys` when it has one column), for commands that only read:
-    /// [`Conn::scope_to_dimension`] refuses it for those that write. A no-op elsewhere.
+    /// colocated by the key columns `keys`, quoted), for commands that only read:
+    /// [`Conn::scope_to_dimension`] refuses it for those that write. A dimension in local
+    /// tables is then read with PostgreSQL's statements (a key of several columns has no
+    /// hash there). A no-op elsewhere.
     pub async fn check_layout(
         &mut self,
         dimension: &str,
         tables: (&str, &str),
         keys: &[String],
     ) -> Result<(), DbError> {
-        let key = match keys {
-            [one] => Some(one.as_str()),
-            _ => None,
-        };
+        let key = citus::distribution_column(keys);
         match self {
-            Conn::Postgres(c) if c.citus.is_some() => citus::layout(c, dimension, tables, key).await.map(|_| ()),
+            Conn::Postgres(c) if c.citus.is_some() => {
+                let local = citus::layout(c, dimension, tables, Some(&key)).await?;
+                if local && c.staging().is_none() {
+                    if let Some(cluster) = c.citus.as_mut() {
+                        cluster.active = false;
+                    }
+                }
+                Ok(())
+            }
             _ => Ok(()),
         }
     }
@@ -1168,9 +1173,7 @@ impl Conn {
         };
         match self {
             Conn::Postgres(c) => {
-                let sql = c
-                    .qualify(&format!("COPY {table} ({}) FROM STDIN", columns.join(", ")))
-                    .into_owned();
+                let sql = format!("COPY {} ({}) FROM STDIN", c.copy_table(table), columns.join(", "));
                 c.copy_starts().await.map_err(err)?;
                 c.copy_in_raw(&sql).await.map(postgres::CopyIn).map_err(err)
             }
@@ -1233,7 +1236,7 @@ impl Conn {
         match self {
             Conn::Sqlite(c) => sqlite::bulk_insert(c, table, columns, kinds, rows).await,
             Conn::Postgres(c) => {
-                let table = c.qualify(table).into_owned();
+                let table = c.copy_table(table);
                 // Inside a stream of batches ([`Conn::copies_start`]) the stream ends it.
                 let alone = !c.copy_sequential;
                 if alone {

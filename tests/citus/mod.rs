@@ -109,33 +109,155 @@ async fn a_dimension_is_distributed_and_colocated_by_its_key() {
     fx.assert_dimension_derives_from_log().await;
 }
 
-/// A key of several columns is not distributed (dimlog distributes by one column): its
-/// tables are local on the coordinator, it loads as on PostgreSQL, and `distribute`
-/// refuses it, saying why (exit 2).
-#[tokio::test]
-async fn a_composite_key_stays_in_local_tables() {
-    let mut fx = Fixture::citus().await;
+/// The loads of a dimension keyed by (customer_id, email), the same on every engine: a
+/// first load of keys sharing a customer_id, then an update, a late version, a soft
+/// delete, a key's return and a new key.
+async fn load_composite(fx: &mut Fixture) {
     fx.edit_config(r#"key = ["customer_id"]"#, r#"key = ["customer_id", "email"]"#);
     fx.set_setting("columns", r#"["tier", "country"]"#);
-    fx.exec(&format!("{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z')"))
+    fx.exec("ALTER TABLE src_customers DROP CONSTRAINT src_customers_pkey, ADD PRIMARY KEY (customer_id, email)")
         .await;
+    fx.exec(&format!(
+        "{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (1, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z'), \
+         (2, 'a@x', 'free', 'NL', '2026-03-01T09:00:00Z')"
+    ))
+    .await;
     fx.run("2026-03-01T10:00:00Z").await;
-    let names: Vec<String> = distributed(&mut fx).await.into_iter().map(|(t, _, _)| t).collect();
-    assert!(names.is_empty(), "{names:?}");
-    assert_eq!(fx.count("dim_customer").await, 1);
-    // Said once with `-v`, though the layout is looked at again under the lock.
-    fx.exec(&format!("{INSERT} (2, 'b@x', 'pro', 'FR', '2026-03-01T10:30:00Z')"))
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T10:30:00Z' WHERE customer_id = 1 AND email = 'a@x'")
         .await;
-    let out = fx.cli(&["run", "-v", "--upper", "2026-03-01T11:00:00Z"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert_eq!(stderr.matches("stays in local tables").count(), 1, "{stderr}");
-    assert_eq!(fx.count("dim_customer").await, 2);
-    let out = fx.cli(&["distribute"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("2 columns"), "{stderr}");
-    assert!(distributed(&mut fx).await.is_empty());
+    fx.exec("UPDATE src_customers SET tier = 'pro', updated_at = '2026-03-01T08:50:00Z' WHERE customer_id = 2")
+        .await;
+    fx.exec("UPDATE src_customers SET is_deleted = true, updated_at = '2026-03-01T10:40:00Z' WHERE email = 'b@x'")
+        .await;
+    let report = fx.run("2026-03-01T11:00:00Z").await;
+    assert_eq!(
+        (
+            report.counts.versions,
+            report.counts.late_versions,
+            report.counts.tombstones
+        ),
+        (2, 1, 1),
+        "{report:?}"
+    );
+    fx.exec("UPDATE src_customers SET is_deleted = false, tier = 'back', updated_at = '2026-03-01T11:20:00Z' WHERE email = 'b@x'")
+        .await;
+    fx.exec(&format!("{INSERT} (2, 'c@x', 'free', 'DE', '2026-03-01T11:30:00Z')"))
+        .await;
+    let report = fx.run("2026-03-01T12:00:00Z").await;
+    assert_eq!(report.counts.versions, 2, "{report:?}");
+}
+
+/// A key of several columns is distributed by its hash (`dimlog_key_hash`), a column of
+/// the log, the dimension and every working table, colocated: the rows of a key are on
+/// one shard, and every statement joins on it. The hash is the database's of the key's
+/// values on every row, the loads give the dimension and the log a PostgreSQL server
+/// gives, and the commands that read it answer as there.
+#[tokio::test]
+async fn a_composite_key_is_distributed_by_its_hash() {
+    let mut fx = Fixture::citus().await;
+    load_composite(&mut fx).await;
+    let tables = distributed(&mut fx).await;
+    let group = &tables
+        .iter()
+        .find(|(t, _, _)| t == "customer_versions")
+        .expect("the log is distributed")
+        .2;
+    assert!(tables.iter().any(|(t, _, _)| t == "dim_customer"), "{tables:?}");
+    assert!(
+        tables.iter().any(|(t, _, _)| t.starts_with("dimlog_raw_")),
+        "{tables:?}"
+    );
+    for (table, column, colocation) in &tables {
+        if table == "src_customers" {
+            continue;
+        }
+        assert_eq!(column, "dimlog_key_hash", "{table} is distributed by {column}");
+        assert_eq!(colocation, group, "{table} is not colocated with the log");
+    }
+    for table in ["customer_versions", "dim_customer"] {
+        let wrong = fx
+            .target_query(&format!(
+                "SELECT count(*)::text FROM {table} \
+                 WHERE dimlog_key_hash IS DISTINCT FROM hash_record_extended(ROW(customer_id, email), 0)"
+            ))
+            .await;
+        assert_eq!(
+            wrong[0][0].as_deref(),
+            Some("0"),
+            "{table}: rows whose hash is not their key's"
+        );
+    }
+    let mut twin = Fixture::on(Backend::Postgres).await;
+    load_composite(&mut twin).await;
+    assert_eq!(fx.dump_dimension().await, twin.dump_dimension().await);
+    assert_eq!(fx.dump_log().await, twin.dump_log().await);
+    fx.assert_dimension_derives_from_log().await;
+
+    // No word of local tables; and what people read, nothing of the hash in it, is what
+    // PostgreSQL answers.
+    for f in [&mut fx, &mut twin] {
+        f.exec(&format!("{INSERT} (3, 'a@x', 'free', 'DE', '2026-03-01T12:10:00Z')"))
+            .await;
+        f.exec("DELETE FROM src_customers WHERE customer_id = 2 AND email = 'c@x'")
+            .await;
+        let out = f.cli(&[
+            "run",
+            "-v",
+            "--upper",
+            "2026-03-01T12:30:00Z",
+            "--reconcile-deletes",
+            "--allow-mass-delete",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(!stderr.contains("local tables"), "{stderr}");
+    }
+    assert_eq!(fx.dump_dimension().await, twin.dump_dimension().await);
+    assert_eq!(fx.dump_log().await, twin.dump_log().await);
+    for args in [
+        vec!["verify"],
+        vec!["verify", "--against-source"],
+        vec!["history", "--key", "customer_id=1", "--key", "email=b@x"],
+        vec![
+            "lookup",
+            "--key",
+            "customer_id=1",
+            "--key",
+            "email=b@x",
+            "--at",
+            "2026-03-01T11:25:00Z",
+        ],
+        vec![
+            "lookup",
+            "--key",
+            "customer_id=2",
+            "--key",
+            "email=c@x",
+            "--at",
+            "2026-03-01T12:40:00Z",
+        ],
+    ] {
+        let (citus, postgres) = (fx.cli(&args), twin.cli(&args));
+        let shown = |out: &std::process::Output| {
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        };
+        assert_eq!(
+            (citus.status.code(), shown(&citus)),
+            (postgres.status.code(), shown(&postgres)),
+            "{args:?}"
+        );
+        assert!(
+            !shown(&citus).contains("dimlog_key_hash"),
+            "{args:?}: {}",
+            shown(&citus)
+        );
+    }
+    let out = fx.cli(&["status"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Citus makes each node a self-signed X.509 v1 certificate, which the driver's TLS

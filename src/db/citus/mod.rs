@@ -11,10 +11,16 @@
 //!   the session tables (`dimlog_stage`, `dimlog_changes`, …) are mapped to unlogged
 //!   distributed tables of the dimension, colocated with its log ([`Staging`]), made once
 //!   and truncated per load, and the `CREATE TEMP TABLE … AS` of the PostgreSQL templates
-//!   becomes an `INSERT … SELECT` into them, which Citus runs on the shards.
+//!   becomes an `INSERT … SELECT` into them, which Citus runs on the shards;
+//! - a key of several columns is distributed by its hash ([`KEY_HASH`]), which Citus
+//!   cannot compute as rows are copied in (a distribution column may not be generated):
+//!   rows copied into a working table enter through a temporary table on the coordinator
+//!   that computes it ([`Staging::copy_table`]), and move on to the working table when the
+//!   copy ends.
 
 pub mod dialect;
 
+pub use crate::context::KEY_HASH;
 use crate::db::{postgres, DbError, Param};
 use sqlx::PgConnection;
 use std::collections::HashMap;
@@ -38,6 +44,26 @@ pub const SESSION_TABLES: [&str; 15] = [
     "dimlog_derived",
     "dimlog_rebuilt",
 ];
+
+/// The working tables rows are copied into from outside the cluster (the source's rows,
+/// its key list): with a hashed key they enter through a temporary table.
+const COPIED_INTO: [&str; 2] = ["dimlog_raw", "dimlog_source_keys"];
+
+/// The column a dimension with key columns `keys` (quoted) is distributed by: the key
+/// column, or the hash of a key of several.
+pub fn distribution_column(keys: &[String]) -> String {
+    match keys {
+        [one] => one.clone(),
+        _ => KEY_HASH.to_string(),
+    }
+}
+
+/// The hash of a key of several columns (quoted names, or expressions of their types):
+/// PostgreSQL's hash of a row of their values, which hashes values equal by their type
+/// alike (`1.0` and `1.00`), and is the same on every node.
+pub fn key_hash_of(keys: &[String]) -> String {
+    format!("hash_record_extended(ROW({}), 0)", keys.join(", "))
+}
 
 /// A quoted identifier as its name (`"a""b"` → `a"b`): Citus's functions take a column
 /// by its name, not quoted.
@@ -87,6 +113,14 @@ pub struct Staging {
     log: String,
     /// The distribution column, quoted.
     key: String,
+    /// The key columns (quoted) of a key distributed by its hash, None for a one-column key.
+    hashed: Option<Vec<String>>,
+    /// The temporary tables rows enter through, by working table, each with the
+    /// signature it was made for (see [`Staging::copy_table`]); forgotten after a
+    /// rollback, which may have undone one made.
+    entries: HashMap<String, String>,
+    /// The working tables whose entry holds rows copied in and not moved on yet.
+    entered: std::collections::BTreeSet<String>,
     /// Each existing table's signature (its comment): the columns it was made for. Read
     /// from the catalog again after a rollback, which may have undone a table made.
     made: Option<HashMap<String, String>>,
@@ -120,8 +154,9 @@ const ROWS_LEFT_FOR_THE_NEXT_LOAD: u64 = 200_000;
 
 impl Staging {
     /// The session tables of `dimension`, in `schema` (quoted; None: the session's
-    /// current schema), colocated with `log` (quoted) by `key` (quoted).
-    pub fn new(dimension: &str, schema: Option<&str>, log: &str, key: &str) -> Staging {
+    /// current schema), colocated with `log` (quoted) by the dimension's key columns
+    /// `keys` (quoted; see [`distribution_column`]).
+    pub fn new(dimension: &str, schema: Option<&str>, log: &str, keys: &[String]) -> Staging {
         let hash = blake3::hash(dimension.as_bytes()).to_hex();
         Staging {
             prefix: schema.map(|s| format!("{s}.")).unwrap_or_default(),
@@ -131,7 +166,10 @@ impl Staging {
             }),
             suffix: format!("_{}", &hash[..8]),
             log: log.to_string(),
-            key: key.to_string(),
+            key: distribution_column(keys),
+            hashed: (keys.len() > 1).then(|| keys.to_vec()),
+            entries: HashMap::new(),
+            entered: Default::default(),
             made: None,
             dirty: Default::default(),
             rows_written: 0,
@@ -155,6 +193,22 @@ impl Staging {
     /// Forgets what it knows of the tables, after a rollback.
     pub fn forget(&mut self) {
         self.made = None;
+        self.entries.clear();
+        self.entered.clear();
+    }
+
+    /// The temporary table a `COPY` into session table `table` goes to instead, with a
+    /// hashed key: its rows move on when the copy ends ([`move_entered`]).
+    pub fn enter(&mut self, table: &str) -> Option<String> {
+        self.entries.contains_key(table).then(|| {
+            self.entered.insert(table.to_string());
+            entry(table)
+        })
+    }
+
+    /// Whether rows copied in wait in an entry, to be moved on ([`move_entered`]).
+    pub fn has_entered(&self) -> bool {
+        !self.entered.is_empty()
     }
 
     /// The bare name of a session table's distributed stand-in.
@@ -201,6 +255,25 @@ impl Staging {
         out.push_str(&sql[copied..]);
         out
     }
+}
+
+/// The temporary table rows of session table `table` enter through.
+fn entry(table: &str) -> String {
+    format!("pg_temp.{}", table.replacen("dimlog_", "dimlog_entry_", 1))
+}
+
+/// Moves the rows copied into entries ([`Staging::copy_table`]) on to their working
+/// tables, and empties the entries; returns the rows moved. Citus reads the temporary
+/// table on the coordinator and copies its rows to the shards by their hash.
+pub async fn move_entered(c: &mut PgConnection, staging: &mut Staging) -> Result<u64, sqlx::Error> {
+    let mut moved = 0;
+    for table in std::mem::take(&mut staging.entered) {
+        let sql = format!("INSERT INTO {} SELECT * FROM {}", staging.table(&table), entry(&table));
+        moved += postgres::execute(c, &sql, &[]).await?;
+        postgres::execute(c, &format!("TRUNCATE {}", entry(&table)), &[]).await?;
+    }
+    staging.rows_written += moved;
+    Ok(moved)
 }
 
 /// The session-table names `sql` defines as CTEs: `name [(columns)] AS [[NOT]
@@ -357,9 +430,36 @@ pub async fn run_session_ddl(
             Ok(0)
         }
         SessionDdl::Define { table, columns } => {
-            let signature = format!("define ({columns})");
-            let create = format!("CREATE UNLOGGED TABLE {} ({columns})", staging.table(table));
+            let hashed = staging.hashed.clone().filter(|_| COPIED_INTO.contains(&table));
+            let Some(keys) = hashed else {
+                let signature = format!("define ({columns})");
+                let create = format!("CREATE UNLOGGED TABLE {} ({columns})", staging.table(table));
+                ensure(c, staging, table, &signature, &create, &[]).await?;
+                return Ok(0);
+            };
+            // The working table has the hash as a column of its own, filled from the
+            // entry, where the coordinator computes it from the key's typed values.
+            let columns = columns.trim_end();
+            let signature = format!("define ({columns}, {KEY_HASH} bigint)");
+            let create = format!(
+                "CREATE UNLOGGED TABLE {} ({columns}, {KEY_HASH} bigint)",
+                staging.table(table)
+            );
             ensure(c, staging, table, &signature, &create, &[]).await?;
+            if staging.entries.get(table) != Some(&signature) {
+                let entry = entry(table);
+                let hash = key_hash_of(&keys);
+                postgres::execute(c, &format!("DROP TABLE IF EXISTS {entry}"), &[]).await?;
+                postgres::execute(
+                    c,
+                    &format!(
+                        "CREATE TEMP TABLE {entry} ({columns}, {KEY_HASH} bigint GENERATED ALWAYS AS ({hash}) STORED)"
+                    ),
+                    &[],
+                )
+                .await?;
+                staging.entries.insert(table.to_string(), signature);
+            }
             Ok(0)
         }
         SessionDdl::Fill {
@@ -646,7 +746,7 @@ mod tests {
 
     #[test]
     fn session_tables_are_renamed_as_whole_words() {
-        let s = Staging::new("customer", Some("\"mart\""), "\"mart\".\"log\"", "\"id\"");
+        let s = Staging::new("customer", Some("\"mart\""), "\"mart\".\"log\"", &["\"id\"".into()]);
         let out = s.rename("SELECT * FROM dimlog_stage s JOIN dimlog_stages x ON x.dimlog_stage = \"dimlog_stage\" JOIN pg_temp.dimlog_raw r");
         assert!(out.starts_with("SELECT * FROM \"mart\".dimlog_stage_"), "{out}");
         assert!(
@@ -658,7 +758,7 @@ mod tests {
     /// A session table's name defined as a CTE stays the CTE's, in a schema too.
     #[test]
     fn a_cte_named_like_a_session_table_is_not_renamed() {
-        let s = Staging::new("customer", Some("\"lp\""), "\"lp\".\"log\"", "\"id\"");
+        let s = Staging::new("customer", Some("\"lp\""), "\"lp\".\"log\"", &["\"id\"".into()]);
         let out = s.rename("WITH dimlog_rebuilt (a, b) AS (SELECT 1, 2 FROM dimlog_stage), x AS (SELECT * FROM dimlog_rebuilt) SELECT * FROM x");
         assert!(
             out.starts_with("WITH dimlog_rebuilt (a, b) AS (SELECT 1, 2 FROM \"lp\".dimlog_stage_"),

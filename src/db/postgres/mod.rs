@@ -75,12 +75,33 @@ impl PgConn {
         Ok(())
     }
 
-    /// After a COPY (finished or cancelled): the statements that follow run in Citus's
-    /// parallel mode again.
+    /// The table a `COPY` into `table` (a session table's name, or a user's quoted
+    /// table) writes to: on Citus, a session table's stand-in, or the temporary table its
+    /// rows enter through when the key is hashed ([`crate::db::citus::Staging::enter`]).
+    pub fn copy_table(&mut self, table: &str) -> String {
+        let qualified = self.qualify(table).into_owned();
+        let staging = self
+            .citus
+            .as_mut()
+            .filter(|c| c.active)
+            .and_then(|c| c.staging.as_mut());
+        staging.and_then(|s| s.enter(table)).unwrap_or(qualified)
+    }
+
+    /// After a COPY (finished or cancelled): rows that entered through a temporary table
+    /// move on to their working table (see [`PgConn::copy_table`]), and the statements
+    /// that follow run in Citus's parallel mode again.
     pub async fn copy_ended(&mut self) -> Result<(), sqlx::Error> {
+        let moved = match self.citus.as_mut().and_then(|c| c.staging.as_mut()) {
+            Some(staging) if staging.has_entered() => {
+                crate::db::citus::move_entered(&mut self.conn, staging).await.map(drop)
+            }
+            _ => Ok(()),
+        };
         if std::mem::take(&mut self.copy_sequential) {
             execute(&mut self.conn, "RESET citus.multi_shard_modify_mode", &[]).await?;
         }
+        moved?;
         Ok(())
     }
 
