@@ -357,3 +357,135 @@ async fn a_dimension_laid_out_unlike_is_named_by_every_command() {
         }
     }
 }
+
+/// A dimension keyed by (customer_id, email) in local tables, as dimlog makes them on
+/// PostgreSQL (no key hash, PostgreSQL's primary keys and key indexes).
+async fn local_composite_dimension() -> Fixture {
+    let mut fx = Fixture::citus().await;
+    fx.edit_config(r#"key = ["customer_id"]"#, r#"key = ["customer_id", "email"]"#);
+    fx.set_setting("columns", r#"["tier", "country"]"#);
+    fx.exec("ALTER TABLE src_customers DROP CONSTRAINT src_customers_pkey, ADD PRIMARY KEY (customer_id, email)")
+        .await;
+    fx.exec(&format!(
+        "{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (1, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z'), \
+         (2, 'a@x', 'free', 'NL', '2026-03-01T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    let working = fx
+        .target_query("SELECT relname::text FROM pg_class WHERE relname LIKE 'dimlog\\_%\\_%' AND relkind = 'r' AND relname ~ '_[0-9a-f]{8}$'")
+        .await;
+    for row in working {
+        fx.target_exec(&format!("DROP TABLE {}", row[0].as_deref().unwrap()))
+            .await;
+    }
+    fx.target_exec("SELECT undistribute_table('dim_customer')").await;
+    fx.target_exec("SELECT undistribute_table('customer_versions')").await;
+    // Dropping the hash drops the primary keys and key indexes that hold it.
+    for sql in [
+        "ALTER TABLE customer_versions DROP COLUMN dimlog_key_hash",
+        "ALTER TABLE dim_customer DROP COLUMN dimlog_key_hash",
+        "ALTER TABLE customer_versions ADD CONSTRAINT customer_versions_pkey PRIMARY KEY (log_id)",
+        "ALTER TABLE dim_customer ADD CONSTRAINT dim_customer_pkey PRIMARY KEY (customer_sk)",
+        "CREATE INDEX customer_versions_key_idx ON customer_versions (customer_id, email, valid_from, log_id)",
+        "CREATE UNIQUE INDEX dim_customer_key_idx ON dim_customer (customer_id, email, valid_from)",
+    ] {
+        fx.target_exec(sql).await;
+    }
+    assert!(distributed(&mut fx).await.is_empty());
+    fx
+}
+
+/// A local dimension keyed by several columns loads as on PostgreSQL; `distribute` gives
+/// both tables the key's hash, computed from each row's key, and distributes them by it,
+/// colocated, with dimlog's key indexes made again with it; every row stays, and the
+/// next loads are Citus ones.
+#[tokio::test]
+async fn a_local_dimension_with_a_composite_key_is_distributed_by_its_hash() {
+    let mut fx = local_composite_dimension().await;
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
+        .await;
+    assert_eq!(fx.run("2026-03-01T12:00:00Z").await.counts.versions, 1);
+    assert!(
+        !stage_distributed(&mut fx).await,
+        "a local dimension used distributed working tables"
+    );
+    let (log, dim) = (fx.log().await, fx.dimension().await);
+    // Commands that only read it read its local tables (which have no key hash).
+    for args in [
+        &["history", "--key", "customer_id=2", "--key", "email=a@x"][..],
+        &["verify"],
+        &[
+            "lookup",
+            "--key",
+            "customer_id=2",
+            "--key",
+            "email=a@x",
+            "--at",
+            "2026-03-01T11:30:00Z",
+        ],
+    ] {
+        let out = fx.cli(args);
+        assert_code(&out, 0, args[0]);
+    }
+
+    let out = fx.cli(&["distribute", "--json"]);
+    assert_code(&out, 0, "distribute");
+    let v = json(&out, "distribute --json");
+    assert_eq!(
+        (&v["converted"], &v["distribution_column"]),
+        (&true.into(), &"dimlog_key_hash".into()),
+        "{v}"
+    );
+    let tables = distributed(&mut fx).await;
+    assert_eq!(tables.len(), 2, "{tables:?}");
+    assert!(
+        tables.iter().all(|(_, column, _)| column == "dimlog_key_hash"),
+        "{tables:?}"
+    );
+    assert_eq!(tables[0].2, tables[1].2, "not colocated: {tables:?}");
+    assert_eq!(fx.log().await, log, "the log changed");
+    assert_eq!(fx.dimension().await, dim, "the dimension changed");
+    for table in ["customer_versions", "dim_customer"] {
+        let wrong = fx
+            .target_query(&format!(
+                "SELECT count(*)::text FROM {table} \
+                 WHERE dimlog_key_hash IS DISTINCT FROM hash_record_extended(ROW(customer_id, email), 0)"
+            ))
+            .await;
+        assert_eq!(
+            wrong[0][0].as_deref(),
+            Some("0"),
+            "{table}: rows whose hash is not their key's"
+        );
+    }
+    let indexes = fx
+        .target_query(
+            "SELECT indexrelid::regclass::text FROM pg_index \
+             WHERE indrelid IN ('customer_versions'::regclass, 'dim_customer'::regclass) AND NOT indisprimary ORDER BY 1",
+        )
+        .await;
+    let indexes: Vec<String> = indexes.into_iter().map(|r| r[0].clone().unwrap()).collect();
+    for wanted in ["customer_versions_key_idx", "dim_customer_key_idx"] {
+        assert!(indexes.iter().any(|i| i == wanted), "no {wanted}: {indexes:?}");
+    }
+
+    fx.exec("UPDATE src_customers SET tier = 'silver', updated_at = '2026-03-01T10:50:00Z' WHERE customer_id = 2")
+        .await;
+    fx.exec(&format!("{INSERT} (1, 'd@x', 'free', 'DE', '2026-03-01T12:30:00Z')"))
+        .await;
+    let report = fx.run("2026-03-01T13:00:00Z").await;
+    assert_eq!(
+        (report.counts.versions, report.counts.late_versions),
+        (2, 1),
+        "{report:?}"
+    );
+    assert!(
+        stage_distributed(&mut fx).await,
+        "the load did not use distributed working tables"
+    );
+    fx.assert_dimension_derives_from_log().await;
+    assert_eq!(fx.count("dim_customer").await, 6);
+    let out = fx.cli(&["verify"]);
+    assert_code(&out, 0, "verify");
+}
