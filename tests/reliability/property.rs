@@ -114,6 +114,10 @@ struct Case {
     feed: bool,
     /// `deletes.hard = "reconcile"` in the config (else only `--reconcile-deletes` runs).
     reconcile_config: bool,
+    /// Keyed by (region, customer_id), region a column the source generates from
+    /// customer_id: the same keys, in a key of two columns (on Citus, distributed by its
+    /// hash).
+    composite: bool,
     steps: Vec<Step>,
 }
 
@@ -194,6 +198,9 @@ impl fmt::Debug for Case {
                 ""
             }
         )?;
+        if self.composite {
+            writeln!(f, "  keyed by (region, customer_id), region = customer_id % 3")?;
+        }
         for (i, s) in self.steps.iter().enumerate() {
             writeln!(f, "  {:>2}. {s:?}", i + 1)?;
         }
@@ -258,15 +265,19 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
-fn case() -> impl Strategy<Value = Case> {
+/// A case; keyed by two columns in half the cases where `composite` (Citus's, whose
+/// hashed keys are its own code path).
+fn case(composite: bool) -> impl Strategy<Value = Case> {
     (
         any::<bool>(),
         prop::bool::weighted(0.5),
+        prop::bool::weighted(if composite { 0.5 } else { 0.0 }),
         prop::collection::vec(step(), 1..=14),
     )
-        .prop_map(|(feed, reconcile_config, steps)| Case {
+        .prop_map(|(feed, reconcile_config, composite, steps)| Case {
             feed,
             reconcile_config,
+            composite,
             steps,
         })
 }
@@ -278,6 +289,8 @@ type Check = Result<(), String>;
 #[derive(Default)]
 struct Stats {
     cases: usize,
+    /// Cases keyed by two columns.
+    composite: usize,
     runs: usize,
     crashes: usize,
     dry_runs: usize,
@@ -294,10 +307,11 @@ impl fmt::Display for Stats {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} cases, {} committed runs ({} full refreshes), {} crashes retried, {} dry runs; \
+            "{} cases ({} keyed by two columns), {} committed runs ({} full refreshes), {} crashes retried, {} dry runs; \
              {} versions ({} late), {} corrections, {} tombstones ({} by reconciliation, {} of them \
              just after a version at the upper bound)",
             self.cases,
+            self.composite,
             self.runs,
             self.full_refreshes,
             self.crashes,
@@ -437,6 +451,14 @@ impl Harness {
         };
         if case.feed {
             fx.use_feed().await;
+        }
+        if case.composite {
+            let table = if case.feed { "src_feed" } else { "src_customers" };
+            fx.exec(&format!(
+                "ALTER TABLE {table} ADD COLUMN region bigint GENERATED ALWAYS AS (customer_id % 3) STORED"
+            ))
+            .await;
+            fx.edit_config(r#"key = ["customer_id"]"#, r#"key = ["region", "customer_id"]"#);
         }
         fx.set_setting("max_fraction", "1.0");
         if case.reconcile_config {
@@ -983,6 +1005,7 @@ async fn run_case(backend: Backend, database: Option<&str>, case: &Case, stats: 
         let mut total = stats.lock().expect("stats");
         let s = &h.stats;
         total.cases += s.cases;
+        total.composite += usize::from(case.composite);
         total.runs += s.runs;
         total.crashes += s.crashes;
         total.dry_runs += s.dry_runs;
@@ -1033,7 +1056,7 @@ fn check_property(backend: Backend, default_cases: u32) {
     let (database, _lease) = runtime().block_on(database_for(backend));
     let started = Instant::now();
     let stats = Mutex::new(Stats::default());
-    let result = runner.run(&case(), |case| {
+    let result = runner.run(&case(backend == Backend::Citus), |case| {
         runtime()
             .block_on(run_case(backend, database.as_deref(), &case, &stats))
             .map_err(TestCaseError::fail)
@@ -1077,6 +1100,7 @@ fn directed_cases() -> Vec<Case> {
         // that upper closes them 1 µs after the version (k2, older, at the upper bound).
         // Then k1 comes back with a row stamped before its tombstone, and again after it.
         cases.push(Case {
+            composite: false,
             feed,
             reconcile_config: false,
             steps: vec![
@@ -1097,6 +1121,7 @@ fn directed_cases() -> Vec<Case> {
         // A late version equal to the version after it stays a version of its own, and a
         // correction of it keeps its surrogate key.
         cases.push(Case {
+            composite: false,
             feed,
             reconcile_config: true,
             steps: vec![
