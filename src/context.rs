@@ -3,17 +3,12 @@
 //! layout), and the runner of named statements.
 
 use crate::config::{Backend, History, Plan};
+pub use crate::db::citus::KEY_HASH;
 use crate::db::{sql, Conn, DbError};
 use crate::ident::Ident;
 use crate::layout::{Col, Layout};
 use crate::ts::FAR_FUTURE;
 use serde::Serialize;
-
-/// The column a key of several columns is distributed by on Citus: a 64-bit hash of the
-/// key's values, computed by the database from the typed values
-/// (`hash_record_extended`), so that keys equal by their type's equality (`1.0` and
-/// `1.00`) hash alike, whatever text brought them.
-pub const KEY_HASH: &str = "dimlog_key_hash";
 
 /// Everything a target template may refer to: quoted identifiers and dimlog's literals.
 #[derive(Clone, Debug, Serialize)]

@@ -49,6 +49,8 @@ CREATE TABLE IF NOT EXISTS {{ dim }} (
 {# Not needed on this engine: the log is one table (see sql/citus/tables.sql). #}
 -- statement: distribute_dimension
 {# Not needed on this engine: the dimension is one table. #}
+-- statement: add_key_hash
+{# Not needed on this engine: a key is not distributed by its hash (see sql/citus/tables.sql). #}
 -- statement: dimension_index
 CREATE UNIQUE INDEX IF NOT EXISTS {{ dim_index }} ON {{ dim }} ({{ keys|cols }}, valid_from)
 -- statement: add_log_column

@@ -8,9 +8,9 @@ use crate::Error;
 /// Turn the log and the dimension, local tables on a Citus coordinator (loaded before
 /// Citus was there), into distributed tables colocated by the key, as a first run on
 /// Citus makes them: their rows move to the shards, in one transaction, under the
-/// dimension's lock. Refused, changing nothing, for a key of several columns, foreign keys
-/// to or from the tables, or unique indexes without the key. Needs only the target, and
-/// the rights to alter its tables.
+/// dimension's lock (a key of several columns by its hash, which both tables get).
+/// Refused, changing nothing, for foreign keys to or from the tables, or unique indexes
+/// without the key. Needs only the target, and the rights to alter its tables.
 #[derive(Debug, clap::Args)]
 pub struct DistributeArgs {
     /// Exit 1 at once if a run of this dimension holds its lock.

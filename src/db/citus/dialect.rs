@@ -150,7 +150,7 @@ mod tests {
     #[test]
     fn its_macros_replace_the_base_ones() {
         let ctx = serde_json::json!({
-            "keys": ["\"id\""], "sk": "\"sk\"", "dim": "\"d\"", "log": "\"l\"",
+            "keys": ["\"id\""], "key_names": ["\"id\""], "sk": "\"sk\"", "dim": "\"d\"", "log": "\"l\"",
         });
         let pg = sql::statement(Backend::Postgres, "verify", "sk_missing", &ctx).expect("renders");
         let citus = sql::statement(Backend::Citus, "verify", "sk_missing", &ctx).expect("renders");

@@ -20,7 +20,6 @@
 
 pub mod dialect;
 
-pub use crate::context::KEY_HASH;
 use crate::db::{postgres, DbError, Param};
 use sqlx::PgConnection;
 use std::collections::HashMap;
@@ -44,6 +43,12 @@ pub const SESSION_TABLES: [&str; 15] = [
     "dimlog_derived",
     "dimlog_rebuilt",
 ];
+
+/// The column a key of several columns is distributed by on Citus: a 64-bit hash of the
+/// key's values, computed by the database from the typed values ([`key_hash_of`]), so
+/// that keys equal by their type's equality (`1.0` and `1.00`) hash alike, whatever text
+/// brought them.
+pub const KEY_HASH: &str = "dimlog_key_hash";
 
 /// The working tables rows are copied into from outside the cluster (the source's rows,
 /// its key list): with a hashed key they enter through a temporary table.
