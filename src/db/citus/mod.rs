@@ -15,7 +15,7 @@
 //! - a key of several columns is distributed by its hash ([`KEY_HASH`]), which Citus
 //!   cannot compute as rows are copied in (a distribution column may not be generated):
 //!   rows copied into a working table enter through a temporary table on the coordinator
-//!   that computes it ([`Staging::copy_table`]), and move on to the working table when the
+//!   that computes it ([`Staging::enter`]), and move on to the working table when the
 //!   copy ends.
 
 pub mod dialect;
@@ -121,7 +121,7 @@ pub struct Staging {
     /// The key columns (quoted) of a key distributed by its hash, None for a one-column key.
     hashed: Option<Vec<String>>,
     /// The temporary tables rows enter through, by working table, each with the
-    /// signature it was made for (see [`Staging::copy_table`]); forgotten after a
+    /// signature it was made for (see [`Staging::enter`]); forgotten after a
     /// rollback, which may have undone one made.
     entries: HashMap<String, String>,
     /// The working tables whose entry holds rows copied in and not moved on yet.
@@ -267,7 +267,7 @@ fn entry(table: &str) -> String {
     format!("pg_temp.{}", table.replacen("dimlog_", "dimlog_entry_", 1))
 }
 
-/// Moves the rows copied into entries ([`Staging::copy_table`]) on to their working
+/// Moves the rows copied into entries ([`Staging::enter`]) on to their working
 /// tables, and empties the entries; returns the rows moved. Citus reads the temporary
 /// table on the coordinator and copies its rows to the shards by their hash.
 pub async fn move_entered(c: &mut PgConnection, staging: &mut Staging) -> Result<u64, sqlx::Error> {
