@@ -258,6 +258,15 @@ async fn a_composite_key_is_distributed_by_its_hash() {
     }
     let out = fx.cli(&["status"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    // A full rebuild, after a row of the dimension was damaged by hand, mends it alike.
+    for f in [&mut fx, &mut twin] {
+        f.target_exec("UPDATE dim_customer SET tier = 'damaged' WHERE customer_id = 1 AND email = 'a@x'")
+            .await;
+        let out = f.cli(&["rebuild"]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!(fx.dump_dimension().await, twin.dump_dimension().await);
+    assert!(!fx.dump_dimension().await.contains("damaged"));
 }
 
 /// Citus makes each node a self-signed X.509 v1 certificate, which the driver's TLS
