@@ -375,3 +375,112 @@ async fn a_transactions_settings_reach_the_workers() {
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert_eq!(stderr, "", "a run on Citus printed warnings");
 }
+
+/// The config of a dimension of `src_k` keyed by `key`, from `source` into `target`.
+fn keyed_config(source: &str, target: &str, key: &[&str]) -> String {
+    let key: Vec<String> = key.iter().map(|k| format!("\"{k}\"")).collect();
+    format!(
+        r#"name = "k"
+
+[source]
+url = "{source}"
+table = "src_k"
+key = [{}]
+updated_at = "updated_at"
+lookback = "2h"
+
+[target]
+url = "{target}"
+log = "k_versions"
+dimension = "dim_k"
+surrogate_key = "k_sk"
+
+[track]
+columns = ["tier"]
+"#,
+        key.join(", ")
+    )
+}
+
+/// The dimension and the log of `url`, as text rows in key order.
+async fn dimension_and_log(url: &str, key: &[&str]) -> (Vec<dimlog::db::TextRow>, Vec<dimlog::db::TextRow>) {
+    let mut target = connect("target.url", url).await;
+    let key: Vec<String> = key.iter().map(|k| format!("{k}::text")).collect();
+    let key = key.join(", ");
+    let mut read = async |sql: String| target.query_text("test", &sql, &[]).await.expect(&sql);
+    (
+        read(format!(
+            "SELECT k_sk::text, {key}, tier, valid_from::text, valid_to::text, is_current::text FROM dim_k ORDER BY k_sk"
+        ))
+        .await,
+        read(format!(
+            "SELECT log_id::text, k_sk::text, {key}, tier, valid_from::text, is_deleted::text FROM k_versions ORDER BY log_id"
+        ))
+        .await,
+    )
+}
+
+/// Loads `rows` (then `changes`) of a source `src_k` keyed by `key` into Citus and into
+/// PostgreSQL: both must hold the same dimension and log, with `keys` keys.
+async fn one_key_by_value(mut fx: Fixture, create: &str, key: &[&str], rows: &str, changes: &str, keys: usize) {
+    fx.exec(create).await;
+    fx.exec(&format!("INSERT INTO src_k VALUES {rows}")).await;
+    let lease = crate::support::citus::lease().await;
+    let postgres = crate::support::pg::fresh_database().await;
+    let source = fx.source_url.clone();
+    for target in [&lease.url, &postgres] {
+        fx.set_config(keyed_config(&source, target, key));
+        fx.run("2026-03-02T10:00:00Z").await;
+    }
+    fx.exec(changes).await;
+    for target in [&lease.url, &postgres] {
+        fx.set_config(keyed_config(&source, target, key));
+        fx.run("2026-03-02T11:00:00Z").await;
+    }
+    let (citus, pg) = (
+        dimension_and_log(&lease.url, key).await,
+        dimension_and_log(&postgres, key).await,
+    );
+    assert_eq!(citus, pg, "Citus and PostgreSQL hold different dimensions or logs");
+    let current = pg.0.iter().filter(|r| r.last() == Some(&Some("true".into()))).count();
+    assert_eq!(current, keys, "keys equal by value are one key: {:?}", pg.0);
+    let mut target = connect("target.url", &lease.url).await;
+    let hashed = target
+        .query_text(
+            "test",
+            "SELECT column_to_column_name(logicalrelid, partkey)::text FROM pg_dist_partition WHERE logicalrelid = 'k_versions'::regclass",
+            &[],
+        )
+        .await
+        .expect("pg_dist_partition");
+    assert_eq!(hashed, vec![vec![Some("dimlog_key_hash".to_string())]]);
+}
+
+/// A key's values that the source spells differently but its type in the target holds
+/// equal (a UUID's case from SQLite, a decimal's scale from PostgreSQL) are one key on
+/// Citus as on PostgreSQL: a key of several columns is hashed from the typed values, so
+/// the spellings meet on one shard, where the load keeps one row per key.
+#[tokio::test]
+async fn a_key_is_one_key_by_its_values_however_the_source_spells_it() {
+    one_key_by_value(
+        Fixture::sqlite().await,
+        "CREATE TABLE src_k (code UUID NOT NULL, id INTEGER NOT NULL, tier TEXT, updated_at TEXT NOT NULL)",
+        &["code", "id"],
+        "('A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', 1, 'free', '2026-03-02T09:00:00Z'), \
+         ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 1, 'pro', '2026-03-02T09:05:00Z'), \
+         ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', 2, 'gold', '2026-03-02T09:00:00Z')",
+        "UPDATE src_k SET tier = 'gold', updated_at = '2026-03-02T10:30:00Z' WHERE code = 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'",
+        2,
+    )
+    .await;
+    one_key_by_value(
+        Fixture::postgres().await,
+        "CREATE TABLE src_k (amount numeric NOT NULL, id bigint NOT NULL, tier text, updated_at timestamptz NOT NULL)",
+        &["amount", "id"],
+        "(1.5, 1, 'free', '2026-03-02T09:00:00Z'), (1.50, 1, 'pro', '2026-03-02T09:05:00Z'), \
+         (1.500, 2, 'gold', '2026-03-02T09:00:00Z')",
+        "UPDATE src_k SET tier = 'silver', updated_at = '2026-03-02T10:30:00Z' WHERE amount::text = '1.5'",
+        2,
+    )
+    .await;
+}
