@@ -55,6 +55,14 @@ pub async fn append(
         run_named(conn, "append", &["appended_table"], ctx).await?;
     }
     let (next_log, next_sk) = reserve(conn, ctx, dimension).await?;
+    if rows == Append::Classified && changes.total <= NUMBERED_BY_KEY_UP_TO {
+        let offsets = sql::statement(conn.backend(), "append", "key_offsets", &with)?;
+        if !offsets.is_empty() {
+            let numbers = [next_log, next_sk, load_id];
+            append_by_key_offsets(conn, &with, (&offsets, ctx.keys.len()), numbers, loaded_at).await?;
+            return advance(conn, ctx, dimension, changes, load_id, loaded_at).await;
+        }
+    }
     let insert = sql::statement(conn.backend(), "append", statement, &with)?;
     conn.execute(
         &format!("log/{statement}"),
@@ -68,6 +76,54 @@ pub async fn append(
     )
     .await?;
     advance(conn, ctx, dimension, changes, load_id, loaded_at).await
+}
+
+/// Up to how many changes a load appends by key offsets where its engine does so
+/// (`key_offsets` in `sql/*/append.sql`: Citus): the offsets go to every shard as
+/// parameters, a few bytes per changed key.
+const NUMBERED_BY_KEY_UP_TO: i64 = 50_000;
+
+/// Appends the classified changes numbered from each key's offsets: the engine lists
+/// each changed key (`key_columns` values) in key order with its changes and versions
+/// (`offsets`, the `key_offsets` statement), the running sums of those are the key's first log id and
+/// surrogate key past the reserved ones, and the engine numbers each key's changes from
+/// there (`append_by_offsets`), then keeps what it appended (`append_kept`). The numbers
+/// are those `append` gives.
+async fn append_by_key_offsets<C: Serialize>(
+    conn: &mut Conn,
+    ctx: &C,
+    (offsets, key_columns): (&str, usize),
+    [next_log, next_sk, load_id]: [i64; 3],
+    loaded_at: Micros,
+) -> Result<(), DbError> {
+    let rows = conn.query_text("numbering the changes by key", offsets, &[]).await?;
+    let mut keys: Vec<Vec<String>> = vec![Vec::with_capacity(rows.len()); key_columns];
+    let (mut log_offsets, mut sk_offsets) = (Vec::with_capacity(rows.len()), Vec::with_capacity(rows.len()));
+    let (mut log_offset, mut sk_offset) = (0i64, 0i64);
+    let count = |cell: &Option<String>| cell.as_deref().and_then(|v| v.parse::<i64>().ok()).unwrap_or(0);
+    for row in &rows {
+        for (column, value) in keys.iter_mut().zip(row) {
+            column.push(value.clone().unwrap_or_default());
+        }
+        log_offsets.push(log_offset);
+        sk_offsets.push(sk_offset);
+        log_offset += count(&row[key_columns]);
+        sk_offset += count(&row[key_columns + 1]);
+    }
+    let mut params = vec![
+        Param::I64(next_log),
+        Param::I64(next_sk),
+        Param::I64(load_id),
+        Param::Ts(loaded_at),
+    ];
+    params.extend(keys.into_iter().map(Param::TextArray));
+    params.extend([Param::I64Array(log_offsets), Param::I64Array(sk_offsets)]);
+    let insert = sql::statement(conn.backend(), "append", "append_by_offsets", ctx)?;
+    conn.execute("log/append_by_offsets", &insert, &params).await?;
+    let kept = sql::statement(conn.backend(), "append", "append_kept", ctx)?;
+    conn.execute("log/append_kept", &kept, &[Param::I64(load_id)])
+        .await
+        .map(drop)
 }
 
 /// Locks the dimension's counters for this transaction and returns the next log id and

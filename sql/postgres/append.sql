@@ -67,3 +67,8 @@ SELECT CASE WHEN EXISTS (SELECT 1 FROM {{ log }}) THEN '0' ELSE '1' END
 INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}{% for c in carried %}, {{ c }}{% endfor %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
 SELECT $1 + ROW_NUMBER() OVER (ORDER BY {{ key_order|join(", ") }}) - 1, dimlog_sk, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}{% for c in carried %}, {{ c }}{% endfor %}, valid_from, false, row_hash, $2, $3
 FROM dimlog_rehashed
+{# Not needed on this engine: `append` numbers the changes in one statement (see
+   sql/citus/append.sql). #}
+-- statement: key_offsets
+-- statement: append_by_offsets
+-- statement: append_kept

@@ -62,3 +62,8 @@ ORDER BY dimlog_n
 SELECT CASE WHEN EXISTS (SELECT 1 FROM {{ log }}) THEN 0 ELSE 1 END
 -- statement: appended_table
 {# Not needed on this engine: the rebuild reads the appended rows from the log itself. #}
+{# Not needed on this engine: `append` numbers the changes in one statement (see
+   sql/citus/append.sql). #}
+-- statement: key_offsets
+-- statement: append_by_offsets
+-- statement: append_kept

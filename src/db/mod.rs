@@ -262,6 +262,10 @@ pub enum Param {
     Ts(Micros),
     /// A nullable timestamp.
     OptTs(Option<Micros>),
+    /// text[] (PostgreSQL only: SQLite has no arrays).
+    TextArray(Vec<String>),
+    /// bigint[] (PostgreSQL only).
+    I64Array(Vec<i64>),
 }
 
 /// Refuses, before anything is opened, a connection with `access` that would write a

@@ -348,6 +348,8 @@ fn bind_all(params: &[Param]) -> Result<PgArguments, sqlx::Error> {
             Param::Bytes(v) => args.add(v.clone()),
             Param::Ts(t) => args.add(t.to_utc()),
             Param::OptTs(t) => args.add(t.map(|t| t.to_utc())),
+            Param::TextArray(v) => args.add(v.clone()),
+            Param::I64Array(v) => args.add(v.clone()),
         };
         r.map_err(sqlx::Error::Encode)?;
     }

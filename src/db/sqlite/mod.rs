@@ -226,6 +226,9 @@ fn bind_all<'q>(params: &'q [Param]) -> Result<SqliteArguments<'q>, sqlx::Error>
             Param::Bytes(v) => args.add(v.as_slice()),
             Param::Ts(t) => args.add(t.to_text()),
             Param::OptTs(t) => args.add(t.map(|t| t.to_text())),
+            Param::TextArray(_) | Param::I64Array(_) => {
+                return Err(sqlx::Error::Protocol("SQLite has no arrays to bind".into()))
+            }
         };
         r.map_err(sqlx::Error::Encode)?;
     }
