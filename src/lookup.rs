@@ -410,7 +410,11 @@ pub enum AssignError {
     },
     /// On Citus, a fact table distributed otherwise than by the key, colocated with the
     /// dimension: no statement can update it from the dimension.
-    #[error("fact table {table} is a distributed table, but not distributed by {key_column} colocated with the dimension {dimension} (it is distributed by another column, in another colocation group, or a reference table); Citus cannot update it from the dimension, and nothing was written")]
+    #[error("fact table {table} is a distributed table, but {}; Citus cannot update it from the dimension, and nothing was written", if *by_key_hash {
+        format!("the dimension {dimension} is distributed by the hash of its key of several columns, which no fact table can be colocated with")
+    } else {
+        format!("not distributed by {key_column} colocated with the dimension {dimension} (it is distributed by another column, in another colocation group, or a reference table)")
+    })]
     FactsNotColocated {
         /// The fact table, as given.
         table: String,
@@ -418,6 +422,9 @@ pub enum AssignError {
         key_column: String,
         /// The dimension table.
         dimension: String,
+        /// The dimension is distributed by its key's hash: only a local fact table can
+        /// be assigned.
+        by_key_hash: bool,
     },
     /// The fact table does not exist.
     #[error("table {table} does not exist in the target database")]
@@ -875,6 +882,7 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
                 table: spec.facts.to_string(),
                 key_column: crate::db::citus::bare(&actx.fact_keys[0]),
                 dimension: ctx.dim.clone(),
+                by_key_hash: ctx.key_hash,
             });
         }
         actx.facts_distributed = layout == 1;

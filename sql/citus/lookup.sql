@@ -8,11 +8,12 @@
 {# 0: a local fact table; 1: distributed by the first key column and colocated with the
    dimension (assigned on the shards); 2: distributed otherwise (by another column, in
    another colocation group, or a reference table), which no statement here can update
-   from the dimension. #}
+   from the dimension. A dimension distributed by its key's hash (a key of several
+   columns) has no fact table colocated by the key: any distributed one is 2. #}
 -- statement: facts_distributed
 SELECT CASE
     WHEN NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1)) THEN '0'
-    WHEN EXISTS (SELECT 1 FROM pg_dist_partition dimlog_f
+    WHEN {{ "false AND " if key_hash }}EXISTS (SELECT 1 FROM pg_dist_partition dimlog_f
                  JOIN pg_dist_partition dimlog_d ON dimlog_d.logicalrelid = to_regclass({{ dim|lit }})
                  WHERE dimlog_f.logicalrelid = to_regclass($1) AND dimlog_f.colocationid = dimlog_d.colocationid
                    AND dimlog_f.partkey IS NOT NULL

@@ -267,6 +267,54 @@ async fn a_composite_key_is_distributed_by_its_hash() {
     }
     assert_eq!(fx.dump_dimension().await, twin.dump_dimension().await);
     assert!(!fx.dump_dimension().await.contains("damaged"));
+
+    // Facts: a distributed fact table cannot be colocated with a key's hash, even one
+    // that Citus lets be colocated by a column of the hash's type: refused, saying to
+    // use a local one, which is assigned.
+    for (facts, distributed) in [("facts_by_id", true), ("facts_local", false)] {
+        fx.target_exec(&format!(
+            "CREATE TABLE {facts} (customer_id bigint, email text, at timestamptz, customer_sk bigint)"
+        ))
+        .await;
+        if distributed {
+            fx.target_exec(&format!(
+                "SELECT create_distributed_table('{facts}', 'customer_id', colocate_with => 'customer_versions')"
+            ))
+            .await;
+        }
+        fx.target_exec(&format!(
+            "INSERT INTO {facts} VALUES (1, 'b@x', '2026-03-01T11:25:00Z', NULL), (2, 'a@x', '2026-03-01T09:30:00Z', NULL)"
+        ))
+        .await;
+        let out = fx.cli(&[
+            "assign-keys",
+            "--facts",
+            facts,
+            "--key-column",
+            "customer_id",
+            "--key-column",
+            "email",
+            "--at-column",
+            "at",
+            "--sk-column",
+            "customer_sk",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let assigned = fx
+            .target_query(&format!("SELECT count(*)::text FROM {facts} WHERE customer_sk > 0"))
+            .await;
+        if distributed {
+            assert_eq!(out.status.code(), Some(2), "{stderr}");
+            assert!(
+                stderr.contains("hash of its key") && stderr.contains("local table"),
+                "{stderr}"
+            );
+            assert_eq!(assigned[0][0].as_deref(), Some("0"), "written though refused");
+        } else {
+            assert_eq!(out.status.code(), Some(0), "{stderr}");
+            assert_eq!(assigned[0][0].as_deref(), Some("2"));
+        }
+    }
 }
 
 /// Citus makes each node a self-signed X.509 v1 certificate, which the driver's TLS
