@@ -177,6 +177,39 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
             grants.push(format!("GRANT {missing} ON {qualified} TO {role}"));
         }
     }
+    if matches!(need, Need::Load | Need::Rebuild) {
+        // On Citus a load makes its working tables in the log's schema as it needs them.
+        let sql = sql::statement(
+            conn.backend(),
+            "state",
+            "working_tables_uncreatable",
+            &serde_json::json!({}),
+        )?;
+        if !sql.is_empty() {
+            let schema = t.log.schema().map(str::to_string);
+            let params = [
+                Param::Text(t.log.quoted()),
+                schema.clone().map_or(Param::Null, Param::Text),
+            ];
+            let rows = conn.query_text("checking the role's rights", &sql, &params).await?;
+            if first_text(rows).as_deref() == Some("true") {
+                let schema = match schema {
+                    Some(s) => sql_name(&s),
+                    None => {
+                        let current =
+                            sql::statement(conn.backend(), "state", "current_schema", &serde_json::json!({}))?;
+                        sql_name(
+                            &first_text(conn.query_text("finding the current schema", &current, &[]).await?)
+                                .unwrap_or_else(|| "public".into()),
+                        )
+                    }
+                };
+                grants.push(format!(
+                    "GRANT CREATE ON SCHEMA {schema} TO {role} (on Citus a load makes its working tables there as it needs them)"
+                ));
+            }
+        }
+    }
     if need != Need::Read {
         let temp_sql = sql::statement(conn.backend(), "state", "temp_missing", &serde_json::json!({}))?;
         let rows = conn.query_text("checking the role's rights", &temp_sql, &[]).await?;

@@ -51,3 +51,6 @@ ON CONFLICT (dimension) DO NOTHING
 -- statement: backfill_chunks
 SELECT low_watermark, upper_bound, status
 FROM dimlog_runs WHERE dimension = ?1 AND role = ?2 AND kind = 'backfill' ORDER BY run_id
+{# Not needed on this engine: a load's working tables are temporary (see
+   sql/citus/state.sql). #}
+-- statement: working_tables_uncreatable

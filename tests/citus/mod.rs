@@ -532,3 +532,103 @@ async fn a_key_is_one_key_by_its_values_however_the_source_spells_it() {
     )
     .await;
 }
+
+/// Least privilege on Citus: an owner made the tables, a loader with the documented
+/// grants loads. Without CREATE on the log's schema, where a load makes its working
+/// tables as it needs them, the loader is refused before anything is written (and
+/// `doctor` says so); with it, owner and loader load by turns, each using the working
+/// tables the other made, and a quiet run prints nothing.
+#[tokio::test]
+async fn an_owner_and_a_loader_load_a_distributed_dimension_by_turns() {
+    use crate::production::least_privilege::{connect_as, documented_grants, url_as};
+    let mut fx = Fixture::citus().await;
+    // Roles are the cluster's: named for this database and process.
+    let unique = format!("{}_{}", crate::production::database(&fx), std::process::id());
+    let (owner, loader) = (format!("{unique}_owner"), format!("{unique}_loader"));
+    fx.target_exec(&format!(
+        "CREATE ROLE \"{owner}\" LOGIN; CREATE ROLE \"{loader}\" LOGIN;
+         CREATE SCHEMA dimlog AUTHORIZATION \"{owner}\"; CREATE SCHEMA marts AUTHORIZATION \"{owner}\";
+         GRANT SELECT ON src_customers TO \"{owner}\""
+    ))
+    .await;
+    fx.set_setting("log", "\"dimlog.customer_versions\"");
+    fx.set_setting("dimension", "\"marts.dim_customer\"");
+    fx.exec(&format!(
+        "{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (2, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z')"
+    ))
+    .await;
+    let (owner_url, loader_url) = (url_as(&fx, &owner), url_as(&fx, &loader));
+    connect_as(&mut fx, &owner_url);
+    let shown = |out: &std::process::Output| {
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    };
+    let out = fx.cli(&["init"]);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    fx.target_exec(&documented_grants(&loader)).await;
+
+    connect_as(&mut fx, &loader_url);
+    let out = fx.cli(&["run", "--upper", "2026-03-01T10:00:00Z"]);
+    assert_ne!(out.status.code(), Some(0), "{}", shown(&out));
+    assert!(
+        shown(&out).contains(&format!("GRANT CREATE ON SCHEMA dimlog TO {loader}")),
+        "{}",
+        shown(&out)
+    );
+    assert_eq!(fx.count("marts.dim_customer").await, 0, "written though refused");
+    let out = fx.cli(&["doctor"]);
+    assert_ne!(out.status.code(), Some(0), "{}", shown(&out));
+    assert!(shown(&out).contains("GRANT CREATE ON SCHEMA dimlog"), "{}", shown(&out));
+
+    fx.target_exec(&format!("GRANT CREATE ON SCHEMA dimlog TO \"{loader}\""))
+        .await;
+    let turns = [
+        (
+            &loader_url,
+            "UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T10:30:00Z' WHERE customer_id = 1",
+            "10:00",
+        ),
+        (
+            &owner_url,
+            "UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:30:00Z' WHERE customer_id = 2",
+            "11:00",
+        ),
+        (
+            &loader_url,
+            "UPDATE src_customers SET tier = 'free', updated_at = '2026-03-01T12:30:00Z' WHERE customer_id = 1",
+            "12:00",
+        ),
+        (&owner_url, "DELETE FROM src_customers WHERE customer_id = 2", "13:00"),
+        (
+            &loader_url,
+            "UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T14:30:00Z' WHERE customer_id = 1",
+            "14:00",
+        ),
+    ];
+    for (url, change, upper) in turns {
+        connect_as(&mut fx, url);
+        let upper = format!("2026-03-01T{upper}:00Z");
+        let out = fx.cli(&[
+            "-q",
+            "run",
+            "--upper",
+            &upper,
+            "--reconcile-deletes",
+            "--allow-mass-delete",
+        ]);
+        assert_eq!(out.status.code(), Some(0), "{url}: {}", shown(&out));
+        assert_eq!(shown(&out), "", "a quiet run as {url} printed something");
+        fx.exec(change).await;
+    }
+    for url in [&loader_url, &owner_url] {
+        connect_as(&mut fx, url);
+        let out = fx.cli(&["-q", "rebuild"]);
+        assert_eq!(out.status.code(), Some(0), "{url}: {}", shown(&out));
+        let out = fx.cli(&["verify"]);
+        assert_eq!(out.status.code(), Some(0), "{url}: {}", shown(&out));
+    }
+    assert_eq!(fx.count("marts.dim_customer").await, 5);
+}

@@ -11,7 +11,7 @@ use crate::support::fixture::Fixture;
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
 
 /// `fx`'s URL with `role` as its user (the test cluster trusts local roles).
-fn url_as(fx: &Fixture, role: &str) -> String {
+pub(crate) fn url_as(fx: &Fixture, role: &str) -> String {
     let mut url = url::Url::parse(&fx.target_url).expect("url");
     url.set_username(role).expect("user");
     url.set_password(None).expect("password");
@@ -19,7 +19,7 @@ fn url_as(fx: &Fixture, role: &str) -> String {
 }
 
 /// Points both the source and the target of the config at `url`.
-fn connect_as(fx: &mut Fixture, url: &str) {
+pub(crate) fn connect_as(fx: &mut Fixture, url: &str) {
     let text = fx.config().to_string();
     let mut out = Vec::new();
     for line in text.lines() {
@@ -33,7 +33,7 @@ fn connect_as(fx: &mut Fixture, url: &str) {
 }
 
 /// The grants of the recipe for the loader, as the owner (or a superuser) runs them.
-fn documented_grants(loader: &str) -> String {
+pub(crate) fn documented_grants(loader: &str) -> String {
     format!(
         "GRANT USAGE ON SCHEMA dimlog, marts TO \"{loader}\";
          GRANT SELECT ON public.src_customers TO \"{loader}\";

@@ -4,7 +4,7 @@
 
 mod commands;
 mod dry_run;
-mod least_privilege;
+pub(crate) mod least_privilege;
 mod migrations;
 mod rebuild_in_place;
 mod registry;

@@ -30,6 +30,7 @@ fn template(family: &str) -> Option<&'static str> {
         "verify" => file!("verify"),
         "lookup" => file!("lookup"),
         "stage" => file!("stage"),
+        "state" => file!("state"),
         _ => return None,
     })
 }

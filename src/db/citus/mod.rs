@@ -135,6 +135,9 @@ pub struct Staging {
     dirty: std::collections::BTreeSet<String>,
     /// Rows the fills of this connection wrote, since the tables were last emptied.
     rows_written: u64,
+    /// The tables the session's role owns (or is a member of the owner of): the others
+    /// are not analysed (PostgreSQL only warns that it may not, and does nothing).
+    owned: std::collections::HashSet<String>,
 }
 
 /// Up to how many rows a load reads for its statements to be run over the connections a
@@ -178,6 +181,7 @@ impl Staging {
             made: None,
             dirty: Default::default(),
             rows_written: 0,
+            owned: Default::default(),
         }
     }
 
@@ -209,6 +213,19 @@ impl Staging {
             self.entered.insert(table.to_string());
             entry(table)
         })
+    }
+
+    /// Whether `sql` analyses a working table the session's role does not own: PostgreSQL
+    /// would only warn that it may not (on every load of a role with rights on tables
+    /// another role made), so it is not sent.
+    pub fn analyze_not_owned(&self, sql: &str) -> bool {
+        let Some(rest) = sql.trim_start().strip_prefix("ANALYZE ") else {
+            return false;
+        };
+        let table = rest.split(|c: char| c.is_whitespace() || c == '(').next().unwrap_or("");
+        SESSION_TABLES.contains(&table)
+            && self.made.as_ref().is_some_and(|m| m.contains_key(&self.bare(table)))
+            && !self.owned.contains(&self.bare(table))
     }
 
     /// Whether rows copied in wait in an entry, to be moved on ([`move_entered`]).
@@ -528,10 +545,15 @@ async fn load_made(c: &mut PgConnection, staging: &mut Staging) -> Result<(), sq
         .map_or_else(|| "current_schema()".to_string(), |s| s.clone());
     let like = format!("'dimlog\\_%{}'", staging.suffix);
     let sql = format!(
-        "SELECT c.relname::text, COALESCE(obj_description(c.oid, 'pg_class'), '') FROM pg_class c \
+        "SELECT c.relname::text, COALESCE(obj_description(c.oid, 'pg_class'), ''), pg_has_role(c.relowner, 'USAGE')::text FROM pg_class c \
          WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = {schema}) AND c.relkind = 'r' AND c.relname LIKE {like}"
     );
     let rows = postgres::query_text(c, &sql, &[]).await?;
+    staging.owned = rows
+        .iter()
+        .filter(|r| r.get(2).cloned().flatten().as_deref() == Some("true"))
+        .filter_map(|r| r.first().cloned().flatten())
+        .collect();
     let made: HashMap<String, String> = rows
         .into_iter()
         .filter_map(|r| {
@@ -603,8 +625,28 @@ async fn ensure(
     )
     .await?;
     postgres::execute(c, &format!("COMMENT ON TABLE {qualified} IS '{mark}'"), &[]).await?;
+    share_like_the_log(c, &qualified, &staging.log).await?;
+    staging.owned.insert(bare.clone());
     staging.made.get_or_insert_with(HashMap::new).insert(bare.clone(), mark);
     staging.dirty.insert(bare);
+    Ok(())
+}
+
+/// Gives the roles that may load the dimension (the log's owner, and those granted
+/// `INSERT` on it) every right a load needs on a working table this role just made
+/// (`table`, qualified): whichever of them makes a table, the others load with it too,
+/// as they would with one the owner made before them.
+async fn share_like_the_log(c: &mut PgConnection, table: &str, log: &str) -> Result<(), sqlx::Error> {
+    let sql = "SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON %s TO %s', $1::text, string_agg(quote_ident(r), ', ')) \
+               FROM (SELECT pg_get_userbyid(c.relowner)::text AS r FROM pg_class c WHERE c.oid = to_regclass($2) \
+                     UNION SELECT pg_get_userbyid(a.grantee)::text FROM pg_class c, aclexplode(c.relacl) a \
+                     WHERE c.oid = to_regclass($2) AND a.privilege_type = 'INSERT' AND a.grantee <> 0) dimlog_roles \
+               WHERE r <> current_user HAVING count(*) > 0";
+    let params = [Param::Text(table.to_string()), Param::Text(log.to_string())];
+    let grant = postgres::query_text(c, sql, &params).await?;
+    if let Some(grant) = grant.into_iter().next().and_then(|r| r.into_iter().next().flatten()) {
+        postgres::execute(c, &grant, &[]).await?;
+    }
     Ok(())
 }
 
