@@ -188,7 +188,7 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
         if !sql.is_empty() {
             let schema = t.log.schema().map(str::to_string);
             let params = [
-                Param::Text(t.log.quoted()),
+                Param::Text(t.log.name().to_string()),
                 schema.clone().map_or(Param::Null, Param::Text),
             ];
             let rows = conn.query_text("checking the role's rights", &sql, &params).await?;
