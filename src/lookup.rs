@@ -408,24 +408,6 @@ pub enum AssignError {
         /// The dimension it belongs to.
         owner: String,
     },
-    /// On Citus, a fact table distributed otherwise than by the key, colocated with the
-    /// dimension: no statement can update it from the dimension.
-    #[error("fact table {table} is a distributed table, but {}; Citus cannot update it from the dimension, and nothing was written", if *by_key_hash {
-        format!("the dimension {dimension} is distributed by the hash of its key of several columns, which no fact table can be colocated with")
-    } else {
-        format!("not distributed by {key_column} colocated with the dimension {dimension} (it is distributed by another column, in another colocation group, or a reference table)")
-    })]
-    FactsNotColocated {
-        /// The fact table, as given.
-        table: String,
-        /// The fact key column it should be distributed by.
-        key_column: String,
-        /// The dimension table.
-        dimension: String,
-        /// The dimension is distributed by its key's hash: only a local fact table can
-        /// be assigned.
-        by_key_hash: bool,
-    },
     /// The fact table does not exist.
     #[error("table {table} does not exist in the target database")]
     NoFactTable {
@@ -573,6 +555,9 @@ struct AssignContext<'a> {
     /// Citus: the fact table is distributed (colocated by the key, the assignment runs
     /// on the shards); a local one is assigned through a map on the coordinator.
     facts_distributed: bool,
+    /// Citus: the fact table is distributed otherwise (not colocated by the key): Citus
+    /// repartitions it and the dimension by the key into a map on the coordinator.
+    facts_elsewhere: bool,
 }
 
 /// Whether two column names name the same column: SQLite compares names without regard
@@ -694,6 +679,7 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         at_date: false,
         tz: spec.timezone.map(|z| z.name().to_string()),
         facts_distributed: false,
+        facts_elsewhere: false,
     };
     let columns_sql = sql::statement(backend, "lookup", "fact_columns", &actx)?;
     // The catalog statement's first parameter names the table.
@@ -877,22 +863,33 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
                 &[Param::Text(actx.facts.clone())],
             )
             .await?;
-        if layout == 2 {
-            return Err(AssignError::FactsNotColocated {
-                table: spec.facts.to_string(),
-                key_column: crate::db::citus::bare(&actx.fact_keys[0]),
-                dimension: ctx.dim.clone(),
-                by_key_hash: ctx.key_hash,
-            });
-        }
         actx.facts_distributed = layout == 1;
+        actx.facts_elsewhere = layout == 2;
         if actx.facts_distributed {
             tracing::info!(
                 "assign-keys: {} is a distributed table, assigned on its shards",
                 spec.facts
             );
+        } else if actx.facts_elsewhere {
+            tracing::info!(
+                "assign-keys: {} is a distributed table not colocated with the dimension by its key{}: Citus \
+                 repartitions both by the key to join them (slower than a fact table distributed by the key and \
+                 colocated with the log)",
+                spec.facts,
+                if ctx.key_hash {
+                    " (a key of several columns is distributed by its hash)"
+                } else {
+                    ""
+                }
+            );
         }
-        run_named(conn, "lookup", &["assign_map"], &actx).await?;
+        let steps = [
+            "assign_repartition",
+            "assign_map",
+            "assign_facts_seen",
+            "assign_unknown",
+        ];
+        run_named(conn, "lookup", &steps, &actx).await?;
         conn.execute("assign-keys", &sql::statement(backend, "lookup", "assign", &actx)?, &[])
             .await?;
         let counts = conn

@@ -20,16 +20,50 @@ SELECT CASE
                    AND column_to_column_name(dimlog_f.logicalrelid, dimlog_f.partkey) = {{ fact_keys[0]|bare|lit }}) THEN '1'
     ELSE '2'
 END
+{# A fact table distributed otherwise (by another column, or not colocated, as any is
+   with a key distributed by its hash): Citus joins it with the dimension by
+   repartitioning both by the key, into a map on the coordinator of each key and time
+   the facts hold to its surrogate key (an inner join: Citus repartitions no outer
+   join), which the times no version covers join as -1; then the facts are updated from
+   the map, which Citus sends to every shard. #}
+-- statement: assign_repartition
+{% if facts_elsewhere %}
+SET LOCAL citus.enable_repartition_joins = on
+{% endif %}
 -- statement: assign_map
-{% if not facts_distributed %}
+{% if facts_elsewhere %}
+CREATE TEMP TABLE dimlog_assign_map ON COMMIT DROP AS
+SELECT DISTINCT {% for k in fact_keys %}dimlog_x.{{ k }} AS dimlog_k{{ loop.index }}, {% endfor %}dimlog_x.{{ fact_at }} AS dimlog_at, dimlog_d.{{ sk }} AS dimlog_sk
+FROM {{ facts }} dimlog_x
+JOIN {{ dim }} dimlog_d
+  ON {% for k in fact_keys %}dimlog_d.{{ key_names[loop.index0] }} = dimlog_x.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at("dimlog_x." ~ fact_at) }} AND {{ at("dimlog_x." ~ fact_at) }} < dimlog_d.valid_to
+{% elif not facts_distributed %}
 CREATE TEMP TABLE dimlog_assign_map ON COMMIT DROP AS
 SELECT dimlog_x.dimlog_rid, COALESCE(dimlog_d.{{ sk }}, -1) AS dimlog_sk
 FROM (SELECT ctid::text AS dimlog_rid, * FROM {{ facts }} OFFSET 0) dimlog_x
 LEFT JOIN {{ dim }} dimlog_d
   ON {% for k in fact_keys %}dimlog_d.{{ key_names[loop.index0] }} = dimlog_x.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at("dimlog_x." ~ fact_at) }} AND {{ at("dimlog_x." ~ fact_at) }} < dimlog_d.valid_to
 {% endif %}
+-- statement: assign_facts_seen
+{% if facts_elsewhere %}
+CREATE TEMP TABLE dimlog_assign_seen ON COMMIT DROP AS
+SELECT DISTINCT {% for k in fact_keys %}{{ k }} AS dimlog_k{{ loop.index }}, {% endfor %}{{ fact_at }} AS dimlog_at FROM {{ facts }}
+{% endif %}
+-- statement: assign_unknown
+{% if facts_elsewhere %}
+INSERT INTO dimlog_assign_map
+SELECT dimlog_s.*, -1 FROM dimlog_assign_seen dimlog_s
+WHERE NOT EXISTS (SELECT 1 FROM dimlog_assign_map dimlog_m
+                  WHERE {% for k in fact_keys %}dimlog_m.dimlog_k{{ loop.index }} = dimlog_s.dimlog_k{{ loop.index }} AND {% endfor %}dimlog_m.dimlog_at IS NOT DISTINCT FROM dimlog_s.dimlog_at)
+{% endif %}
 -- statement: assign
-{% if facts_distributed %}
+{% if facts_elsewhere %}
+UPDATE {{ facts }} dimlog_f
+SET {{ fact_sk }} = dimlog_m.dimlog_sk
+FROM dimlog_assign_map dimlog_m
+WHERE {% for k in fact_keys %}dimlog_f.{{ k }} = dimlog_m.dimlog_k{{ loop.index }} AND {% endfor %}dimlog_f.{{ fact_at }} IS NOT DISTINCT FROM dimlog_m.dimlog_at
+  AND dimlog_f.{{ fact_sk }} IS DISTINCT FROM dimlog_m.dimlog_sk
+{% elif facts_distributed %}
 UPDATE {{ facts }} dimlog_f
 SET {{ fact_sk }} = COALESCE({{ lookup("dimlog_f") }}, -1)
 WHERE dimlog_f.{{ fact_sk }} IS DISTINCT FROM COALESCE({{ lookup("dimlog_f") }}, -1)

@@ -22,6 +22,10 @@ ALTER TABLE {{ facts }} ADD COLUMN IF NOT EXISTS {{ fact_sk }} bigint
 -- statement: facts_distributed
 {# Whether the fact table is distributed: never on this engine. #}
 SELECT '0'
+{# Not needed on this engine: its fact tables are local (see sql/citus/lookup.sql). #}
+-- statement: assign_repartition
+-- statement: assign_facts_seen
+-- statement: assign_unknown
 -- statement: assign_map
 {# Not needed on this engine: `assign` reads the dimension itself (see sql/citus/lookup.sql). #}
 -- statement: assign

@@ -58,6 +58,10 @@ WHERE {% for k in fact_keys %}{{ k }} IS NOT NULL AND typeof({{ k }}) <> 'blob'{
 -- statement: facts_distributed
 {# Whether the fact table is distributed: never on this engine. #}
 SELECT '0'
+{# Not needed on this engine: its fact tables are local (see sql/citus/lookup.sql). #}
+-- statement: assign_repartition
+-- statement: assign_facts_seen
+-- statement: assign_unknown
 -- statement: assign_map
 {# Not needed on this engine: `assign` reads the dimension itself (see sql/citus/lookup.sql). #}
 -- statement: assign

@@ -88,12 +88,6 @@ pub fn hint(e: &Error) -> Option<String> {
                 "--facts names your staged fact table, never the source table: copy the facts to a table of their own"
             }
             A::OwnedFactTable { .. } => "--facts names your staged fact table, never one of dimlog's tables",
-            A::FactsNotColocated { by_key_hash: true, .. } => {
-                "stage the facts in a local table on the coordinator (not distributed): assign-keys looks them up in the distributed dimension and updates them there"
-            }
-            A::FactsNotColocated { .. } => {
-                "distribute the fact table by its --key-column colocated with the log (SELECT create_distributed_table('<facts>', '<key column>', colocate_with => '<log>')), or stage the facts in a local table"
-            }
             A::AtNotTimestamp { .. } => "--at-column names the facts' timestamp column",
             A::KeyTypeMismatch { .. } => "--key-column names fact columns of the key's types",
             A::KeyColumnOrder { .. } => "repeat --key-column once per column of source.key, in that order",

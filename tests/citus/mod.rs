@@ -268,160 +268,92 @@ async fn a_composite_key_is_distributed_by_its_hash() {
     assert_eq!(fx.dump_dimension().await, twin.dump_dimension().await);
     assert!(!fx.dump_dimension().await.contains("damaged"));
 
-    // Facts: a distributed fact table cannot be colocated with a key's hash, even one
-    // that Citus lets be colocated by a column of the hash's type: refused, saying to
-    // use a local one, which is assigned.
-    for (facts, distributed) in [("facts_by_id", true), ("facts_local", false)] {
+    // Facts: a distributed fact table cannot be colocated with a key's hash; Citus
+    // repartitions it (`-v` says so), and it gets the surrogate keys a local one gets.
+    assign_like_a_local_fact_table(&mut fx, &["customer_id", "email"]).await;
+}
+
+/// Facts of every key of the dimension and of one it never had, at times before, within
+/// and after their versions, in a local fact table and in one distributed by its own id
+/// (not colocated with the dimension): `assign-keys` gives both the same surrogate keys,
+/// and says with `-v` that Citus repartitions the distributed one.
+async fn assign_like_a_local_fact_table(fx: &mut Fixture, keys: &[&str]) {
+    let dim = fx.dump_dimension().await;
+    let key_list = keys.join(", ");
+    for facts in ["facts_local", "facts_by_id"] {
         fx.target_exec(&format!(
-            "CREATE TABLE {facts} (customer_id bigint, email text, at timestamptz, customer_sk bigint)"
+            "CREATE TABLE {facts} (fact_id bigserial, {}, at timestamptz, customer_sk bigint)",
+            keys.iter()
+                .map(|k| format!("{k} {}", if *k == "email" { "text" } else { "bigint" }))
+                .collect::<Vec<_>>()
+                .join(", ")
         ))
         .await;
-        if distributed {
-            fx.target_exec(&format!(
-                "SELECT create_distributed_table('{facts}', 'customer_id', colocate_with => 'customer_versions')"
-            ))
-            .await;
+        if facts == "facts_by_id" {
+            fx.target_exec(&format!("SELECT create_distributed_table('{facts}', 'fact_id')"))
+                .await;
         }
         fx.target_exec(&format!(
-            "INSERT INTO {facts} VALUES (1, 'b@x', '2026-03-01T11:25:00Z', NULL), (2, 'a@x', '2026-03-01T09:30:00Z', NULL)"
+            "INSERT INTO {facts} ({key_list}, at) \
+             SELECT {key_list}, at FROM (SELECT DISTINCT {key_list} FROM dim_customer) k \
+             CROSS JOIN (VALUES ('2026-03-01T08:00:00Z'::timestamptz), ('2026-03-01T09:30:00Z'), ('2026-03-01T10:45:00Z'), \
+                                ('2026-03-01T13:00:00Z'), (NULL)) t (at); \
+             INSERT INTO {facts} ({key_list}, at) SELECT {}, '2026-03-01T10:00:00Z'",
+            keys.iter()
+                .map(|k| if *k == "email" { "'nobody@x'" } else { "99" })
+                .collect::<Vec<_>>()
+                .join(", ")
         ))
         .await;
-        let out = fx.cli(&[
-            "assign-keys",
-            "--facts",
-            facts,
-            "--key-column",
-            "customer_id",
-            "--key-column",
-            "email",
-            "--at-column",
-            "at",
-            "--sk-column",
-            "customer_sk",
-        ]);
+        let mut args = vec!["assign-keys", "-v", "--facts", facts];
+        for k in keys {
+            args.extend(["--key-column", k]);
+        }
+        args.extend(["--at-column", "at", "--sk-column", "customer_sk"]);
+        let out = fx.cli(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let assigned = fx
-            .target_query(&format!("SELECT count(*)::text FROM {facts} WHERE customer_sk > 0"))
-            .await;
-        if distributed {
-            assert_eq!(out.status.code(), Some(2), "{stderr}");
-            assert!(
-                stderr.contains("hash of its key") && stderr.contains("local table"),
-                "{stderr}"
-            );
-            assert_eq!(assigned[0][0].as_deref(), Some("0"), "written though refused");
-        } else {
-            assert_eq!(out.status.code(), Some(0), "{stderr}");
-            assert_eq!(assigned[0][0].as_deref(), Some("2"));
-        }
-    }
-}
-
-/// Citus makes each node a self-signed X.509 v1 certificate, which the driver's TLS
-/// cannot read: with `sslmode` left to `prefer` dimlog connects without TLS, as libpq
-/// does; `sslmode=require` still refuses.
-#[tokio::test]
-async fn sslmode_prefer_falls_back_to_no_tls_where_the_handshake_fails() {
-    let fx = Fixture::citus().await;
-    let plain = fx.target_url.replace("sslmode=disable", "sslmode=prefer");
-    let mut conn: Conn = connect("target.url", &plain).await;
-    assert!(conn.is_alive().await);
-    let unset = fx.target_url.replace("?sslmode=disable", "");
-    assert!(!unset.contains("sslmode"), "{unset}");
-    let mut conn: Conn = connect("target.url", &unset).await;
-    assert!(conn.is_alive().await);
-    let required = fx.target_url.replace("sslmode=disable", "sslmode=require");
-    let parsed = dimlog::config::DbUrl::parse("target.url", &required, None).expect("a URL");
-    assert!(
-        Conn::connect(&parsed).await.is_err(),
-        "sslmode=require took a certificate it cannot read"
-    );
-}
-
-/// A log and a dimension in a schema of their own: the load's working tables go there
-/// too, and every load after the first works, whatever an earlier one left in them (a working table's name qualified by the
-/// schema must never land where only a bare name may stand).
-#[tokio::test]
-async fn a_dimension_in_its_own_schema_loads_again_and_again() {
-    let mut fx = Fixture::citus().await;
-    fx.target_exec("CREATE SCHEMA dw").await;
-    fx.edit_config(r#"log = "customer_versions""#, r#"log = "dw.customer_versions""#);
-    fx.edit_config(r#"dimension = "dim_customer""#, r#"dimension = "dw.dim_customer""#);
-    load_two_customers(&mut fx).await;
-    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
-        .await;
-    fx.exec("UPDATE src_customers SET is_deleted = true, updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 1")
-        .await;
-    let report = fx.run("2026-03-01T12:00:00Z").await;
-    assert_eq!((report.counts.versions, report.counts.tombstones), (1, 1), "{report:?}");
-    let working = fx
-        .target_query("SELECT count(*)::text FROM pg_dist_partition WHERE logicalrelid::text LIKE 'dw.dimlog\\_%'")
-        .await;
-    assert_ne!(working[0][0].as_deref(), Some("0"), "no working table in schema dw");
-    let rows = fx
-        .target_query(
-            "SELECT count(*)::text FROM pg_dist_partition p WHERE logicalrelid::text LIKE 'dw.dimlog\\_stage\\_%'",
-        )
-        .await;
-    assert_eq!(rows[0][0].as_deref(), Some("1"), "one stage table");
-    // Rows left in the working tables (a small load's, or a killed load's written before
-    // its transaction) never reach the next load: it empties them first.
-    let staged = fx
-        .target_query("SELECT relname::text FROM pg_class WHERE relname LIKE 'dimlog\\_%' AND relnamespace = 'dw'::regnamespace AND relkind = 'r'")
-        .await;
-    let (log, dim) = (fx.log().await, fx.dimension().await);
-    for row in &staged {
-        let table = row[0].clone().expect("a name");
-        if table.starts_with("dimlog_raw_") || table.starts_with("dimlog_stage_") {
-            fx.target_exec(&format!(
-                "INSERT INTO dw.{table} (customer_id, email, tier, country, valid_from, is_deleted) \
-                 VALUES (2, 'x@x', 'stale', 'ZZ', '2026-03-01T12:10:00Z', false), (9, 'y@x', 'ghost', 'ZZ', '2026-03-01T12:10:00Z', false)"
-            ))
-            .await;
-        }
-    }
-    let report = fx.run("2026-03-01T13:00:00Z").await;
-    assert_eq!((report.counts.versions, report.counts.tombstones), (0, 0), "{report:?}");
-    assert_eq!(fx.log().await, log, "left rows reached the log");
-    assert_eq!(fx.dimension().await, dim);
-    // verify's fresh rebuild is a CTE named like a working table: no schema on it.
-    let out = fx.cli(&["verify", "--against-source"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
-}
-
-/// The settings dimlog gives its transactions (no JIT first of all) reach the workers'
-/// connections, where the shards' statements are planned: a worker left to its default
-/// compiled every shard's plan of a load's dropped-deletes check (0.3 s each, 5.5 s for
-/// one 100k-row load on 32 shards) once the estimates crossed `jit_above_cost`.
-#[tokio::test]
-async fn a_transactions_settings_reach_the_workers() {
-    let mut fx = Fixture::citus().await;
-    load_two_customers(&mut fx).await;
-    let on_workers = "SELECT DISTINCT current_setting('jit') FROM customer_versions";
-    for read_only in [false, true] {
-        let mut conn = connect("target.url", &fx.target_url).await;
-        if read_only {
-            conn.begin_read().await.unwrap();
-        } else {
-            conn.begin().await.unwrap();
-        }
-        let rows = conn.query_text("test", on_workers, &[]).await.unwrap();
+        assert_eq!(out.status.code(), Some(0), "{facts}: {stderr}");
         assert_eq!(
-            rows,
-            vec![vec![Some("off".to_string())]],
-            "jit on the workers in a {} transaction",
-            if read_only { "read-only" } else { "write" }
+            stderr.contains("repartitions"),
+            facts == "facts_by_id",
+            "{facts}: {stderr}"
         );
-        conn.rollback().await;
     }
-    // And without a word from the workers: Citus passes on a `SET LOCAL` as the text of
-    // the query it came in, and a `BEGIN` sent with it warned on every worker connection.
-    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
+    let assigned = |facts: &str| {
+        format!(
+            "SELECT {}, COALESCE(at::text, 'NULL'), customer_sk::text FROM {facts} ORDER BY 1, 2, 3{}",
+            keys.iter().map(|k| format!("{k}::text")).collect::<Vec<_>>().join(", "),
+            if keys.len() > 1 { ", 4" } else { "" }
+        )
+    };
+    let (local, by_id) = (
+        fx.target_query(&assigned("facts_local")).await,
+        fx.target_query(&assigned("facts_by_id")).await,
+    );
+    assert_eq!(local, by_id, "the distributed fact table got other surrogate keys");
+    assert!(
+        local.iter().all(|r| r.last().cloned().flatten().is_some()),
+        "a fact without a surrogate key: {local:?}"
+    );
+    assert!(local.iter().any(|r| r.last() == Some(&Some("-1".into()))), "{local:?}");
+    assert!(
+        local
+            .iter()
+            .any(|r| r.last().cloned().flatten().is_some_and(|v| v != "-1")),
+        "{local:?}"
+    );
+    assert_eq!(fx.dump_dimension().await, dim, "assign-keys changed the dimension");
+}
+
+/// The same with a one-column key: a fact table distributed by its own id.
+#[tokio::test]
+async fn facts_distributed_otherwise_get_the_keys_a_local_fact_table_gets() {
+    let mut fx = Fixture::citus().await;
+    load_two_customers(&mut fx).await;
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T10:30:00Z' WHERE customer_id = 2")
         .await;
-    let out = fx.cli(&["run", "--upper", "2026-03-01T12:00:00Z"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{stderr}");
-    assert_eq!(stderr, "", "a run on Citus printed warnings");
+    fx.run("2026-03-01T11:00:00Z").await;
+    assign_like_a_local_fact_table(&mut fx, &["customer_id"]).await;
 }
 
 /// The config of a dimension of `src_k` keyed by `key`, from `source` into `target`.
