@@ -356,6 +356,113 @@ async fn facts_distributed_otherwise_get_the_keys_a_local_fact_table_gets() {
     assign_like_a_local_fact_table(&mut fx, &["customer_id"]).await;
 }
 
+/// Citus makes each node a self-signed X.509 v1 certificate, which the driver's TLS
+/// cannot read: with `sslmode` left to `prefer` dimlog connects without TLS, as libpq
+/// does; `sslmode=require` still refuses.
+#[tokio::test]
+async fn sslmode_prefer_falls_back_to_no_tls_where_the_handshake_fails() {
+    let fx = Fixture::citus().await;
+    let plain = fx.target_url.replace("sslmode=disable", "sslmode=prefer");
+    let mut conn: Conn = connect("target.url", &plain).await;
+    assert!(conn.is_alive().await);
+    let unset = fx.target_url.replace("?sslmode=disable", "");
+    assert!(!unset.contains("sslmode"), "{unset}");
+    let mut conn: Conn = connect("target.url", &unset).await;
+    assert!(conn.is_alive().await);
+    let required = fx.target_url.replace("sslmode=disable", "sslmode=require");
+    let parsed = dimlog::config::DbUrl::parse("target.url", &required, None).expect("a URL");
+    assert!(
+        Conn::connect(&parsed).await.is_err(),
+        "sslmode=require took a certificate it cannot read"
+    );
+}
+
+/// A log and a dimension in a schema of their own: the load's working tables go there
+/// too, and every load after the first works, whatever an earlier one left in them (a working table's name qualified by the
+/// schema must never land where only a bare name may stand).
+#[tokio::test]
+async fn a_dimension_in_its_own_schema_loads_again_and_again() {
+    let mut fx = Fixture::citus().await;
+    fx.target_exec("CREATE SCHEMA dw").await;
+    fx.edit_config(r#"log = "customer_versions""#, r#"log = "dw.customer_versions""#);
+    fx.edit_config(r#"dimension = "dim_customer""#, r#"dimension = "dw.dim_customer""#);
+    load_two_customers(&mut fx).await;
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
+        .await;
+    fx.exec("UPDATE src_customers SET is_deleted = true, updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 1")
+        .await;
+    let report = fx.run("2026-03-01T12:00:00Z").await;
+    assert_eq!((report.counts.versions, report.counts.tombstones), (1, 1), "{report:?}");
+    let working = fx
+        .target_query("SELECT count(*)::text FROM pg_dist_partition WHERE logicalrelid::text LIKE 'dw.dimlog\\_%'")
+        .await;
+    assert_ne!(working[0][0].as_deref(), Some("0"), "no working table in schema dw");
+    let rows = fx
+        .target_query(
+            "SELECT count(*)::text FROM pg_dist_partition p WHERE logicalrelid::text LIKE 'dw.dimlog\\_stage\\_%'",
+        )
+        .await;
+    assert_eq!(rows[0][0].as_deref(), Some("1"), "one stage table");
+    // Rows left in the working tables (a small load's, or a killed load's written before
+    // its transaction) never reach the next load: it empties them first.
+    let staged = fx
+        .target_query("SELECT relname::text FROM pg_class WHERE relname LIKE 'dimlog\\_%' AND relnamespace = 'dw'::regnamespace AND relkind = 'r'")
+        .await;
+    let (log, dim) = (fx.log().await, fx.dimension().await);
+    for row in &staged {
+        let table = row[0].clone().expect("a name");
+        if table.starts_with("dimlog_raw_") || table.starts_with("dimlog_stage_") {
+            fx.target_exec(&format!(
+                "INSERT INTO dw.{table} (customer_id, email, tier, country, valid_from, is_deleted) \
+                 VALUES (2, 'x@x', 'stale', 'ZZ', '2026-03-01T12:10:00Z', false), (9, 'y@x', 'ghost', 'ZZ', '2026-03-01T12:10:00Z', false)"
+            ))
+            .await;
+        }
+    }
+    let report = fx.run("2026-03-01T13:00:00Z").await;
+    assert_eq!((report.counts.versions, report.counts.tombstones), (0, 0), "{report:?}");
+    assert_eq!(fx.log().await, log, "left rows reached the log");
+    assert_eq!(fx.dimension().await, dim);
+    // verify's fresh rebuild is a CTE named like a working table: no schema on it.
+    let out = fx.cli(&["verify", "--against-source"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+}
+
+/// The settings dimlog gives its transactions (no JIT first of all) reach the workers'
+/// connections, where the shards' statements are planned: a worker left to its default
+/// compiled every shard's plan of a load's dropped-deletes check (0.3 s each, 5.5 s for
+/// one 100k-row load on 32 shards) once the estimates crossed `jit_above_cost`.
+#[tokio::test]
+async fn a_transactions_settings_reach_the_workers() {
+    let mut fx = Fixture::citus().await;
+    load_two_customers(&mut fx).await;
+    let on_workers = "SELECT DISTINCT current_setting('jit') FROM customer_versions";
+    for read_only in [false, true] {
+        let mut conn = connect("target.url", &fx.target_url).await;
+        if read_only {
+            conn.begin_read().await.unwrap();
+        } else {
+            conn.begin().await.unwrap();
+        }
+        let rows = conn.query_text("test", on_workers, &[]).await.unwrap();
+        assert_eq!(
+            rows,
+            vec![vec![Some("off".to_string())]],
+            "jit on the workers in a {} transaction",
+            if read_only { "read-only" } else { "write" }
+        );
+        conn.rollback().await;
+    }
+    // And without a word from the workers: Citus passes on a `SET LOCAL` as the text of
+    // the query it came in, and a `BEGIN` sent with it warned on every worker connection.
+    fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-01T11:00:00Z' WHERE customer_id = 2")
+        .await;
+    let out = fx.cli(&["run", "--upper", "2026-03-01T12:00:00Z"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert_eq!(stderr, "", "a run on Citus printed warnings");
+}
+
 /// The config of a dimension of `src_k` keyed by `key`, from `source` into `target`.
 fn keyed_config(source: &str, target: &str, key: &[&str]) -> String {
     let key: Vec<String> = key.iter().map(|k| format!("\"{k}\"")).collect();
