@@ -109,6 +109,24 @@ async fn a_dimension_is_distributed_and_colocated_by_its_key() {
     fx.assert_dimension_derives_from_log().await;
 }
 
+/// Every row of the log and the dimension, keyed by (customer_id, email), holds the
+/// database's hash of its key in `dimlog_key_hash`.
+async fn assert_every_row_has_its_keys_hash(fx: &mut Fixture) {
+    for table in ["customer_versions", "dim_customer"] {
+        let wrong = fx
+            .target_query(&format!(
+                "SELECT count(*)::text FROM {table} \
+                 WHERE dimlog_key_hash IS DISTINCT FROM hash_record_extended(ROW(customer_id, email), 0)"
+            ))
+            .await;
+        assert_eq!(
+            wrong[0][0].as_deref(),
+            Some("0"),
+            "{table}: rows whose hash is not their key's"
+        );
+    }
+}
+
 /// The loads of a dimension keyed by (customer_id, email), the same on every engine: a
 /// first load of keys sharing a customer_id, then an update, a late version, a soft
 /// delete, a key's return and a new key.
@@ -174,19 +192,7 @@ async fn a_composite_key_is_distributed_by_its_hash() {
         assert_eq!(column, "dimlog_key_hash", "{table} is distributed by {column}");
         assert_eq!(colocation, group, "{table} is not colocated with the log");
     }
-    for table in ["customer_versions", "dim_customer"] {
-        let wrong = fx
-            .target_query(&format!(
-                "SELECT count(*)::text FROM {table} \
-                 WHERE dimlog_key_hash IS DISTINCT FROM hash_record_extended(ROW(customer_id, email), 0)"
-            ))
-            .await;
-        assert_eq!(
-            wrong[0][0].as_deref(),
-            Some("0"),
-            "{table}: rows whose hash is not their key's"
-        );
-    }
+    assert_every_row_has_its_keys_hash(&mut fx).await;
     let mut twin = Fixture::on(Backend::Postgres).await;
     load_composite(&mut twin).await;
     assert_eq!(fx.dump_dimension().await, twin.dump_dimension().await);
