@@ -785,6 +785,9 @@ async fn run_to_the_end(
                     if !opts.accept_config_change {
                         return Err(Error::Config(c.refusal()));
                     }
+                    if c.alters_tables() {
+                        crate::rights::check_may_alter(&mut session.target, plan, &c.describe()).await?;
+                    }
                 }
                 Ok(change.map(|c| (stored, c)))
             }

@@ -578,6 +578,24 @@ impl ConfigChange {
         parts.join("; ")
     }
 
+    /// Whether accepting the change alters the log's or the dimension's columns (DDL,
+    /// which only their owner may run): the log gains columns, or the dimension's set of
+    /// attribute columns changes. (Reordered columns, or a column moved between Type 2
+    /// and Type 1, only rewrite rows.)
+    pub fn alters_tables(&self) -> bool {
+        use std::collections::BTreeSet;
+        fn attributes<'a>(tracked: &'a [String], type1: &'a [String]) -> BTreeSet<&'a String> {
+            tracked.iter().chain(type1).collect()
+        }
+        fn twins(current: &[String]) -> BTreeSet<&String> {
+            current.iter().collect()
+        }
+        !self.new_log_columns.is_empty()
+            || attributes(&self.tracked_before, &self.type1_before)
+                != attributes(&self.tracked_after, &self.type1_after)
+            || twins(&self.current_before) != twins(&self.current_after)
+    }
+
     /// The refusal of a run that will not migrate without being asked.
     pub fn refusal(&self) -> ConfigError {
         ConfigError::NeedsStep {

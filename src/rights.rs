@@ -42,7 +42,7 @@ impl Need {
         match self {
             Need::Load => "loading (run, backfill)",
             Need::Read => "reading the dimension (every command)",
-            Need::Rebuild => "rebuild",
+            Need::Rebuild => "rebuilding the dimension (rebuild)",
             Need::Compare => "a dry run (and verify against the source)",
         }
     }
@@ -222,7 +222,7 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
     }
     Err(DbError::MissingRights(format!(
         "the PostgreSQL role {role} of target.url lacks rights that {} needs{}; nothing was written. \
-         Have the tables' owner run: {}; (docs/recipes/postgres-to-postgres.md lists every GRANT a loading role needs)",
+         Have the tables' owner run: {}. (docs/recipes/postgres-to-postgres.md lists every GRANT a loading role needs)",
         need.command(),
         if need == Need::Load {
             " (a role that owns nothing loads with rights on the tables alone, once an owner has run `dimlog init`)"
@@ -293,4 +293,22 @@ pub async fn owns_tables(conn: &mut Conn, a: &str, b: &str) -> Result<bool, DbEr
         )
         .await?;
     Ok(first_text(rows).as_deref() == Some("true"))
+}
+
+/// Refuses, before anything is written, a change of the column sets (`change`,
+/// described) that alters the log's or the dimension's columns when the session's role
+/// does not own them: only their owner may alter them ([`DbError::ChangeNeedsOwner`]).
+pub async fn check_may_alter(conn: &mut Conn, plan: &Plan, change: &str) -> Result<(), DbError> {
+    let (log, dim) = (&plan.target.log, &plan.target.dimension);
+    if owns_tables(conn, &log.quoted(), &dim.quoted()).await? {
+        return Ok(());
+    }
+    let (role, _) = role(conn).await?;
+    Err(DbError::ChangeNeedsOwner {
+        dimension: plan.name.clone(),
+        change: change.to_string(),
+        role,
+        log: sql_name(&log.to_string()),
+        dim: sql_name(&dim.to_string()),
+    })
 }

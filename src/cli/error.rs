@@ -21,6 +21,13 @@ pub fn hint(e: &Error) -> Option<String> {
     } {
         return Some(way_out.to_string());
     }
+    if let Error::Db(DbError::ChangeNeedsOwner { .. }) = e {
+        return Some(
+            "run `dimlog run --accept-config-change` once as the tables' owner (the same config, with the owner's URL in \
+             target.url); or restore the old column lists"
+                .into(),
+        );
+    }
     if let Error::Db(DbError::Locked { .. } | DbError::TableLocked { .. }) = e {
         return Some("try again later, or drop --no-wait to wait for it".into());
     }

@@ -148,6 +148,25 @@ pub enum DbError {
     /// written): which, on what, and the `GRANT`s that give them.
     #[error("{0}")]
     MissingRights(String),
+    /// A change to the dimension's column sets that alters the log's or the dimension's
+    /// columns (DDL, which only a table's owner may run), asked of a role that does not
+    /// own them: refused before anything is written, rather than failing half-way.
+    #[error(
+        "dimension {dimension}: the config changed ({change}), and accepting it alters the columns of {log} and {dim}, \
+         which only their owner may do; the PostgreSQL role {role} of target.url does not own them. Nothing was written. \
+         Have their owner load once with the change accepted; this role then loads as before"
+    )]
+    ChangeNeedsOwner {
+        dimension: String,
+        /// The change, described.
+        change: String,
+        /// The session's role, quoted where needed.
+        role: String,
+        /// The log, as SQL names it.
+        log: String,
+        /// The dimension, as SQL names it.
+        dim: String,
+    },
     /// On Citus, a dimension's log and dimension are not laid out alike (one distributed
     /// and the other not, or both distributed but not colocated): the statements that
     /// join them cannot run on the shards (exit 2). `way_out` says how to make them
@@ -468,12 +487,13 @@ impl Conn {
                 Ok(c) => {
                     let mut c = postgres::PgConn::new(c);
                     match citus::detect(&mut c).await {
-                        Ok((found, pid)) => {
-                            c.backend_pid = pid;
-                            c.citus = found.then_some(citus::Cluster {
+                        Ok(found) => {
+                            c.backend_pid = found.pid;
+                            c.citus = found.citus.then_some(citus::Cluster {
                                 active: true,
                                 staging: None,
                                 said_local: false,
+                                role: found.role,
                             });
                             Ok(Conn::Postgres(c))
                         }
@@ -588,7 +608,8 @@ impl Conn {
             None if cluster.active && cluster.staging.is_some() => {}
             None => {
                 cluster.active = true;
-                cluster.staging = Some(Box::new(citus::Staging::new(dimension, schema, log, keys)));
+                let role = cluster.role.clone();
+                cluster.staging = Some(Box::new(citus::Staging::new(dimension, &role, schema, log, keys)));
             }
         }
         Ok(())

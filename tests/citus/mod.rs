@@ -668,6 +668,36 @@ async fn an_owner_and_a_loader_load_a_distributed_dimension_by_turns() {
         assert_eq!(shown(&out), "", "a quiet run as {url} printed something");
         fx.exec(change).await;
     }
+    // A change of the tracked columns, which alters the log and the dimension: the loader
+    // is sent to the owner, and the owner's run goes through though the loader made
+    // working tables before it (each role loads in tables of its own: a table's columns
+    // change by dropping it, which only its owner may); the loader then loads again.
+    fx.exec("ALTER TABLE src_customers ADD COLUMN segment text").await;
+    fx.set_setting("columns", r#"["email", "tier", "country", "segment"]"#);
+    let accept = ["-q", "run", "--accept-config-change", "--upper", "2026-03-01T15:00:00Z"];
+    connect_as(&mut fx, &loader_url);
+    let out = fx.cli(&accept);
+    assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
+    assert!(shown(&out).contains("only their owner may"), "{}", shown(&out));
+    connect_as(&mut fx, &owner_url);
+    let out = fx.cli(&accept);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    assert_eq!(shown(&out), "", "the owner's quiet run printed something");
+    fx.exec("UPDATE src_customers SET segment = 'smb', updated_at = '2026-03-01T15:30:00Z' WHERE customer_id = 1")
+        .await;
+    connect_as(&mut fx, &loader_url);
+    let out = fx.cli(&["-q", "run", "--upper", "2026-03-01T16:00:00Z"]);
+    assert_eq!(out.status.code(), Some(0), "{}", shown(&out));
+    assert_eq!(shown(&out), "", "the loader's quiet run printed something");
+    let owners = fx
+        .target_query(
+            "SELECT DISTINCT pg_get_userbyid(relowner)::text FROM pg_class \
+             WHERE relnamespace = 'dimlog'::regnamespace AND relkind = 'r' AND relname ~ '^dimlog_.*_[0-9a-f]{8}$' ORDER BY 1",
+        )
+        .await;
+    let mut both = vec![vec![Some(loader.clone())], vec![Some(owner.clone())]];
+    both.sort();
+    assert_eq!(owners, both, "each role loads in working tables of its own");
     for url in [&loader_url, &owner_url] {
         connect_as(&mut fx, url);
         let out = fx.cli(&["-q", "rebuild"]);
@@ -675,5 +705,5 @@ async fn an_owner_and_a_loader_load_a_distributed_dimension_by_turns() {
         let out = fx.cli(&["verify"]);
         assert_eq!(out.status.code(), Some(0), "{url}: {}", shown(&out));
     }
-    assert_eq!(fx.count("marts.dim_customer").await, 5);
+    assert_eq!(fx.count("marts.dim_customer").await, 7);
 }

@@ -277,3 +277,101 @@ async fn a_widening_the_loader_may_not_make_is_named_not_taken_for_a_lock() {
     );
     assert!(v["error"]["hint"].as_str().unwrap_or("").contains("ownership"), "{v}");
 }
+
+/// A change of the `[track]` lists, as the loader accepts it: one that alters the log's
+/// or the dimension's columns is refused up front, naming the owner, with nothing
+/// written (it used to fail half-way, on the first `ALTER TABLE`); one that only rewrites
+/// rows (reordered columns, a column moved between Type 2 and Type 1) goes through; and
+/// after the owner has accepted an altering change, the loader loads as before.
+#[tokio::test]
+async fn a_loader_is_sent_to_the_owner_for_a_change_that_alters_the_tables() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec("ALTER TABLE src_customers ADD COLUMN segment text, ADD COLUMN name text")
+        .await;
+    let (owner, loader) = initialised(&mut fx).await;
+    fx.target_exec(&documented_grants(&loader)).await;
+    let (owner_url, loader_url) = (url_as(&fx, &owner), url_as(&fx, &loader));
+    connect_as(&mut fx, &loader_url);
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 0);
+    let columns_of = async |fx: &mut Fixture, table: &str| {
+        fx.target_query(&format!(
+            "SELECT string_agg(attname::text, ',' ORDER BY attnum) FROM pg_attribute \
+             WHERE attrelid = '{table}'::regclass AND attnum > 0 AND NOT attisdropped"
+        ))
+        .await[0][0]
+            .clone()
+            .unwrap_or_default()
+    };
+    let accept = [
+        "run",
+        "--json",
+        "--accept-config-change",
+        "--upper",
+        "2026-03-02T10:00:00Z",
+    ];
+    // (columns, type1, current_columns, whether accepting it alters the tables)
+    let changes = [
+        (r#"["tier", "email", "country"]"#, "[]", "[]", false),
+        (r#"["tier", "email"]"#, r#"["country"]"#, "[]", false),
+        (r#"["tier", "email", "segment"]"#, r#"["country"]"#, "[]", true),
+        (r#"["tier", "email"]"#, r#"["country", "name"]"#, "[]", true),
+        (r#"["tier", "email"]"#, r#"["country"]"#, r#"["tier"]"#, true),
+        (r#"["tier"]"#, r#"["country"]"#, "[]", true),
+    ];
+    fx.edit_config(
+        "columns = [\"email\", \"tier\", \"country\"]",
+        "columns = [\"email\", \"tier\", \"country\"]\ntype1 = []\ncurrent_columns = []",
+    );
+    for (columns, type1, current, alters) in changes {
+        fx.set_setting("columns", columns);
+        fx.set_setting("type1", type1);
+        fx.set_setting("current_columns", current);
+        let case = format!("columns {columns}, type1 {type1}, current {current}");
+        let before = (
+            columns_of(&mut fx, "dimlog.customer_versions").await,
+            columns_of(&mut fx, "marts.dim_customer").await,
+            fx.count("dimlog.dimlog_runs").await,
+        );
+        let out = fx.cli(&accept);
+        if !alters {
+            assert_eq!(out.status.code(), Some(0), "{case}: {}", text(&out.stdout));
+            continue;
+        }
+        assert_eq!(out.status.code(), Some(1), "{case}: {}", text(&out.stdout));
+        let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).expect("one JSON object");
+        let message = v["error"]["message"].as_str().unwrap_or("");
+        for needle in [
+            "only their owner may",
+            &loader,
+            "dimlog.customer_versions",
+            "marts.dim_customer",
+            "Nothing was written",
+        ] {
+            assert!(message.contains(needle), "{case}: {needle:?} not in {v}");
+        }
+        assert!(
+            v["error"]["hint"]
+                .as_str()
+                .unwrap_or("")
+                .contains("as the tables' owner"),
+            "{case}: {v}"
+        );
+        let after = (
+            columns_of(&mut fx, "dimlog.customer_versions").await,
+            columns_of(&mut fx, "marts.dim_customer").await,
+            fx.count("dimlog.dimlog_runs").await,
+        );
+        assert_eq!(before, after, "{case}: the refused change wrote something");
+        connect_as(&mut fx, &owner_url);
+        let out = fx.cli(&accept);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{case}, as the owner: {}",
+            text(&out.stdout)
+        );
+        connect_as(&mut fx, &loader_url);
+        cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 0);
+    }
+    cli_exits(&fx, &["verify"], 0);
+}

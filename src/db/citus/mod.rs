@@ -92,16 +92,33 @@ pub struct Cluster {
     /// once: the layout is looked at again under the lock, and `distribute` speaks
     /// Citus to local tables meanwhile).
     pub said_local: bool,
+    /// The session's role: each role loads in working tables of its own ([`Staging::new`]).
+    pub role: String,
 }
 
-/// Whether the server has the `citus` extension, and the session's process id.
-pub async fn detect(c: &mut PgConnection) -> Result<(bool, Option<i32>), sqlx::Error> {
+/// What [`detect`] finds.
+pub struct Detected {
+    /// Whether the server has the `citus` extension.
+    pub citus: bool,
+    /// The session's process id.
+    pub pid: Option<i32>,
+    /// The session's role.
+    pub role: String,
+}
+
+/// Whether the server has the `citus` extension, the session's process id and role.
+pub async fn detect(c: &mut PgConnection) -> Result<Detected, sqlx::Error> {
     // The session's process id comes in the same round trip: a run cancels its running
     // statement by it when interrupted (`postgres::cancel`).
-    let sql = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')::text, pg_backend_pid()::text";
+    let sql = "SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')::text, pg_backend_pid()::text, \
+               current_user::text";
     let rows = postgres::query_text(c, sql, &[]).await?;
     let cell = |i: usize| rows.first().and_then(|r| r.get(i).cloned().flatten());
-    Ok((cell(0).as_deref() == Some("true"), cell(1).and_then(|p| p.parse().ok())))
+    Ok(Detected {
+        citus: cell(0).as_deref() == Some("true"),
+        pid: cell(1).and_then(|p| p.parse().ok()),
+        role: cell(2).unwrap_or_default(),
+    })
 }
 
 /// The session tables of one dimension on a Citus coordinator.
@@ -111,8 +128,10 @@ pub struct Staging {
     prefix: String,
     /// Schema as a text literal for the catalog, or None for `current_schema()`.
     schema_literal: Option<String>,
-    /// `_` and 8 hex digits of the dimension's name: one set of tables per dimension, so
-    /// that dimensions of one target load at once (one load per dimension: its lock).
+    /// `_` and 8 hex digits of the dimension's name and the session's role: one set of
+    /// tables per dimension, so that dimensions of one target load at once (one load per
+    /// dimension: its lock), and per role, so that each role owns the tables it empties,
+    /// drops and makes again (only a table's owner may drop it, or analyse it).
     suffix: String,
     /// The log, quoted: the tables are colocated with it.
     log: String,
@@ -135,9 +154,6 @@ pub struct Staging {
     dirty: std::collections::BTreeSet<String>,
     /// Rows the fills of this connection wrote, since the tables were last emptied.
     rows_written: u64,
-    /// The tables the session's role owns (or is a member of the owner of): the others
-    /// are not analysed (PostgreSQL only warns that it may not, and does nothing).
-    owned: std::collections::HashSet<String>,
 }
 
 /// Up to how many rows a load reads for its statements to be run over the connections a
@@ -161,11 +177,11 @@ pub fn pool_for_load(rows: u64) -> Option<&'static str> {
 const ROWS_LEFT_FOR_THE_NEXT_LOAD: u64 = 200_000;
 
 impl Staging {
-    /// The session tables of `dimension`, in `schema` (quoted; None: the session's
-    /// current schema), colocated with `log` (quoted) by the dimension's key columns
-    /// `keys` (quoted; see [`distribution_column`]).
-    pub fn new(dimension: &str, schema: Option<&str>, log: &str, keys: &[String]) -> Staging {
-        let hash = blake3::hash(dimension.as_bytes()).to_hex();
+    /// The session tables of `dimension` for a session of role `role`, in `schema`
+    /// (quoted; None: the session's current schema), colocated with `log` (quoted) by
+    /// the dimension's key columns `keys` (quoted; see [`distribution_column`]).
+    pub fn new(dimension: &str, role: &str, schema: Option<&str>, log: &str, keys: &[String]) -> Staging {
+        let hash = blake3::hash(format!("{dimension}\0{role}").as_bytes()).to_hex();
         Staging {
             prefix: schema.map(|s| format!("{s}.")).unwrap_or_default(),
             schema_literal: schema.map(|s| {
@@ -181,7 +197,6 @@ impl Staging {
             made: None,
             dirty: Default::default(),
             rows_written: 0,
-            owned: Default::default(),
         }
     }
 
@@ -213,19 +228,6 @@ impl Staging {
             self.entered.insert(table.to_string());
             entry(table)
         })
-    }
-
-    /// Whether `sql` analyses a working table the session's role does not own: PostgreSQL
-    /// would only warn that it may not (on every load of a role with rights on tables
-    /// another role made), so it is not sent.
-    pub fn analyze_not_owned(&self, sql: &str) -> bool {
-        let Some(rest) = sql.trim_start().strip_prefix("ANALYZE ") else {
-            return false;
-        };
-        let table = rest.split(|c: char| c.is_whitespace() || c == '(').next().unwrap_or("");
-        SESSION_TABLES.contains(&table)
-            && self.made.as_ref().is_some_and(|m| m.contains_key(&self.bare(table)))
-            && !self.owned.contains(&self.bare(table))
     }
 
     /// Whether rows copied in wait in an entry, to be moved on ([`move_entered`]).
@@ -545,15 +547,10 @@ async fn load_made(c: &mut PgConnection, staging: &mut Staging) -> Result<(), sq
         .map_or_else(|| "current_schema()".to_string(), |s| s.clone());
     let like = format!("'dimlog\\_%{}'", staging.suffix);
     let sql = format!(
-        "SELECT c.relname::text, COALESCE(obj_description(c.oid, 'pg_class'), ''), pg_has_role(c.relowner, 'USAGE')::text FROM pg_class c \
+        "SELECT c.relname::text, COALESCE(obj_description(c.oid, 'pg_class'), '') FROM pg_class c \
          WHERE c.relnamespace = (SELECT oid FROM pg_namespace WHERE nspname = {schema}) AND c.relkind = 'r' AND c.relname LIKE {like}"
     );
     let rows = postgres::query_text(c, &sql, &[]).await?;
-    staging.owned = rows
-        .iter()
-        .filter(|r| r.get(2).cloned().flatten().as_deref() == Some("true"))
-        .filter_map(|r| r.first().cloned().flatten())
-        .collect();
     let made: HashMap<String, String> = rows
         .into_iter()
         .filter_map(|r| {
@@ -625,28 +622,8 @@ async fn ensure(
     )
     .await?;
     postgres::execute(c, &format!("COMMENT ON TABLE {qualified} IS '{mark}'"), &[]).await?;
-    share_like_the_log(c, &qualified, &staging.log).await?;
-    staging.owned.insert(bare.clone());
     staging.made.get_or_insert_with(HashMap::new).insert(bare.clone(), mark);
     staging.dirty.insert(bare);
-    Ok(())
-}
-
-/// Gives the roles that may load the dimension (the log's owner, and those granted
-/// `INSERT` on it) every right a load needs on a working table this role just made
-/// (`table`, qualified): whichever of them makes a table, the others load with it too,
-/// as they would with one the owner made before them.
-async fn share_like_the_log(c: &mut PgConnection, table: &str, log: &str) -> Result<(), sqlx::Error> {
-    let sql = "SELECT format('GRANT SELECT, INSERT, UPDATE, DELETE, TRUNCATE ON %s TO %s', $1::text, string_agg(quote_ident(r), ', ')) \
-               FROM (SELECT pg_get_userbyid(c.relowner)::text AS r FROM pg_class c WHERE c.oid = to_regclass($2) \
-                     UNION SELECT pg_get_userbyid(a.grantee)::text FROM pg_class c, aclexplode(c.relacl) a \
-                     WHERE c.oid = to_regclass($2) AND a.privilege_type = 'INSERT' AND a.grantee <> 0) dimlog_roles \
-               WHERE r <> current_user HAVING count(*) > 0";
-    let params = [Param::Text(table.to_string()), Param::Text(log.to_string())];
-    let grant = postgres::query_text(c, sql, &params).await?;
-    if let Some(grant) = grant.into_iter().next().and_then(|r| r.into_iter().next().flatten()) {
-        postgres::execute(c, &grant, &[]).await?;
-    }
     Ok(())
 }
 
@@ -793,7 +770,13 @@ mod tests {
 
     #[test]
     fn session_tables_are_renamed_as_whole_words() {
-        let s = Staging::new("customer", Some("\"mart\""), "\"mart\".\"log\"", &["\"id\"".into()]);
+        let s = Staging::new(
+            "customer",
+            "loader",
+            Some("\"mart\""),
+            "\"mart\".\"log\"",
+            &["\"id\"".into()],
+        );
         let out = s.rename("SELECT * FROM dimlog_stage s JOIN dimlog_stages x ON x.dimlog_stage = \"dimlog_stage\" JOIN pg_temp.dimlog_raw r");
         assert!(out.starts_with("SELECT * FROM \"mart\".dimlog_stage_"), "{out}");
         assert!(
@@ -805,7 +788,13 @@ mod tests {
     /// A session table's name defined as a CTE stays the CTE's, in a schema too.
     #[test]
     fn a_cte_named_like_a_session_table_is_not_renamed() {
-        let s = Staging::new("customer", Some("\"lp\""), "\"lp\".\"log\"", &["\"id\"".into()]);
+        let s = Staging::new(
+            "customer",
+            "loader",
+            Some("\"lp\""),
+            "\"lp\".\"log\"",
+            &["\"id\"".into()],
+        );
         let out = s.rename("WITH dimlog_rebuilt (a, b) AS (SELECT 1, 2 FROM dimlog_stage), x AS (SELECT * FROM dimlog_rebuilt) SELECT * FROM x");
         assert!(
             out.starts_with("WITH dimlog_rebuilt (a, b) AS (SELECT 1, 2 FROM \"lp\".dimlog_stage_"),

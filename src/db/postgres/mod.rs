@@ -123,9 +123,6 @@ impl PgConn {
                 Some(schema) => qualify_state(sql, schema),
                 None => sql.to_string(),
             };
-            if self.staging().is_some_and(|s| s.analyze_not_owned(&sql)) {
-                return Ok(0);
-            }
             if let Some(ddl) = citus::session_ddl(&sql) {
                 let mut staging = self
                     .citus
