@@ -306,7 +306,7 @@ pub(crate) fn check_compatible(
     for (name, ty) in &wanted.column_types {
         if let Some((_, old)) = stored.column_types.iter().find(|(n, _)| n == name) {
             let benign = !wanted.key_columns.contains(name) && widening(backend, old, ty) != Widening::NotBenign;
-            if !old.eq_ignore_ascii_case(ty) && !benign {
+            if !same_type(backend, old, ty) && !benign {
                 let setting = if wanted.key_columns.contains(name) {
                     "source.key"
                 } else if wanted.type1_columns.contains(name) {
@@ -323,6 +323,44 @@ pub(crate) fn check_compatible(
         }
     }
     Ok(())
+}
+
+/// Whether two names of a column's type name one type: PostgreSQL's aliases (`int8` and
+/// `bigint`, as a `source.query`'s driver and a `source.table`'s catalog name them), in
+/// any case.
+pub(crate) fn same_type(backend: Backend, a: &str, b: &str) -> bool {
+    if !backend.dialect().alters_tables() {
+        return a.eq_ignore_ascii_case(b);
+    }
+    fn canonical(t: &str) -> String {
+        let t = t.trim().to_ascii_lowercase();
+        let alias = |name: &str| {
+            match name {
+                "int8" => "bigint",
+                "int4" | "int" => "integer",
+                "int2" => "smallint",
+                "float8" => "double precision",
+                "float4" => "real",
+                "bool" => "boolean",
+                "varchar" => "character varying",
+                "bpchar" | "char" => "character",
+                "decimal" => "numeric",
+                "timestamptz" => "timestamp with time zone",
+                "timestamp" => "timestamp without time zone",
+                "timetz" => "time with time zone",
+                "time" => "time without time zone",
+                "varbit" => "bit varying",
+                other => other,
+            }
+            .to_string()
+        };
+        // A modifier stays: `varchar(20)` is `character varying(20)`.
+        match t.split_once('(') {
+            Some((name, rest)) => format!("{}({rest}", alias(name.trim())),
+            None => alias(&t),
+        }
+    }
+    canonical(a) == canonical(b)
 }
 
 /// How to go on loading a retyped source column in the type the dimension was built with.
@@ -616,6 +654,33 @@ impl ConfigChange {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The driver's names of a `source.query`'s columns and the catalog's of a
+    /// `source.table`'s are one type, a key's too: no migration is asked for.
+    #[test]
+    fn aliases_of_a_type_are_the_same_type() {
+        for (a, b) in [
+            ("bigint", "INT8"),
+            ("integer", "INT4"),
+            ("smallint", "int2"),
+            ("double precision", "FLOAT8"),
+            ("boolean", "BOOL"),
+            ("character varying(20)", "VARCHAR(20)"),
+            ("timestamp with time zone", "TIMESTAMPTZ"),
+            ("numeric(12,2)", "decimal(12,2)"),
+            ("text", "TEXT"),
+        ] {
+            assert!(same_type(Backend::Postgres, a, b), "{a} / {b}");
+        }
+        for (a, b) in [
+            ("bigint", "integer"),
+            ("character varying(20)", "character varying(30)"),
+            ("timestamp with time zone", "timestamp"),
+            ("text", "bytea"),
+        ] {
+            assert!(!same_type(Backend::Postgres, a, b), "{a} / {b}");
+        }
+    }
     use crate::config::Overrides;
     use std::path::Path;
 

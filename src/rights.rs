@@ -50,20 +50,128 @@ impl Need {
 
 /// A name as SQL text: each part quoted only when it must be.
 pub fn sql_name(name: &str) -> String {
-    name.split('.')
-        .map(|part| {
-            let plain = part.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
-                && part
-                    .chars()
-                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-            if plain {
-                part.to_string()
-            } else {
-                format!("\"{}\"", part.replace('"', "\"\""))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(".")
+    name.split('.').map(sql_ident).collect::<Vec<_>>().join(".")
+}
+
+/// PostgreSQL's keywords that cannot name a table unquoted (reserved, and reserved but
+/// allowed as a function or type name: PostgreSQL's documentation, appendix C).
+const RESERVED: [&str; 101] = [
+    "all",
+    "analyse",
+    "analyze",
+    "and",
+    "any",
+    "array",
+    "as",
+    "asc",
+    "asymmetric",
+    "authorization",
+    "binary",
+    "both",
+    "case",
+    "cast",
+    "check",
+    "collate",
+    "collation",
+    "column",
+    "concurrently",
+    "constraint",
+    "create",
+    "cross",
+    "current_catalog",
+    "current_date",
+    "current_role",
+    "current_schema",
+    "current_time",
+    "current_timestamp",
+    "current_user",
+    "default",
+    "deferrable",
+    "desc",
+    "distinct",
+    "do",
+    "else",
+    "end",
+    "except",
+    "false",
+    "fetch",
+    "for",
+    "foreign",
+    "freeze",
+    "from",
+    "full",
+    "grant",
+    "group",
+    "having",
+    "ilike",
+    "in",
+    "initially",
+    "inner",
+    "intersect",
+    "into",
+    "is",
+    "isnull",
+    "join",
+    "lateral",
+    "leading",
+    "left",
+    "like",
+    "limit",
+    "localtime",
+    "localtimestamp",
+    "natural",
+    "not",
+    "notnull",
+    "null",
+    "offset",
+    "on",
+    "only",
+    "or",
+    "order",
+    "outer",
+    "overlaps",
+    "placing",
+    "primary",
+    "references",
+    "returning",
+    "right",
+    "select",
+    "session_user",
+    "similar",
+    "some",
+    "symmetric",
+    "system_user",
+    "table",
+    "tablesample",
+    "then",
+    "to",
+    "trailing",
+    "true",
+    "union",
+    "unique",
+    "user",
+    "using",
+    "variadic",
+    "verbose",
+    "when",
+    "where",
+    "window",
+    "with",
+];
+
+/// One identifier (a table's name as PostgreSQL's messages give it, dots and all) as SQL
+/// text, quoted only when it must be: for capitals, other characters, or a keyword.
+pub fn sql_ident(part: &str) -> String {
+    let plain = part.chars().next().is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && part
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !RESERVED.contains(&part);
+    if plain {
+        part.to_string()
+    } else {
+        format!("\"{}\"", part.replace('"', "\"\""))
+    }
 }
 
 fn unquote(quoted: &str) -> String {
@@ -177,8 +285,10 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
             grants.push(format!("GRANT {missing} ON {qualified} TO {role}"));
         }
     }
-    if matches!(need, Need::Load | Need::Rebuild) {
-        // On Citus a load makes its working tables in the log's schema as it needs them.
+    let mut on_citus = false;
+    if matches!(need, Need::Load | Need::Rebuild | Need::Compare) {
+        // On Citus a load (a dry run and a comparison with the source too) makes its
+        // working tables in the log's schema as it needs them.
         let sql = sql::statement(
             conn.backend(),
             "state",
@@ -205,8 +315,10 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
                     }
                 };
                 grants.push(format!(
-                    "GRANT CREATE ON SCHEMA {schema} TO {role} (on Citus a load makes its working tables there as it needs them)"
+                    "GRANT CREATE ON SCHEMA {schema} TO {role} (on Citus {} makes its working tables there as it needs them)",
+                    need.command()
                 ));
+                on_citus = true;
             }
         }
     }
@@ -222,14 +334,19 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
     }
     Err(DbError::MissingRights(format!(
         "the PostgreSQL role {role} of target.url lacks rights that {} needs{}; nothing was written. \
-         Have the tables' owner run: {}. (docs/recipes/postgres-to-postgres.md lists every GRANT a loading role needs)",
+         Have the tables' owner run: {}. ({} lists every GRANT a loading role needs)",
         need.command(),
         if need == Need::Load {
             " (a role that owns nothing loads with rights on the tables alone, once an owner has run `dimlog init`)"
         } else {
             ""
         },
-        grants.join("; ")
+        grants.join("; "),
+        if on_citus {
+            "docs/recipes/citus.md"
+        } else {
+            "docs/recipes/postgres-to-postgres.md"
+        }
     )))
 }
 
@@ -304,11 +421,18 @@ pub async fn check_may_alter(conn: &mut Conn, plan: &Plan, change: &str) -> Resu
         return Ok(());
     }
     let (role, _) = role(conn).await?;
-    Err(DbError::ChangeNeedsOwner {
+    let sql = sql::statement(conn.backend(), "state", "table_owner", &serde_json::json!({}))?;
+    let owner = first_text(
+        conn.query_text("finding who owns the log", &sql, &[Param::Text(log.quoted())])
+            .await?,
+    )
+    .unwrap_or_else(|| "their owner".into());
+    Err(DbError::ChangeNeedsOwner(Box::new(crate::db::ChangeNeedsOwner {
         dimension: plan.name.clone(),
         change: change.to_string(),
         role,
+        owner,
         log: sql_name(&log.to_string()),
         dim: sql_name(&dim.to_string()),
-    })
+    })))
 }

@@ -124,6 +124,9 @@ FROM (SELECT $1::text AS dimlog_s) dimlog_x LEFT JOIN pg_namespace dimlog_n ON d
 SELECT COALESCE(current_schema()::text, 'public')
 -- statement: owns_tables
 SELECT COALESCE(bool_and(pg_has_role(relowner, 'USAGE')), false)::text FROM pg_class WHERE oid IN (to_regclass($1), to_regclass($2))
+{# The role that owns table $1 (quoted where needed), to be named. #}
+-- statement: table_owner
+SELECT quote_ident(pg_get_userbyid(relowner)::text) FROM pg_class WHERE oid = to_regclass($1)
 {# Not needed on this engine: a load's working tables are temporary (see
    sql/citus/state.sql). #}
 -- statement: working_tables_uncreatable

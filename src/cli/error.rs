@@ -21,7 +21,7 @@ pub fn hint(e: &Error) -> Option<String> {
     } {
         return Some(way_out.to_string());
     }
-    if let Error::Db(DbError::ChangeNeedsOwner { .. }) = e {
+    if let Error::Db(DbError::ChangeNeedsOwner(_)) = e {
         return Some(
             "run `dimlog run --accept-config-change` once as the tables' owner (the same config, with the owner's URL in \
              target.url); or restore the old column lists"
@@ -141,6 +141,8 @@ fn privilege_hint(e: &Error) -> Option<String> {
             .strip_prefix(&format!("permission denied for {what} "))
             .map(|s| s.trim().to_string())
     };
+    // PostgreSQL names a table bare and unquoted: as SQL it may need quotes (`"Accounts"`).
+    let on = |what: &str| on(what).map(|name| crate::rights::sql_ident(&name));
     Some(if let Some(schema) = on("schema") {
         format!(
             "the PostgreSQL role lacks CREATE on schema {schema}, which dimlog needs to create its tables (and TEMPORARY on the database, for its work tables), \

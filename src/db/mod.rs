@@ -151,22 +151,8 @@ pub enum DbError {
     /// A change to the dimension's column sets that alters the log's or the dimension's
     /// columns (DDL, which only a table's owner may run), asked of a role that does not
     /// own them: refused before anything is written, rather than failing half-way.
-    #[error(
-        "dimension {dimension}: the config changed ({change}), and accepting it alters the columns of {log} and {dim}, \
-         which only their owner may do; the PostgreSQL role {role} of target.url does not own them. Nothing was written. \
-         Have their owner load once with the change accepted; this role then loads as before"
-    )]
-    ChangeNeedsOwner {
-        dimension: String,
-        /// The change, described.
-        change: String,
-        /// The session's role, quoted where needed.
-        role: String,
-        /// The log, as SQL names it.
-        log: String,
-        /// The dimension, as SQL names it.
-        dim: String,
-    },
+    #[error("{0}")]
+    ChangeNeedsOwner(Box<ChangeNeedsOwner>),
     /// On Citus, a dimension's log and dimension are not laid out alike (one distributed
     /// and the other not, or both distributed but not colocated): the statements that
     /// join them cannot run on the shards (exit 2). `way_out` says how to make them
@@ -217,6 +203,27 @@ pub enum DbError {
         /// Whether the role may create tables in the schema.
         may_create: bool,
     },
+}
+
+/// What [`DbError::ChangeNeedsOwner`] names.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "dimension {dimension}: the config changed ({change}), and accepting it alters the columns of {log} and {dim}, \
+     which only their owner may do; the PostgreSQL role {role} of target.url does not own them ({owner} does). \
+     Nothing was written. Have {owner} load once with the change accepted; this role then loads as before"
+)]
+pub struct ChangeNeedsOwner {
+    pub dimension: String,
+    /// The change, described.
+    pub change: String,
+    /// The session's role, quoted where needed.
+    pub role: String,
+    /// The log's owner, quoted where needed.
+    pub owner: String,
+    /// The log, as SQL names it.
+    pub log: String,
+    /// The dimension, as SQL names it.
+    pub dim: String,
 }
 
 impl DbError {

@@ -123,6 +123,7 @@ pub const ENGINE_SPECIFIC: &[(&str, &str, &[&str])] = &[
             "lock_wait",
             "owns_tables",
             "role_name",
+            "table_owner",
             "schema_creatable",
             "schema_exists",
             "schema_unusable",

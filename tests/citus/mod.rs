@@ -627,6 +627,17 @@ async fn an_owner_and_a_loader_load_a_distributed_dimension_by_turns() {
     let out = fx.cli(&["doctor"]);
     assert_ne!(out.status.code(), Some(0), "{}", shown(&out));
     assert!(shown(&out).contains("GRANT CREATE ON SCHEMA dimlog"), "{}", shown(&out));
+    // A dry run and a comparison with the source work in working tables too.
+    for args in [&["run", "--dry-run"][..], &["verify", "--against-source"]] {
+        let out = fx.cli(args);
+        assert_ne!(out.status.code(), Some(0), "{args:?}: {}", shown(&out));
+        assert!(
+            shown(&out).contains(&format!("GRANT CREATE ON SCHEMA dimlog TO {loader}"))
+                && shown(&out).contains("docs/recipes/citus.md"),
+            "{args:?}: {}",
+            shown(&out)
+        );
+    }
 
     fx.target_exec(&format!("GRANT CREATE ON SCHEMA dimlog TO \"{loader}\""))
         .await;
@@ -679,6 +690,7 @@ async fn an_owner_and_a_loader_load_a_distributed_dimension_by_turns() {
     let out = fx.cli(&accept);
     assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
     assert!(shown(&out).contains("only their owner may"), "{}", shown(&out));
+    assert!(shown(&out).contains(&format!("({owner} does)")), "{}", shown(&out));
     connect_as(&mut fx, &owner_url);
     let out = fx.cli(&accept);
     assert_eq!(out.status.code(), Some(0), "{}", shown(&out));

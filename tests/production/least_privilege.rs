@@ -221,6 +221,42 @@ async fn a_source_without_select_names_the_source_grant() {
         stderr.contains("GRANT SELECT ON src_customers TO the role of source.url"),
         "{stderr}"
     );
+    // The GRANT the hint gives runs as it is, whatever the table's name needs (quotes for
+    // capitals, spaces, a quote: an outside trial was given `GRANT SELECT ON Accounts`,
+    // which names another table).
+    for (i, name) in ["Accounts", "my customers", "we\"ird", "select"]
+        .into_iter()
+        .enumerate()
+    {
+        let quoted = format!("\"{}\"", name.replace('"', "\"\""));
+        fx.exec(&format!("CREATE TABLE {quoted} AS SELECT * FROM src_customers"))
+            .await;
+        let text = fx.config().to_string();
+        let query = text
+            .lines()
+            .find(|l| l.starts_with("query = "))
+            .expect("a query")
+            .to_string();
+        fx.edit_config(
+            &query,
+            &format!(
+                "query = {}",
+                toml::Value::String(format!(
+                    "SELECT customer_id, email, tier, country, is_deleted, updated_at FROM {quoted}"
+                ))
+            ),
+        );
+        let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 1);
+        let grant = stderr
+            .split("GRANT SELECT ON ")
+            .nth(1)
+            .and_then(|rest| rest.split(" TO the role of source.url").next())
+            .unwrap_or_else(|| panic!("{name:?}: no GRANT in {stderr}"));
+        assert_eq!(grant, quoted, "{name:?}: {stderr}");
+        fx.exec(&format!("GRANT SELECT ON {grant} TO \"{loader}\"")).await;
+        let upper = format!("2026-03-02T1{}:00:00Z", i + 1);
+        cli_exits(&fx, &["run", "--upper", &upper], 0);
+    }
 }
 
 /// Before `init`, a loader that may not create tables is told to have the owner run
@@ -340,9 +376,11 @@ async fn a_loader_is_sent_to_the_owner_for_a_change_that_alters_the_tables() {
         assert_eq!(out.status.code(), Some(1), "{case}: {}", text(&out.stdout));
         let v: serde_json::Value = serde_json::from_str(text(&out.stdout).trim()).expect("one JSON object");
         let message = v["error"]["message"].as_str().unwrap_or("");
+        let owned_by = format!("({owner} does)");
         for needle in [
             "only their owner may",
             &loader,
+            &owned_by,
             "dimlog.customer_versions",
             "marts.dim_customer",
             "Nothing was written",
