@@ -367,6 +367,12 @@ pub(crate) fn same_type(backend: Backend, a: &str, b: &str) -> bool {
 pub(crate) fn keep_old_type(plan: &Plan, name: &str, old: &str) -> String {
     match &plan.source.relation {
         crate::config::Relation::Table(_) => format!("point source.table at a view that casts `{name}` back to {old}"),
+        // A query's columns are described by their type alone: a cast keeps no length or
+        // precision.
+        crate::config::Relation::Query(_) if old.contains('(') => format!(
+            "make source.query a view and point source.table at it (a query's columns are described without length or \
+             precision, so a cast to {old} in the query is not seen)"
+        ),
         crate::config::Relation::Query(_) => format!("cast `{name}` back to {old} in source.query"),
     }
 }

@@ -43,7 +43,7 @@ impl Need {
             Need::Load => "loading (run, backfill)",
             Need::Read => "reading the dimension (every command)",
             Need::Rebuild => "rebuilding the dimension (rebuild)",
-            Need::Compare => "a dry run (and verify against the source)",
+            Need::Compare => "a dry run or verify against the source",
         }
     }
 }
@@ -334,7 +334,7 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
     }
     Err(DbError::MissingRights(format!(
         "the PostgreSQL role {role} of target.url lacks rights that {} needs{}; nothing was written. \
-         Have the tables' owner run: {}. ({} lists every GRANT a loading role needs)",
+         Have the tables' owner run: {}. ({} lists every GRANT {})",
         need.command(),
         if need == Need::Load {
             " (a role that owns nothing loads with rights on the tables alone, once an owner has run `dimlog init`)"
@@ -342,10 +342,15 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
             ""
         },
         grants.join("; "),
-        if on_citus {
+        if on_citus || conn.backend() == crate::config::Backend::Citus {
             "docs/recipes/citus.md"
         } else {
             "docs/recipes/postgres-to-postgres.md"
+        },
+        if need == Need::Load {
+            "a loading role needs"
+        } else {
+            "a role needs, for loading and for only reading"
         }
     )))
 }
@@ -415,7 +420,7 @@ pub async fn owns_tables(conn: &mut Conn, a: &str, b: &str) -> Result<bool, DbEr
 /// Refuses, before anything is written, a change of the column sets (`change`,
 /// described) that alters the log's or the dimension's columns when the session's role
 /// does not own them: only their owner may alter them ([`DbError::ChangeNeedsOwner`]).
-pub async fn check_may_alter(conn: &mut Conn, plan: &Plan, change: &str) -> Result<(), DbError> {
+pub async fn check_may_alter(conn: &mut Conn, plan: &Plan, change: &str, alters_log: bool) -> Result<(), DbError> {
     let (log, dim) = (&plan.target.log, &plan.target.dimension);
     if owns_tables(conn, &log.quoted(), &dim.quoted()).await? {
         return Ok(());
@@ -432,7 +437,10 @@ pub async fn check_may_alter(conn: &mut Conn, plan: &Plan, change: &str) -> Resu
         change: change.to_string(),
         role,
         owner,
-        log: sql_name(&log.to_string()),
-        dim: sql_name(&dim.to_string()),
+        tables: if alters_log {
+            format!("{} and {}", sql_name(&log.to_string()), sql_name(&dim.to_string()))
+        } else {
+            sql_name(&dim.to_string())
+        },
     })))
 }

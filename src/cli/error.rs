@@ -143,7 +143,13 @@ fn privilege_hint(e: &Error) -> Option<String> {
     };
     // PostgreSQL names a table bare and unquoted: as SQL it may need quotes (`"Accounts"`).
     let on = |what: &str| on(what).map(|name| crate::rights::sql_ident(&name));
-    Some(if let Some(schema) = on("schema") {
+    Some(if let (Some(schema), Error::Extract(_)) = (on("schema"), e) {
+        // Read on the source's connection: a schema it may not look into.
+        format!(
+            "the PostgreSQL role of source.url may not use schema {schema} of the source: GRANT USAGE ON SCHEMA {schema} TO \
+             the role of source.url, and SELECT on the source table (dimlog only reads the source)"
+        )
+    } else if let Some(schema) = on("schema") {
         format!(
             "the PostgreSQL role lacks CREATE on schema {schema}, which dimlog needs to create its tables (and TEMPORARY on the database, for its work tables), \
              even for a dry run: GRANT CREATE ON SCHEMA {schema} TO {role}, or run as a role that has it; a role that may only read can run status, history, lookup and verify"

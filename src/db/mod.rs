@@ -208,8 +208,8 @@ pub enum DbError {
 /// What [`DbError::ChangeNeedsOwner`] names.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "dimension {dimension}: the config changed ({change}), and accepting it alters the columns of {log} and {dim}, \
-     which only their owner may do; the PostgreSQL role {role} of target.url does not own them ({owner} does). \
+    "dimension {dimension}: the config changed ({change}), and accepting it alters the columns of {tables}, which only \
+     the owner may do; the PostgreSQL role {role} of target.url does not own them ({owner} does). \
      Nothing was written. Have {owner} load once with the change accepted; this role then loads as before"
 )]
 pub struct ChangeNeedsOwner {
@@ -220,10 +220,9 @@ pub struct ChangeNeedsOwner {
     pub role: String,
     /// The log's owner, quoted where needed.
     pub owner: String,
-    /// The log, as SQL names it.
-    pub log: String,
-    /// The dimension, as SQL names it.
-    pub dim: String,
+    /// The tables it alters (the dimension, and the log if it gains columns), as SQL
+    /// names them.
+    pub tables: String,
 }
 
 impl DbError {

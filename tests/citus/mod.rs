@@ -689,7 +689,7 @@ async fn an_owner_and_a_loader_load_a_distributed_dimension_by_turns() {
     connect_as(&mut fx, &loader_url);
     let out = fx.cli(&accept);
     assert_eq!(out.status.code(), Some(1), "{}", shown(&out));
-    assert!(shown(&out).contains("only their owner may"), "{}", shown(&out));
+    assert!(shown(&out).contains("only the owner may"), "{}", shown(&out));
     assert!(shown(&out).contains(&format!("({owner} does)")), "{}", shown(&out));
     connect_as(&mut fx, &owner_url);
     let out = fx.cli(&accept);

@@ -257,6 +257,37 @@ async fn a_source_without_select_names_the_source_grant() {
         let upper = format!("2026-03-02T1{}:00:00Z", i + 1);
         cli_exits(&fx, &["run", "--upper", &upper], 0);
     }
+    // A source schema the role may not use is the source's USAGE to grant, not the
+    // target's CREATE (found by a trial), whatever the schema's name.
+    for schema in ["crm", "Sales Data"] {
+        let quoted = format!("\"{schema}\"");
+        fx.exec(&format!(
+            "CREATE SCHEMA {quoted}; CREATE TABLE {quoted}.items AS SELECT * FROM src_customers"
+        ))
+        .await;
+        let text = fx.config().to_string();
+        let query = text
+            .lines()
+            .find(|l| l.starts_with("query = "))
+            .expect("a query")
+            .to_string();
+        fx.edit_config(
+            &query,
+            &format!(
+                "query = {}",
+                toml::Value::String(format!(
+                    "SELECT customer_id, email, tier, country, is_deleted, updated_at FROM {quoted}.items"
+                ))
+            ),
+        );
+        let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T16:00:00Z"], 1);
+        let grant = format!(
+            "GRANT USAGE ON SCHEMA {} TO the role of source.url",
+            if schema == "crm" { "crm" } else { quoted.as_str() }
+        );
+        assert!(stderr.contains(&grant), "{schema}: {stderr}");
+        assert!(!stderr.contains("CREATE"), "{schema}: {stderr}");
+    }
 }
 
 /// Before `init`, a loader that may not create tables is told to have the owner run
@@ -345,20 +376,20 @@ async fn a_loader_is_sent_to_the_owner_for_a_change_that_alters_the_tables() {
         "--upper",
         "2026-03-02T10:00:00Z",
     ];
-    // (columns, type1, current_columns, whether accepting it alters the tables)
+    // (columns, type1, current_columns, whether accepting it alters the tables, the log too)
     let changes = [
-        (r#"["tier", "email", "country"]"#, "[]", "[]", false),
-        (r#"["tier", "email"]"#, r#"["country"]"#, "[]", false),
-        (r#"["tier", "email", "segment"]"#, r#"["country"]"#, "[]", true),
-        (r#"["tier", "email"]"#, r#"["country", "name"]"#, "[]", true),
-        (r#"["tier", "email"]"#, r#"["country"]"#, r#"["tier"]"#, true),
-        (r#"["tier"]"#, r#"["country"]"#, "[]", true),
+        (r#"["tier", "email", "country"]"#, "[]", "[]", false, false),
+        (r#"["tier", "email"]"#, r#"["country"]"#, "[]", false, false),
+        (r#"["tier", "email", "segment"]"#, r#"["country"]"#, "[]", true, true),
+        (r#"["tier", "email"]"#, r#"["country", "name"]"#, "[]", true, true),
+        (r#"["tier", "email"]"#, r#"["country"]"#, r#"["tier"]"#, true, false),
+        (r#"["tier"]"#, r#"["country"]"#, "[]", true, false),
     ];
     fx.edit_config(
         "columns = [\"email\", \"tier\", \"country\"]",
         "columns = [\"email\", \"tier\", \"country\"]\ntype1 = []\ncurrent_columns = []",
     );
-    for (columns, type1, current, alters) in changes {
+    for (columns, type1, current, alters, alters_log) in changes {
         fx.set_setting("columns", columns);
         fx.set_setting("type1", type1);
         fx.set_setting("current_columns", current);
@@ -368,6 +399,9 @@ async fn a_loader_is_sent_to_the_owner_for_a_change_that_alters_the_tables() {
             columns_of(&mut fx, "marts.dim_customer").await,
             fx.count("dimlog.dimlog_runs").await,
         );
+        // Without accepting it either, the loader is sent to the owner of a change it may
+        // not make (rather than told to accept it).
+        let refused = fx.cli(&["run", "--json", "--upper", "2026-03-02T10:00:00Z"]);
         let out = fx.cli(&accept);
         if !alters {
             assert_eq!(out.status.code(), Some(0), "{case}: {}", text(&out.stdout));
@@ -378,15 +412,24 @@ async fn a_loader_is_sent_to_the_owner_for_a_change_that_alters_the_tables() {
         let message = v["error"]["message"].as_str().unwrap_or("");
         let owned_by = format!("({owner} does)");
         for needle in [
-            "only their owner may",
+            "only the owner may",
             &loader,
             &owned_by,
-            "dimlog.customer_versions",
             "marts.dim_customer",
             "Nothing was written",
         ] {
             assert!(message.contains(needle), "{case}: {needle:?} not in {v}");
         }
+        assert_eq!(
+            message.contains("dimlog.customer_versions"),
+            alters_log,
+            "{case}: the log is named as altered only if it gains columns: {v}"
+        );
+        assert!(
+            text(&refused.stdout).contains("only the owner may"),
+            "{case}, not accepted: {}",
+            text(&refused.stdout)
+        );
         assert!(
             v["error"]["hint"]
                 .as_str()

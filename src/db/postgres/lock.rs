@@ -105,12 +105,17 @@ pub async fn lock_holder(conn: &mut Conn, dimension: &str) -> String {
     } else {
         format!(", {}", v(3))
     };
+    // PostgreSQL shows another role's session times to its members only.
+    let since = if v(4).is_empty() {
+        String::new()
+    } else {
+        format!(", connected since {}", v(4))
+    };
     format!(
-        " (session {pid}: application {app:?}, user {user:?}, connected since {since}{state}; if the dimlog that opened it is gone \
+        " (session {pid}: application {app:?}, user {user:?}{since}{state}; if the dimlog that opened it is gone \
          and the session stays after its rollback, end it with SELECT pg_terminate_backend({pid}))",
         pid = v(0),
         app = v(1),
         user = v(2),
-        since = v(4),
     )
 }
