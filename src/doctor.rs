@@ -251,7 +251,9 @@ async fn check_window_read(
 async fn check_source(checks: &mut Checks, plan: &Plan, source: &mut Conn) -> Option<Layout> {
     let layout = async {
         let schema = SourceSchema::load(source, &plan.source.relation).await?;
-        Ok::<_, Error>(schema.layout(plan, plan.target.url.backend)?)
+        let layout = schema.layout(plan, plan.target.url.backend)?;
+        extract::check_readable(source, plan, &layout).await?;
+        Ok::<_, Error>(layout)
     }
     .await;
     let layout = checks.result("source table", layout, |l: &Layout| {

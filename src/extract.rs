@@ -755,6 +755,19 @@ pub async fn source_now(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result
     })
 }
 
+/// Whether the source's role may read the source's rows (the columns come from the
+/// catalog, which shows them to a role without that right): an error naming the refusal.
+pub async fn check_readable(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<(), ExtractError> {
+    let sql = sql::statement(
+        conn.backend(),
+        "extract",
+        "readable",
+        &extract_context(plan, layout, None),
+    )?;
+    conn.query_text("reading the source table", &sql, &[]).await?;
+    Ok(())
+}
+
 /// The source's oldest change (a first load's window is checked against it); none for an
 /// empty source.
 pub async fn source_oldest(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<Option<Micros>, ExtractError> {

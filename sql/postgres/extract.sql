@@ -76,3 +76,7 @@ SELECT dimlog_a.attname::text,
 FROM pg_attribute dimlog_a
 WHERE dimlog_a.attrelid = to_regclass($1) AND dimlog_a.attnum > 0 AND NOT dimlog_a.attisdropped
 ORDER BY dimlog_a.attnum
+{# Reads nothing, but needs every right a read does: the catalog shows a table's columns
+   to a role that may not read its rows (`dimlog doctor`). #}
+-- statement: readable
+SELECT 1 FROM {{ relation }} WHERE 1 = 0

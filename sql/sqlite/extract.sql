@@ -145,3 +145,7 @@ SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endf
        {% if deleted_flag %}, CASE WHEN lower(trim(CAST({{ deleted_flag }} AS TEXT))) IN ('true', 't', '1', 'yes', 'y') THEN 'false' ELSE 'true' END{% endif %} FROM {{ relation }}
 -- statement: columns
 SELECT name, type, CAST(NULLIF(pk, 0) AS TEXT) FROM pragma_table_info(?, ?) ORDER BY cid
+{# Reads nothing, but needs every right a read does: the catalog shows a table's columns
+   to a role that may not read its rows (`dimlog doctor`). #}
+-- statement: readable
+SELECT 1 FROM {{ relation }} WHERE 1 = 0

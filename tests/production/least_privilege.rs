@@ -209,6 +209,15 @@ async fn a_source_without_select_names_the_source_grant() {
         "{stderr}"
     );
     assert!(!stderr.contains("INSERT"), "{stderr}");
+    // `doctor` says so at the source table (the catalog shows its columns to the role
+    // all the same), not at a later check that happens to read rows.
+    let out = fx.cli(&["doctor"]);
+    assert_ne!(out.status.code(), Some(0));
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("FAIL  source table: ") && stdout.contains("permission denied for table src_customers"),
+        "{stdout}"
+    );
     // The same through `source.query` (as `dimlog new` writes for names that need
     // quoting): a missing right, exit 1 with the GRANT, not a config error (exit 2) that
     // tells a scheduler retries cannot help (found by an outside trial).
