@@ -785,8 +785,8 @@ async fn run_to_the_end(
                     // Whether the change is accepted or not: a role that may not make it
                     // is sent to the owner rather than told to accept it.
                     if c.alters_tables() {
-                        let alters_log = !c.new_log_columns.is_empty();
-                        crate::rights::check_may_alter(&mut session.target, plan, &c.describe(), alters_log).await?;
+                        crate::rights::check_may_alter(&mut session.target, plan, &c.describe(), c.alters_log())
+                            .await?;
                     }
                     if !opts.accept_config_change {
                         return Err(Error::Config(c.refusal()));

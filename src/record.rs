@@ -627,6 +627,16 @@ impl ConfigChange {
     /// attribute columns changes. (Reordered columns, or a column moved between Type 2
     /// and Type 1, only rewrite rows.)
     pub fn alters_tables(&self) -> bool {
+        self.alters_log() || self.alters_dimension()
+    }
+
+    /// Whether accepting the change adds columns to the log.
+    pub fn alters_log(&self) -> bool {
+        !self.new_log_columns.is_empty()
+    }
+
+    /// Whether accepting the change adds or takes off columns of the dimension.
+    fn alters_dimension(&self) -> bool {
         use std::collections::BTreeSet;
         fn attributes<'a>(tracked: &'a [String], type1: &'a [String]) -> BTreeSet<&'a String> {
             tracked.iter().chain(type1).collect()
@@ -634,9 +644,7 @@ impl ConfigChange {
         fn twins(current: &[String]) -> BTreeSet<&String> {
             current.iter().collect()
         }
-        !self.new_log_columns.is_empty()
-            || attributes(&self.tracked_before, &self.type1_before)
-                != attributes(&self.tracked_after, &self.type1_after)
+        attributes(&self.tracked_before, &self.type1_before) != attributes(&self.tracked_after, &self.type1_after)
             || twins(&self.current_before) != twins(&self.current_after)
     }
 

@@ -285,7 +285,6 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
             grants.push(format!("GRANT {missing} ON {qualified} TO {role}"));
         }
     }
-    let mut on_citus = false;
     if matches!(need, Need::Load | Need::Rebuild | Need::Compare) {
         // On Citus a load (a dry run and a comparison with the source too) makes its
         // working tables in the log's schema as it needs them.
@@ -318,7 +317,6 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
                     "GRANT CREATE ON SCHEMA {schema} TO {role} (on Citus {} makes its working tables there as it needs them)",
                     need.command()
                 ));
-                on_citus = true;
             }
         }
     }
@@ -342,11 +340,9 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
             ""
         },
         grants.join("; "),
-        if on_citus || conn.backend() == crate::config::Backend::Citus {
-            "docs/recipes/citus.md"
-        } else {
-            "docs/recipes/postgres-to-postgres.md"
-        },
+        conn.dialect()
+            .rights_recipe()
+            .unwrap_or("docs/recipes/postgres-to-postgres.md"),
         if need == Need::Load {
             "a loading role needs"
         } else {

@@ -113,6 +113,10 @@ pub trait Dialect: Sync {
     /// catalogs before it writes (PostgreSQL); false where the file's permissions decide.
     fn has_roles(&self) -> bool;
 
+    /// The recipe that lists every right a role needs on this engine, for refusals that
+    /// name a missing one (None where the engine has no roles).
+    fn rights_recipe(&self) -> Option<&'static str>;
+
     /// Whether dimlog's own tables may live in a schema of their own
     /// (`target.state_schema`).
     fn has_state_schema(&self) -> bool;

@@ -764,7 +764,6 @@ async fn working_tables_left_with_empty_statistics_do_not_mislead_the_next_load(
         &[("DIMLOG_EXPLAIN_TO", plans.as_path())],
     );
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let text = std::fs::read_to_string(&plans).expect("the plans");
     // Each shard's scan of a table the load filled with every key (half of them a shard).
     let filled = [
         "dimlog_stage_",
@@ -773,9 +772,8 @@ async fn working_tables_left_with_empty_statistics_do_not_mislead_the_next_load(
         "dimlog_appended_",
     ];
     let mut scans = 0;
-    for line in text.lines() {
-        let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
-        let (what, plan) = (v["what"].as_str().unwrap_or(""), v["plan"].as_str().unwrap_or(""));
+    for explained in pushdown::read_plans(&plans) {
+        let (what, plan) = (&explained.what, explained.plan.as_deref().unwrap_or(""));
         // A whole table's scan (a filtered one estimates what passes the filter).
         let steps: Vec<&str> = plan.lines().collect();
         let whole = steps.iter().enumerate().filter(|(i, l)| {

@@ -47,13 +47,13 @@ fn dimlog_exits(fx: &Fixture, plans: &std::path::Path, args: &[&str], codes: &[i
 
 /// One explained statement.
 #[derive(Debug)]
-struct Plan {
-    what: String,
+pub(super) struct Plan {
+    pub(super) what: String,
     sql: String,
-    plan: Result<String, String>,
+    pub(super) plan: Result<String, String>,
 }
 
-fn read_plans(path: &std::path::Path) -> Vec<Plan> {
+pub(super) fn read_plans(path: &std::path::Path) -> Vec<Plan> {
     let text = std::fs::read_to_string(path).expect("the plans file");
     text.lines()
         .map(|line| {

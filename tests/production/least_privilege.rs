@@ -240,21 +240,7 @@ async fn a_source_without_select_names_the_source_grant() {
         let quoted = format!("\"{}\"", name.replace('"', "\"\""));
         fx.exec(&format!("CREATE TABLE {quoted} AS SELECT * FROM src_customers"))
             .await;
-        let text = fx.config().to_string();
-        let query = text
-            .lines()
-            .find(|l| l.starts_with("query = "))
-            .expect("a query")
-            .to_string();
-        fx.edit_config(
-            &query,
-            &format!(
-                "query = {}",
-                toml::Value::String(format!(
-                    "SELECT customer_id, email, tier, country, is_deleted, updated_at FROM {quoted}"
-                ))
-            ),
-        );
+        read_through_query(&mut fx, &quoted);
         let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 1);
         let grant = stderr
             .split("GRANT SELECT ON ")
@@ -274,21 +260,7 @@ async fn a_source_without_select_names_the_source_grant() {
             "CREATE SCHEMA {quoted}; CREATE TABLE {quoted}.items AS SELECT * FROM src_customers"
         ))
         .await;
-        let text = fx.config().to_string();
-        let query = text
-            .lines()
-            .find(|l| l.starts_with("query = "))
-            .expect("a query")
-            .to_string();
-        fx.edit_config(
-            &query,
-            &format!(
-                "query = {}",
-                toml::Value::String(format!(
-                    "SELECT customer_id, email, tier, country, is_deleted, updated_at FROM {quoted}.items"
-                ))
-            ),
-        );
+        read_through_query(&mut fx, &format!("{quoted}.items"));
         let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T16:00:00Z"], 1);
         let grant = format!(
             "GRANT USAGE ON SCHEMA {} TO the role of source.url",
@@ -297,6 +269,18 @@ async fn a_source_without_select_names_the_source_grant() {
         assert!(stderr.contains(&grant), "{schema}: {stderr}");
         assert!(!stderr.contains("CREATE"), "{schema}: {stderr}");
     }
+}
+
+/// Points the config's `source.query` at the customers' columns of `from` (SQL text).
+fn read_through_query(fx: &mut Fixture, from: &str) {
+    let text = fx.config().to_string();
+    let query = text
+        .lines()
+        .find(|l| l.starts_with("query = "))
+        .expect("a query")
+        .to_string();
+    let wanted = format!("SELECT customer_id, email, tier, country, is_deleted, updated_at FROM {from}");
+    fx.edit_config(&query, &format!("query = {}", toml::Value::String(wanted)));
 }
 
 /// Before `init`, a loader that may not create tables is told to have the owner run

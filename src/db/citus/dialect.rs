@@ -116,6 +116,11 @@ impl Dialect for Citus {
         Postgres.has_roles()
     }
 
+    /// Citus's recipe adds `CREATE` on the log's schema, where loads make working tables.
+    fn rights_recipe(&self) -> Option<&'static str> {
+        Some("docs/recipes/citus.md")
+    }
+
     fn has_state_schema(&self) -> bool {
         Postgres.has_state_schema()
     }

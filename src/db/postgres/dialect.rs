@@ -142,6 +142,10 @@ impl Dialect for Postgres {
         true
     }
 
+    fn rights_recipe(&self) -> Option<&'static str> {
+        Some("docs/recipes/postgres-to-postgres.md")
+    }
+
     fn has_state_schema(&self) -> bool {
         true
     }

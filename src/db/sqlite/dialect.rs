@@ -130,6 +130,10 @@ impl Dialect for Sqlite {
         false
     }
 
+    fn rights_recipe(&self) -> Option<&'static str> {
+        None
+    }
+
     fn has_state_schema(&self) -> bool {
         false
     }
