@@ -74,11 +74,14 @@ SELECT {% for c in columns %}{{ text(c) }}, {% endfor %}
        {% if deleted_flag %}, CAST({{ deleted_flag }} AS TEXT){% endif %}
 FROM {{ relation }}
 WHERE {{ updated_at }} IS NOT NULL
+{# Without a lower bound (a first load, a full refresh) nearly every row is in the
+   window: a filter would cost more than reading the few past the upper bound, which
+   Rust counts where it drops them (so `future` reads none). #}
+{% if low %}
   AND ({{ unreadable() }}
-       OR (1 = 1
-{% if low %}           AND julianday(trim({{ updated_at }})) >= julianday(?) - {{ slack_days }}{% endif %}
-{% if high %}           AND julianday(trim({{ updated_at }})) <= julianday(?) + {{ slack_days }}{% endif %}
-      ))
+       OR (julianday(trim({{ updated_at }})) >= julianday(?) - {{ slack_days }}
+           AND julianday(trim({{ updated_at }})) <= julianday(?) + {{ slack_days }}))
+{% endif %}
 {% endif %}
 {# The partial index that lets `rows` read the values off the date-ordered index without
    a scan: its condition is `off_index`, word for word, as SQLite needs to use it. #}
@@ -123,11 +126,14 @@ SELECT count(*) OVER (), CAST({{ updated_at }} AS TEXT){% for c in key_columns %
   FROM {{ relation }}
 WHERE {{ updated_at }} >= date(?1, '+2 days') AND {{ placeable() }}
 ORDER BY julianday({{ updated_at }}) DESC LIMIT 1
-{% else %}
+{% elif low %}
 SELECT count(*) OVER (), CAST({{ updated_at }} AS TEXT){% for c in key_columns %}, {{ text(c) }}{% endfor %}
   FROM {{ relation }}
 WHERE julianday(trim({{ updated_at }})) > julianday(?1) + {{ slack_days }} AND NOT {{ unreadable() }}
 ORDER BY julianday(trim({{ updated_at }})) DESC LIMIT 1
+{% else %}
+{# Without a lower bound `rows` reads them all (see there). #}
+SELECT NULL WHERE 0
 {% endif %}
 -- statement: now
 SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
