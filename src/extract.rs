@@ -902,6 +902,13 @@ struct Selected {
 }
 
 impl Selected {
+    fn fault(&self, e: crate::db::StreamError) -> ExtractError {
+        match e {
+            crate::db::StreamError::Db(e) => e.into(),
+            crate::db::StreamError::NotText { key, column, bytes } => self.not_utf8(&key, column, &bytes),
+        }
+    }
+
     /// The error for the value of `column` whose bytes are not UTF-8; `key` holds the
     /// row's key values as read (a key value that is not UTF-8 itself as its bytes).
     fn not_utf8(&self, key: &[Result<Option<String>, Vec<u8>>], column: usize, bytes: &[u8]) -> ExtractError {
@@ -1017,6 +1024,57 @@ pub fn index_advice(plan: &Plan, layout: &Layout) -> Option<String> {
     Some(statements.join("\n"))
 }
 
+/// A window's read: the statement, the bounds it binds, and the names of what it selects
+/// (to name a value it cannot read).
+pub struct WindowRead {
+    /// The statement.
+    pub sql: String,
+    /// Bounds an engine's statement does not carry itself (PostgreSQL's has them
+    /// rendered in), bound in order.
+    pub params: Vec<Param>,
+    selected: Selected,
+}
+
+impl WindowRead {
+    /// The read of `window` on a source of `backend`, through its indexes when `by_index`
+    /// (see [`window_by_index`]).
+    pub fn new(
+        backend: crate::db::Backend,
+        plan: &Plan,
+        layout: &Layout,
+        window: &Window,
+        by_index: bool,
+    ) -> Result<WindowRead, ExtractError> {
+        let sql = sql::statement(backend, "extract", "rows", &indexed_context(plan, layout, window, by_index))?;
+        let mut params = Vec::new();
+        if let Some(low) = window.low {
+            params.push(Param::Ts(low));
+        }
+        params.push(Param::Ts(window.high));
+        let mut names: Vec<String> = layout.read_columns().iter().map(|c| c.bare.clone()).collect();
+        names.push(plan.source.updated_at.name().into());
+        names.extend(plan.source.deleted_flag.iter().map(|d| d.name().to_string()));
+        Ok(WindowRead {
+            sql,
+            params,
+            selected: Selected {
+                names,
+                key_count: layout.keys.len(),
+            },
+        })
+    }
+
+    /// How many of the selected values, first, are the natural key.
+    pub fn key_count(&self) -> usize {
+        self.selected.key_count
+    }
+
+    /// The read's failure in the user's terms.
+    pub fn fault(&self, e: crate::db::StreamError) -> ExtractError {
+        self.selected.fault(e)
+    }
+}
+
 /// Starts reading `window` on its own task. Batches arrive through a bounded channel
 /// (back-pressure keeps memory flat); the task hands the connection back when done.
 pub fn spawn_reader(
@@ -1026,27 +1084,8 @@ pub fn spawn_reader(
     window: &Window,
     by_index: bool,
 ) -> Result<(RowBatches, tokio::task::JoinHandle<Conn>), ExtractError> {
-    let sql = sql::statement(
-        conn.backend(),
-        "extract",
-        "rows",
-        &indexed_context(plan, layout, window, by_index),
-    )?;
-    // Bounds an engine's statement does not carry itself (PostgreSQL's has them
-    // rendered in) bind as parameters.
-    let mut params = Vec::new();
-    if let Some(low) = window.low {
-        params.push(Param::Ts(low));
-    }
-    params.push(Param::Ts(window.high));
-    let mut names: Vec<String> = layout.read_columns().iter().map(|c| c.bare.clone()).collect();
-    names.push(plan.source.updated_at.name().into());
-    names.extend(plan.source.deleted_flag.iter().map(|d| d.name().to_string()));
-    let selected = Selected {
-        names,
-        key_count: layout.keys.len(),
-    };
-    Ok(spawn_stream(conn, sql, params, selected))
+    let read = WindowRead::new(conn.backend(), plan, layout, window, by_index)?;
+    Ok(spawn_stream(conn, read.sql, read.params, read.selected))
 }
 
 /// Streams the source's full key list (key columns only), for delete reconciliation.
@@ -1144,10 +1183,7 @@ async fn stream_rows(
 ) -> Result<(), ExtractError> {
     conn.stream_text_rows(sql, &params, selected.key_count, BATCH_ROWS, tx)
         .await
-        .map_err(|e| match e {
-            crate::db::StreamError::Db(e) => e.into(),
-            crate::db::StreamError::NotText { key, column, bytes } => selected.not_utf8(&key, column, &bytes),
-        })
+        .map_err(|e| selected.fault(e))
 }
 
 #[cfg(test)]

@@ -202,6 +202,9 @@ pub struct Session {
     /// Set when the target's connection was replaced while the dimension's lock was held
     /// ([`Session::reconnect_lost`]): the lock went with the old session.
     lock_lost: bool,
+    /// The interrupt of the work under way ([`Session::interruptible_until`] sets it), for
+    /// the steps that hold their thread for a while and must look at it themselves.
+    interrupt: Option<crate::interrupt::Interrupt>,
 }
 
 impl Session {
@@ -291,6 +294,7 @@ impl Session {
             return work(self).await;
         };
         let _answering = interrupt.answering();
+        let outer = self.interrupt.replace(interrupt.clone());
         let outcome = {
             let running = work(self);
             tokio::select! {
@@ -303,6 +307,7 @@ impl Session {
                 } => None,
             }
         };
+        self.interrupt = outer;
         if let Some(outcome) = outcome {
             return outcome;
         }
@@ -435,6 +440,7 @@ impl Session {
             target_access: access,
             target_need: need,
             lock_lost: false,
+            interrupt: None,
         })
     }
 
@@ -510,6 +516,7 @@ impl Session {
             target_access: access,
             target_need: Need::for_access(access),
             lock_lost: false,
+            interrupt: None,
         })
     }
 
@@ -1501,6 +1508,13 @@ pub async fn stage_window(
     if copy_text {
         return stage_window_copy(session, plan, window, observer).await;
     }
+    let pumps = session
+        .source
+        .as_ref()
+        .is_some_and(|source| session.target.pumps_from(source));
+    if pumps {
+        return stage_window_pumped(session, plan, window, observer).await;
+    }
     let layout = &session.layout;
     let kinds: Vec<ColumnKind> = layout.read_columns().iter().map(|c| c.kind).collect();
     let n = kinds.len();
@@ -1581,6 +1595,86 @@ pub async fn stage_window(
         beyond_upper: admission.beyond_upper,
     })
 }
+
+/// [`stage_window`] from SQLite to SQLite: the rows go from the source's read into
+/// `dimlog_raw` in this thread ([`Conn::pump_from`]), by the same rules as the row path.
+/// An interrupt stops it within a few thousand rows, and is then answered as anywhere
+/// else: the work waits here to be dropped.
+async fn stage_window_pumped(
+    session: &mut Session,
+    plan: &Plan,
+    window: &Window,
+    observer: &dyn Observer,
+) -> Result<Staged, Error> {
+    let layout = &session.layout;
+    let kinds: Vec<ColumnKind> = layout.read_columns().iter().map(|c| c.kind).collect();
+    let n = kinds.len();
+    let key_count = layout.keys.len();
+    let tracked_count = layout.tracked.len();
+    let stager = stage::Stager::new(&session.ctx);
+    let source = session.source.as_mut().expect("source connection present");
+    let by_index = extract::window_by_index(source, plan, layout, window).await;
+    if by_index {
+        tracing::info!("reading the window through the source's indexes");
+    }
+    let read = extract::WindowRead::new(source.backend(), plan, layout, window, by_index)?;
+    let mut admission = extract::Admission::new(*window, key_count);
+    let each = |mut row: crate::db::TextRow| -> Result<Option<crate::db::TextRow>, Error> {
+        let deleted = if plan.source.deleted_flag.is_some() {
+            row.pop().flatten()
+        } else {
+            None
+        };
+        let change = match row.pop().flatten() {
+            None => None,
+            Some(text) => Some(extract::change_time(plan, &text, || extract::key_text(&row, key_count))?),
+        };
+        debug_assert_eq!(row.len(), n);
+        let is_deleted = extract::flagged_deleted(deleted.as_deref());
+        if !admission.admit(change, |i| row[i].is_none(), is_deleted) {
+            return Ok(None);
+        }
+        if admission.rows_read % PROGRESS_EVERY == 0 {
+            observer.rows_read(admission.rows_read as u64);
+        }
+        let staged = stage_row(&kinds, key_count, tracked_count, row, change.expect("admitted"), is_deleted);
+        Ok(Some(stage::Stager::cells(staged)))
+    };
+    let interrupt = session.interrupt.clone();
+    let stop = || interrupt.as_ref().is_some_and(crate::interrupt::Interrupt::is_fired);
+    let pumped = session
+        .target
+        .pump_from(
+            session.source.as_mut().expect("source connection present"),
+            (&read.sql, &read.params),
+            read.key_count(),
+            ("dimlog_raw", stager.columns(), stager.kinds()),
+            &stop,
+            each,
+        )
+        .await;
+    match pumped {
+        Ok(_) => {}
+        Err(crate::db::sqlite::pump::PumpError::Stream(e)) => return Err(read.fault(e).into()),
+        Err(crate::db::sqlite::pump::PumpError::Row(e)) => return Err(e),
+        Err(crate::db::sqlite::pump::PumpError::Stopped) => {
+            // Dropped from here by whoever fired the interrupt (see `interruptible_until`).
+            std::future::pending::<()>().await;
+        }
+    }
+    observer.rows_read(admission.rows_read as u64);
+    if let Some(e) = admission.null_key_error(layout) {
+        return Err(e.into());
+    }
+    Ok(Staged {
+        rows_read: admission.rows_read,
+        max_read: admission.max_read,
+        beyond_upper: admission.beyond_upper,
+    })
+}
+
+/// Rows staged between two progress reports of [`stage_window_pumped`].
+const PROGRESS_EVERY: i64 = 8192;
 
 /// After a first load's append: fills the empty dimension (without a window over the log
 /// when the load held one row per key) and builds the indexes dropped for the load.

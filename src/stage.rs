@@ -59,18 +59,23 @@ impl Stager {
 
     /// Writes one batch of rows to the staging table.
     pub async fn write(&self, conn: &mut Conn, rows: Vec<StagedRow>) -> Result<(), DbError> {
-        let cells: Vec<Vec<Option<String>>> = rows
-            .into_iter()
-            .map(|r| {
-                let mut v = r.values;
-                v.push(Some(r.valid_from.to_text()));
-                v.push(Some(if r.is_deleted { "true" } else { "false" }.into()));
-                v.push(Some(bytea_hex(&r.row_hash)));
-                v
-            })
-            .collect();
+        let cells: Vec<Vec<Option<String>>> = rows.into_iter().map(Stager::cells).collect();
         conn.bulk_insert("staging source rows", "dimlog_raw", &self.columns, &self.kinds, &cells)
             .await
+    }
+
+    /// A staged row as the staging table's values, as [`Stager::kinds`] binds them.
+    pub fn cells(row: StagedRow) -> Vec<Option<String>> {
+        let mut v = row.values;
+        v.push(Some(row.valid_from.to_text()));
+        v.push(Some(if row.is_deleted { "true" } else { "false" }.into()));
+        v.push(Some(bytea_hex(&row.row_hash)));
+        v
+    }
+
+    /// How each staging column binds on SQLite.
+    pub fn kinds(&self) -> &[BindKind] {
+        &self.kinds
     }
 }
 

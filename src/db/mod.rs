@@ -91,6 +91,15 @@ pub enum DbError {
         /// Driver error.
         source: sqlx::Error,
     },
+    /// A statement run through SQLite's own interface failed (rows moved between two
+    /// SQLite databases, see [`sqlite::pump`]).
+    #[error("{} failed: {message}", step_for_people(what))]
+    Sqlite {
+        /// What was being done.
+        what: String,
+        /// SQLite's message.
+        message: String,
+    },
     /// A SQL template did not render (a bug, not a user error).
     #[error("sql template {name} did not render: {message}")]
     Template {
@@ -1248,6 +1257,38 @@ impl Conn {
                 source,
             }),
             Conn::Sqlite(_) => Ok(()),
+        }
+    }
+
+    /// Whether [`Conn::pump_from`] moves rows from `source` into this connection: both
+    /// are SQLite.
+    pub fn pumps_from(&self, source: &Conn) -> bool {
+        matches!((self, source), (Conn::Sqlite(_), Conn::Sqlite(_)))
+    }
+
+    /// Moves the rows of `read` on `source` into `table` of this connection, through
+    /// `each`, in this thread ([`sqlite::pump::pump`]; both SQLite, see
+    /// [`Conn::pumps_from`]).
+    pub async fn pump_from<E>(
+        &mut self,
+        source: &mut Conn,
+        read: (&str, &[Param]),
+        key_count: usize,
+        into: (&str, &[String], &[BindKind]),
+        stop: &(dyn Fn() -> bool + Sync),
+        each: impl FnMut(TextRow) -> Result<Option<TextRow>, E> + Send,
+    ) -> Result<u64, sqlite::pump::PumpError<E>>
+    where
+        E: Send,
+    {
+        match (self, source) {
+            (Conn::Sqlite(target), Conn::Sqlite(source)) => {
+                sqlite::pump::pump(source, target, read, key_count, into, stop, each).await
+            }
+            _ => Err(sqlite::pump::PumpError::Stream(StreamError::Db(DbError::Sqlite {
+                what: "staging source rows".into(),
+                message: "rows move this way between two SQLite databases only".into(),
+            }))),
         }
     }
 

@@ -2,6 +2,7 @@
 //! inserts.
 
 pub mod dialect;
+pub mod pump;
 use crate::db::DbUrl;
 use crate::db::{Access, BindKind, DbError, Param, TextRow};
 use sqlx::sqlite::{SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqliteRow};
@@ -341,22 +342,12 @@ pub async fn bulk_insert(
         let mut args = SqliteArguments::default();
         for row in chunk {
             for (v, kind) in row.iter().zip(kinds) {
-                let r = match (v, kind) {
-                    (None, _) => args.add(Option::<String>::None),
-                    (Some(s), BindKind::Int) => match s.parse::<i64>() {
-                        Ok(n) => args.add(n),
-                        Err(_) => args.add(s.clone()),
-                    },
-                    (Some(s), BindKind::Float) => match s.parse::<f64>() {
-                        Ok(n) => args.add(n),
-                        Err(_) => args.add(s.clone()),
-                    },
-                    (Some(s), BindKind::Bool) => args.add(i64::from(crate::db::types::is_truthy(s))),
-                    (Some(s), BindKind::Bytes) => match crate::db::from_bytea_hex(s) {
-                        Some(b) => args.add(b),
-                        None => args.add(s.clone()),
-                    },
-                    (Some(s), BindKind::Text) => args.add(s.clone()),
+                let r = match Cell::of(v.as_deref(), *kind) {
+                    Cell::Null => args.add(Option::<String>::None),
+                    Cell::Int(n) => args.add(n),
+                    Cell::Float(f) => args.add(f),
+                    Cell::Text(s) => args.add(s),
+                    Cell::Blob(b) => args.add(b),
                 };
                 r.map_err(sqlx::Error::Encode)?;
             }
@@ -364,4 +355,30 @@ pub async fn bulk_insert(
         sqlx::query_with(&sql, args).execute(&mut *c).await?;
     }
     Ok(())
+}
+
+/// How one text value of a row binds to a column of a [`BindKind`]: the one rule of
+/// [`bulk_insert`] and [`pump::pump`].
+pub(crate) enum Cell<'a> {
+    Null,
+    Int(i64),
+    Float(f64),
+    Text(&'a str),
+    Blob(Vec<u8>),
+}
+
+impl<'a> Cell<'a> {
+    /// A number that does not parse, or hex that does not decode, stays text.
+    pub(crate) fn of(value: Option<&'a str>, kind: BindKind) -> Cell<'a> {
+        let Some(s) = value else {
+            return Cell::Null;
+        };
+        match kind {
+            BindKind::Int => s.parse().map_or(Cell::Text(s), Cell::Int),
+            BindKind::Float => s.parse().map_or(Cell::Text(s), Cell::Float),
+            BindKind::Bool => Cell::Int(i64::from(crate::db::types::is_truthy(s))),
+            BindKind::Bytes => crate::db::from_bytea_hex(s).map_or(Cell::Text(s), Cell::Blob),
+            BindKind::Text => Cell::Text(s),
+        }
+    }
 }
