@@ -1045,7 +1045,12 @@ impl WindowRead {
         window: &Window,
         by_index: bool,
     ) -> Result<WindowRead, ExtractError> {
-        let sql = sql::statement(backend, "extract", "rows", &indexed_context(plan, layout, window, by_index))?;
+        let sql = sql::statement(
+            backend,
+            "extract",
+            "rows",
+            &indexed_context(plan, layout, window, by_index),
+        )?;
         let mut params = Vec::new();
         if let Some(low) = window.low {
             params.push(Param::Ts(low));

@@ -1627,7 +1627,9 @@ async fn stage_window_pumped(
         };
         let change = match row.pop().flatten() {
             None => None,
-            Some(text) => Some(extract::change_time(plan, &text, || extract::key_text(&row, key_count))?),
+            Some(text) => Some(extract::change_time(plan, &text, || {
+                extract::key_text(&row, key_count)
+            })?),
         };
         debug_assert_eq!(row.len(), n);
         let is_deleted = extract::flagged_deleted(deleted.as_deref());
@@ -1637,7 +1639,14 @@ async fn stage_window_pumped(
         if admission.rows_read % PROGRESS_EVERY == 0 {
             observer.rows_read(admission.rows_read as u64);
         }
-        let staged = stage_row(&kinds, key_count, tracked_count, row, change.expect("admitted"), is_deleted);
+        let staged = stage_row(
+            &kinds,
+            key_count,
+            tracked_count,
+            row,
+            change.expect("admitted"),
+            is_deleted,
+        );
         Ok(Some(stage::Stager::cells(staged)))
     };
     let interrupt = session.interrupt.clone();

@@ -48,6 +48,71 @@ async fn an_interrupted_sqlite_run_leaves_no_side_files() {
     assert!(side_files().is_empty(), "left behind: {:?}", side_files());
 }
 
+/// SQLite to SQLite, a window's rows go from the source into the target in one thread,
+/// outside the driver (rusqlite on its handles): an interrupt stops that read within
+/// seconds, as it stops any step, and nothing is committed.
+#[tokio::test]
+async fn an_interrupt_stops_a_sqlite_read_in_its_rows() {
+    use std::io::{BufRead, BufReader};
+    let mut fx = Fixture::sqlite().await;
+    // Enough rows that reading them takes seconds in a debug build.
+    fx.exec(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 600000)
+         INSERT INTO src_customers (customer_id, email, tier, country, updated_at)
+         SELECT i, 'user' || i || '@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z' FROM n",
+    )
+    .await;
+    let mut child = cli::command(&fx.config_path())
+        .args(["run", "-v", "--upper", UPPER])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start dimlog");
+    // The step before the read logs its end: the read has begun.
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let mut seen = Vec::new();
+    while let Some(Ok(line)) = lines.next() {
+        let begun = line.contains("checking the source: ");
+        seen.push(line);
+        if begun {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.contains("checking the source: ")),
+        "the run ended before its read: {seen:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = std::time::Instant::now();
+    let killed = std::process::Command::new("kill")
+        .args(["-s", "INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            break status;
+        }
+        assert!(
+            sent.elapsed() < Duration::from_secs(10),
+            "the read went on after the interrupt"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let stderr = [seen, rest].concat().join("\n");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("interrupted: nothing committed"), "{stderr}");
+    // Stopped in the read itself, not after it.
+    assert!(stderr.contains("reading: stopped after"), "{stderr}");
+    assert!(
+        fx.log().await.rows.is_empty(),
+        "an interrupted first load left rows in the log"
+    );
+    let (status, _) = last_run(&mut fx).await;
+    assert_eq!(status.as_deref(), Some("interrupted"));
+}
+
 #[tokio::test]
 async fn an_interrupted_rebuild_leaves_no_session_behind() {
     interrupted_rebuild(Fixture::postgres().await).await;
