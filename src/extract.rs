@@ -733,9 +733,6 @@ fn extract_context(plan: &Plan, layout: &Layout, window: Option<&Window>) -> ser
         // Slack of the loose SQLite window, in days: a second for values with offsets,
         // a day for naive local times (dimlog formats this number itself).
         "slack_days": if plan.source.timezone.is_some() { "1.0" } else { "0.0000116" },
-        // Slack for the oldest and newest values of a column whose rows mix spellings:
-        // julianday reads naive local text as UTC, up to 14 hours off an instant with `Z`.
-        "wide_slack_days": if plan.source.timezone.is_some() { "1.2" } else { "0.0000116" },
     })
 }
 
@@ -771,14 +768,7 @@ pub async fn check_readable(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Re
 /// The source's oldest change (a first load's window is checked against it); none for an
 /// empty source.
 pub async fn source_oldest(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<Option<Micros>, ExtractError> {
-    let sql = sql::statement(
-        conn.backend(),
-        "extract",
-        "oldest",
-        &extract_context(plan, layout, None),
-    )?;
-    let rows = conn.query_text("reading the oldest source change", &sql, &[]).await?;
-    earliest_or_latest(plan, rows, std::cmp::Ordering::Less)
+    earliest_or_latest(conn, plan, layout, std::cmp::Ordering::Less).await
 }
 
 /// A change value read with its row's key: its instant, or the error naming both.
@@ -787,37 +777,64 @@ pub(crate) fn parse_with_key(plan: &Plan, text: &str, key: &[Option<String>]) ->
         .map_err(|r| ExtractError::bad_change_column(plan, r, Some(key_text(key, key.len()))))
 }
 
-/// The earliest (`Less`) or latest (`Greater`) instant among candidate rows (value, then
-/// key columns): PostgreSQL sends the one row, SQLite every value that may be it. A value
-/// that names no instant is an error naming its row, as it is for a run.
-fn earliest_or_latest(
+/// The earliest (`Less`) or latest (`Greater`) instant among the rows of the `oldest` or
+/// `newest` statement (value, then key columns): PostgreSQL sends the one row, SQLite
+/// every value. A value that names no instant is an error naming its row, as it is for a
+/// run.
+async fn earliest_or_latest(
+    conn: &mut Conn,
     plan: &Plan,
-    rows: Vec<TextRow>,
+    layout: &Layout,
     want: std::cmp::Ordering,
 ) -> Result<Option<Micros>, ExtractError> {
+    let (statement, what) = match want {
+        std::cmp::Ordering::Less => ("oldest", "reading the oldest source change"),
+        _ => ("newest", "reading the newest source change"),
+    };
+    let sql = sql::statement(
+        conn.backend(),
+        "extract",
+        statement,
+        &extract_context(plan, layout, None),
+    )?;
     let mut best: Option<Micros> = None;
-    for row in rows {
-        let Some(text) = row.first().cloned().flatten() else {
-            continue;
-        };
-        let t = parse_with_key(plan, &text, &row[1..])?;
-        if best.is_none_or(|b| t.cmp(&b) == want) {
-            best = Some(t);
+    let folded = conn
+        .each_text_row(what, &sql, 1 + layout.keys.len(), |row| {
+            let Some(text) = row.first().cloned().flatten() else {
+                return Ok(());
+            };
+            let t = parse_with_key(plan, &text, &row[1..])?;
+            if best.is_none_or(|b| t.cmp(&b) == want) {
+                best = Some(t);
+            }
+            Ok(())
+        })
+        .await;
+    match folded {
+        Ok(()) => Ok(best),
+        Err(crate::db::EachError::Row(e)) => Err(e),
+        Err(crate::db::EachError::Db(e)) => Err(e.into()),
+        Err(crate::db::EachError::NotText { key, column, bytes }) => {
+            let names: Vec<String> = std::iter::once(plan.source.updated_at.name().to_string())
+                .chain(layout.keys.iter().map(|c| c.bare.clone()))
+                .collect();
+            let selected = Selected {
+                names,
+                key_count: 1 + layout.keys.len(),
+            };
+            let mut err = selected.not_utf8(&key, column, &bytes);
+            // The key is what follows the value.
+            if let ExtractError::NotUtf8 { key: named, .. } = &mut err {
+                *named = key.iter().skip(1).map(key_part).collect::<Vec<_>>().join(", ");
+            }
+            Err(err)
         }
     }
-    Ok(best)
 }
 
 /// The newest change in the source, for `status` (lag) and messages.
 pub async fn source_newest(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<Option<Micros>, ExtractError> {
-    let sql = sql::statement(
-        conn.backend(),
-        "extract",
-        "newest",
-        &extract_context(plan, layout, None),
-    )?;
-    let rows = conn.query_text("reading the newest source change", &sql, &[]).await?;
-    earliest_or_latest(plan, rows, std::cmp::Ordering::Greater)
+    earliest_or_latest(conn, plan, layout, std::cmp::Ordering::Greater).await
 }
 
 /// Fails the run when any source row has a NULL change column (checked every run: such

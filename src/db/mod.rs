@@ -473,6 +473,24 @@ pub enum StreamError {
     },
 }
 
+/// Why [`Conn::each_text_row`] stopped.
+#[derive(Debug)]
+pub enum EachError<E> {
+    /// The database failed.
+    Db(DbError),
+    /// A value is not UTF-8 text (see [`StreamError::NotText`]).
+    NotText {
+        /// The row's first values, as text where they are.
+        key: Vec<Result<Option<String>, Vec<u8>>>,
+        /// The position of the value in the row.
+        column: usize,
+        /// The value's bytes.
+        bytes: Vec<u8>,
+    },
+    /// The caller refused a row.
+    Row(E),
+}
+
 /// A row of text values, as every reporting query returns them (`CAST(… AS TEXT)`).
 pub type TextRow = Vec<Option<String>>;
 
@@ -1257,6 +1275,36 @@ impl Conn {
                 source,
             }),
             Conn::Sqlite(_) => Ok(()),
+        }
+    }
+
+    /// Hands every row of `sql` (its values as text) to `each`, without holding them all:
+    /// on SQLite stepped in this thread ([`sqlite::pump::scan`]), on PostgreSQL as
+    /// [`Conn::query_text`] reads them (its statements of this kind return a row or two).
+    /// `key_count` values, first, name a row whose value is not UTF-8 text.
+    pub async fn each_text_row<E: Send>(
+        &mut self,
+        what: &str,
+        sql: &str,
+        key_count: usize,
+        mut each: impl FnMut(TextRow) -> Result<(), E> + Send,
+    ) -> Result<(), EachError<E>> {
+        match self {
+            Conn::Sqlite(c) => match sqlite::pump::scan(c, (sql, &[]), key_count, each).await {
+                Ok(_) => Ok(()),
+                Err(sqlite::pump::PumpError::Row(e)) => Err(EachError::Row(e)),
+                Err(sqlite::pump::PumpError::Stream(StreamError::Db(e))) => Err(EachError::Db(e)),
+                Err(sqlite::pump::PumpError::Stream(StreamError::NotText { key, column, bytes })) => {
+                    Err(EachError::NotText { key, column, bytes })
+                }
+                Err(sqlite::pump::PumpError::Stopped) => Ok(()),
+            },
+            Conn::Postgres(_) => {
+                for row in self.query_text(what, sql, &[]).await.map_err(EachError::Db)? {
+                    each(row).map_err(EachError::Row)?;
+                }
+                Ok(())
+            }
         }
     }
 

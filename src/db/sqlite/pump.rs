@@ -41,21 +41,15 @@ const STOP_EVERY: u64 = 4096;
 pub async fn pump<E>(
     source: &mut SqliteConnection,
     target: &mut SqliteConnection,
-    (select, params): (&str, &[Param]),
+    read: (&str, &[Param]),
     key_count: usize,
     (table, columns, kinds): (&str, &[String], &[BindKind]),
     stop: &(dyn Fn() -> bool + Sync),
-    each: impl FnMut(TextRow) -> Result<Option<TextRow>, E> + Send,
+    mut each: impl FnMut(TextRow) -> Result<Option<TextRow>, E> + Send,
 ) -> Result<u64, PumpError<E>>
 where
     E: Send,
 {
-    let locked = |what: &str, source: sqlx::Error| {
-        PumpError::Stream(StreamError::Db(DbError::Query {
-            what: what.into(),
-            source,
-        }))
-    };
     let mut from_lock = source
         .lock_handle()
         .await
@@ -71,35 +65,88 @@ where
         columns.join(", "),
         vec!["?"; columns.len()].join(", ")
     );
-    let work = move || {
-        // SAFETY: both handles are open connections that their locks keep away from their
-        // workers until this returns; `from_handle` borrows them (it never closes them),
-        // and every statement made here is finalized before it returns.
-        let (from, into) = unsafe {
-            (
-                rusqlite::Connection::from_handle(from.0),
-                rusqlite::Connection::from_handle(into.0),
-            )
-        };
-        let (from, into) = (
-            from.map_err(|e| failed("reading the source", &e))?,
-            into.map_err(|e| failed("staging source rows", &e))?,
-        );
-        step(&from, &into, (select, params), key_count, (&insert, kinds), stop, each)
-    };
-    let on_many_threads = tokio::runtime::Handle::try_current()
-        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
-    let pumped = if on_many_threads {
-        tokio::task::block_in_place(work)
-    } else {
-        work()
-    };
+    let pumped = blocking(move || {
+        let from = borrow(&from, "reading the source")?;
+        let into = borrow(&into, "staging source rows")?;
+        let writing = |e: rusqlite::Error| failed::<E>("staging source rows", &e);
+        let mut write = into.prepare(&insert).map_err(writing)?;
+        each_row(&from, read, key_count, stop, |values| {
+            let Some(cells) = each(values).map_err(PumpError::Row)? else {
+                return Ok(());
+            };
+            for (i, (v, kind)) in cells.iter().zip(kinds).enumerate() {
+                let at = i + 1;
+                match Cell::of(v.as_deref(), *kind) {
+                    Cell::Null => write.raw_bind_parameter(at, rusqlite::types::Null),
+                    Cell::Int(n) => write.raw_bind_parameter(at, n),
+                    Cell::Float(f) => write.raw_bind_parameter(at, f),
+                    Cell::Text(s) => write.raw_bind_parameter(at, s),
+                    Cell::Blob(b) => write.raw_bind_parameter(at, b),
+                }
+                .map_err(writing)?;
+            }
+            write.raw_execute().map_err(writing)?;
+            Ok(())
+        })
+    });
     drop((from_lock, into_lock));
     pumped
 }
 
+/// Steps `read` on `conn` and hands each row, its values as text, to `each`, in this
+/// thread (see [`pump`]): a whole-table read of a value or two per row, such as the
+/// source's oldest change, costs SQLite's scan and no more.
+pub async fn scan<E>(
+    conn: &mut SqliteConnection,
+    read: (&str, &[Param]),
+    key_count: usize,
+    mut each: impl FnMut(TextRow) -> Result<(), E> + Send,
+) -> Result<u64, PumpError<E>>
+where
+    E: Send,
+{
+    let mut lock = conn.lock_handle().await.map_err(|e| locked("reading the source", e))?;
+    let handle = Handle(lock.as_raw_handle().as_ptr());
+    let scanned = blocking(move || {
+        let conn = borrow(&handle, "reading the source")?;
+        each_row(&conn, read, key_count, &|| false, |row| {
+            each(row).map_err(PumpError::Row)
+        })
+    });
+    drop(lock);
+    scanned
+}
+
+fn locked<E>(what: &str, source: sqlx::Error) -> PumpError<E> {
+    PumpError::Stream(StreamError::Db(DbError::Query {
+        what: what.into(),
+        source,
+    }))
+}
+
+/// Runs `work`, telling a runtime of several threads that it blocks this one (the
+/// others go on meanwhile).
+fn blocking<T>(work: impl FnOnce() -> T) -> T {
+    let on_many_threads = tokio::runtime::Handle::try_current()
+        .is_ok_and(|h| h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread);
+    if on_many_threads {
+        tokio::task::block_in_place(work)
+    } else {
+        work()
+    }
+}
+
 /// A raw connection handle, lent by its lock.
 struct Handle(*mut rusqlite::ffi::sqlite3);
+
+/// The connection of a lent handle, for as long as its lock is held.
+fn borrow<E>(handle: &Handle, what: &str) -> Result<rusqlite::Connection, PumpError<E>> {
+    // SAFETY: the handle is an open connection that its lock keeps away from its worker
+    // until the caller drops the lock, after the returned connection; `from_handle`
+    // borrows it (it never closes it), and every statement made on it is finalized
+    // before the caller's work returns.
+    unsafe { rusqlite::Connection::from_handle(handle.0) }.map_err(|e| failed(what, &e))
+}
 
 fn failed<E>(what: &str, e: &rusqlite::Error) -> PumpError<E> {
     PumpError::Stream(StreamError::Db(DbError::Sqlite {
@@ -108,17 +155,16 @@ fn failed<E>(what: &str, e: &rusqlite::Error) -> PumpError<E> {
     }))
 }
 
-fn step<E>(
+/// Steps `select` (its `params` bound in order) on `from` and hands each row, as text,
+/// to `each`; checks `stop` every [`STOP_EVERY`] rows. Returns the number of rows read.
+fn each_row<E>(
     from: &rusqlite::Connection,
-    into: &rusqlite::Connection,
     (select, params): (&str, &[Param]),
     key_count: usize,
-    (insert, kinds): (&str, &[BindKind]),
     stop: &(dyn Fn() -> bool + Sync),
-    mut each: impl FnMut(TextRow) -> Result<Option<TextRow>, E>,
+    mut each: impl FnMut(TextRow) -> Result<(), PumpError<E>>,
 ) -> Result<u64, PumpError<E>> {
     let reading = |e: rusqlite::Error| failed::<E>("reading the source", &e);
-    let writing = |e: rusqlite::Error| failed::<E>("staging source rows", &e);
     let mut read = from.prepare(select).map_err(reading)?;
     let bound = read.parameter_count().min(params.len());
     for (i, p) in params.iter().take(bound).enumerate() {
@@ -135,7 +181,6 @@ fn step<E>(
         };
         read.raw_bind_parameter(i + 1, value).map_err(reading)?;
     }
-    let mut write = into.prepare(insert).map_err(writing)?;
     let width = read.column_count();
     let mut rows = read.raw_query();
     let mut count: u64 = 0;
@@ -154,20 +199,7 @@ fn step<E>(
             }
         }
         count += 1;
-        if let Some(cells) = each(values).map_err(PumpError::Row)? {
-            for (i, (v, kind)) in cells.iter().zip(kinds).enumerate() {
-                let at = i + 1;
-                match Cell::of(v.as_deref(), *kind) {
-                    Cell::Null => write.raw_bind_parameter(at, rusqlite::types::Null),
-                    Cell::Int(n) => write.raw_bind_parameter(at, n),
-                    Cell::Float(f) => write.raw_bind_parameter(at, f),
-                    Cell::Text(s) => write.raw_bind_parameter(at, s),
-                    Cell::Blob(b) => write.raw_bind_parameter(at, b),
-                }
-                .map_err(writing)?;
-            }
-            write.raw_execute().map_err(writing)?;
-        }
+        each(values)?;
         if count % STOP_EVERY == 0 && stop() {
             return Err(PumpError::Stopped);
         }
