@@ -1587,3 +1587,111 @@ async fn assert_one_version_per_key(fx: &mut Fixture, what: &str) -> (Dump, Dump
     );
     (log, fx.dimension().await)
 }
+
+/// SQLite to SQLite, a first load numbers its staged rows by their place when they
+/// arrived in key order (`append_first` checks each row against the one before it) and
+/// sorts them otherwise: the same rows in any arrival order (sorted, reversed, sorted but
+/// for one swapped pair anywhere, shuffled), on keys of every affinity (INTEGER, TEXT,
+/// and none, holding integers and text at once; with and without a primary key), get the
+/// same log, numbered in the target's order of the key.
+#[tokio::test]
+async fn a_sqlite_first_load_numbers_keys_in_order_whatever_order_they_arrive_in() {
+    // A fixed pseudo-random sequence (xorshift), so a failure repeats.
+    let mut state: u64 = 0x5eed_0018;
+    let mut next = |below: usize| {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        (state % below as u64) as usize
+    };
+    const ROWS: usize = 300;
+    // A primary key makes the staged rows the read's, in its order (an INTEGER PRIMARY KEY
+    // is the rowid, so always in order); without one, dedupe writes them in key order.
+    for declared in [
+        "INTEGER PRIMARY KEY",
+        "INT PRIMARY KEY",
+        "TEXT PRIMARY KEY",
+        "PRIMARY KEY",
+        "INTEGER",
+        "",
+    ] {
+        // Keys whose orders as numbers and as text disagree; text among integers where
+        // the column takes both.
+        let mut keys: Vec<String> = (1..=ROWS as i64).map(|i| (i * 7 % 1000).to_string()).collect();
+        if declared.is_empty() || declared == "PRIMARY KEY" {
+            for (i, k) in keys.iter_mut().enumerate().filter(|(i, _)| i % 5 == 0) {
+                *k = format!("'k{i}'");
+            }
+        }
+        let mut sorted = keys.clone();
+        sorted.sort_by_key(|k| k.trim_matches('\'').parse::<i64>().ok());
+        let mut orders: Vec<(String, Vec<String>)> = vec![("sorted".into(), sorted.clone())];
+        if declared != "INTEGER PRIMARY KEY" {
+            orders.push(("reversed".into(), sorted.iter().rev().cloned().collect()));
+            for _ in 0..3 {
+                let at = next(ROWS - 1);
+                let mut swapped = sorted.clone();
+                swapped.swap(at, at + 1);
+                orders.push((format!("sorted but rows {at} and {}", at + 1), swapped));
+            }
+            let mut shuffled = keys.clone();
+            for i in (1..shuffled.len()).rev() {
+                shuffled.swap(i, next(i + 1));
+            }
+            orders.push(("shuffled".into(), shuffled));
+        }
+        let mut logs = Vec::new();
+        for (order, arrival) in &orders {
+            let what = format!("key `{declared}`, {order}");
+            let mut fx = Fixture::sqlite().await;
+            fx.exec("DROP TABLE src_customers").await;
+            fx.exec(&format!(
+                "CREATE TABLE src_customers (customer_id {declared}, email TEXT, tier TEXT, country TEXT, \
+                 is_deleted BOOLEAN NOT NULL DEFAULT false, updated_at TEXT NOT NULL)"
+            ))
+            .await;
+            let values: Vec<String> = arrival
+                .iter()
+                .map(|k| format!("({k}, 'e' || {k}, 'pro', 'FR', '2026-03-02T09:00:00Z')"))
+                .collect();
+            fx.exec(&format!(
+                "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES {}",
+                values.join(", ")
+            ))
+            .await;
+            fx.run(FIRST_UPPER).await;
+            let numbered = fx
+                .target_query(
+                    "SELECT log_id, customer_sk, CAST(customer_id AS TEXT), typeof(customer_id) \
+                     FROM customer_versions ORDER BY log_id",
+                )
+                .await;
+            let in_key_order = fx
+                .target_query(
+                    "SELECT log_id, customer_sk, CAST(customer_id AS TEXT), typeof(customer_id) \
+                     FROM customer_versions ORDER BY customer_id",
+                )
+                .await;
+            assert_eq!(numbered.len(), ROWS, "{what}: one version per key");
+            if let Some(at) = (0..ROWS).find(|&i| numbered[i] != in_key_order[i]) {
+                panic!(
+                    "{what}: not numbered in the target's key order: log id {at} holds {:?}, the key at that place is {:?}",
+                    numbered[at], in_key_order[at]
+                );
+            }
+            let first: Vec<_> = numbered.iter().take(2).map(|r| (r[0].clone(), r[1].clone())).collect();
+            assert_eq!(
+                first,
+                vec![
+                    (Some("1".into()), Some("1".into())),
+                    (Some("2".into()), Some("2".into()))
+                ],
+                "{what}: numbered from the first log id and surrogate key"
+            );
+            logs.push((what, fx.log().await.redact("loaded_at")));
+        }
+        for (what, log) in &logs[1..] {
+            assert_eq!(log, &logs[0].1, "{what}: against {}", logs[0].0);
+        }
+    }
+}
