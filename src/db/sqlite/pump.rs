@@ -200,7 +200,7 @@ fn each_row<E>(
         }
         count += 1;
         each(values)?;
-        if count % STOP_EVERY == 0 && stop() {
+        if count.is_multiple_of(STOP_EVERY) && stop() {
             return Err(PumpError::Stopped);
         }
     }
