@@ -112,12 +112,14 @@ pub async fn doctor(plan: &Plan) -> DoctorReport {
             layout = check_source(&mut checks, plan, &mut source).await;
             let mut source = Some(source);
             if let (Some(layout), Some(conn)) = (&layout, source.as_mut()) {
-                source_clock = checks.result(
-                    "source clock",
-                    extract::source_now(conn, plan, layout).await.map_err(Error::from),
-                    |t| format!("{t}"),
-                );
-                if let (Some(clock), Some(conn)) = (source_clock, source.take()) {
+                source_clock = checks
+                    .result(
+                        "source clock",
+                        extract::source_now(conn, plan, layout).await.map_err(Error::from),
+                        |t| format!("{t}"),
+                    )
+                    .map(Reading::now);
+                if let (Some(Reading { clock, .. }), Some(conn)) = (source_clock, source.take()) {
                     source = check_future_rows(&mut checks, plan, conn, layout, clock).await;
                     if let (Some(advice), Some(conn)) = (extract::index_advice(plan, layout), source.as_mut()) {
                         check_window_read(&mut checks, plan, conn, layout, clock, &advice).await;
@@ -287,7 +289,7 @@ async fn check_source(checks: &mut Checks, plan: &Plan, source: &mut Conn) -> Op
 
 /// The target: reachable, the rights each command needs, the clock, the recorded
 /// columns, the lock.
-async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>, source_clock: Option<Micros>) {
+async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>, source_clock: Option<Reading>) {
     let shown = plan.target.url.redacted();
     let opened = match crate::db::refuse_unwritable(&plan.target.url, Access::QueryOnly) {
         Err(e) => Err(Error::from(e)),
@@ -418,6 +420,27 @@ async fn check_tables(checks: &mut Checks, plan: &Plan, target: &mut Conn, layou
     }
 }
 
+/// A database's clock as read, and this machine's when it was read.
+#[derive(Clone, Copy, Debug)]
+struct Reading {
+    clock: Micros,
+    here: Micros,
+}
+
+impl Reading {
+    fn now(clock: Micros) -> Reading {
+        Reading {
+            clock,
+            here: Micros::from_utc(chrono::Utc::now()),
+        }
+    }
+
+    /// The clock as it would read at `here` (this machine's time, later).
+    fn at(self, here: Micros) -> Micros {
+        self.clock.plus(here.0 - self.here.0)
+    }
+}
+
 /// This machine's clock, the source's and the target's agree within `source.safety_lag`:
 /// a source clock behind the others hides rows a run should read; one ahead reads rows
 /// before they settle.
@@ -426,7 +449,7 @@ async fn check_clocks(
     plan: &Plan,
     target: &mut Conn,
     layout: Option<&Layout>,
-    source_clock: Option<Micros>,
+    source_clock: Option<Reading>,
 ) {
     let Some(layout) = layout else {
         checks.skip(
@@ -442,7 +465,11 @@ async fn check_clocks(
     ) else {
         return;
     };
+    let target_clock = Reading::now(target_clock);
+    // Each clock as it reads now: the source's was read before the source's checks, which
+    // take seconds on a large table.
     let here = Micros::from_utc(chrono::Utc::now());
+    let (source_clock, target_clock) = (source_clock.map(|r| r.at(here)), target_clock.at(here));
     // At least a second: the clocks are read by queries made one after another.
     let limit = plan.source.safety_lag_micros.max(1_000_000);
     let tolerance = if plan.source.safety_lag_micros >= 1_000_000 {

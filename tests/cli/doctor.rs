@@ -8,6 +8,33 @@ use dimlog::config::Backend;
 
 on_both_backends!(doctor_checks_the_setup_and_writes_nothing);
 
+/// The clocks are compared as of one moment: the source's is read before the source's
+/// checks, which read every row and take seconds on a large table, and the others after.
+/// (A trial's `doctor` failed on a 1M-row SQLite source, whose clock is this machine's:
+/// "the source's clock and this machine's are 1s apart".)
+#[tokio::test]
+async fn doctor_compares_the_clocks_as_of_one_moment_after_slow_checks() {
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 600000)
+         INSERT INTO src_customers (customer_id, email, tier, country, updated_at)
+         SELECT i, 'user' || i || '@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z' FROM n",
+    )
+    .await;
+    fx.run("2026-03-02T10:00:00Z").await;
+    let config = fx.config_path();
+    let started = std::time::Instant::now();
+    let out = dimlog(fx.dir(), &["--config", config.to_str().unwrap(), "doctor", "--json"]);
+    let took = started.elapsed();
+    let report = json(&out, "doctor --json");
+    assert!(
+        took > std::time::Duration::from_millis(1500),
+        "the checks took only {took:?}: too few rows to show clocks read seconds apart"
+    );
+    assert_eq!(outcome(&outcomes(&report), "clocks"), "ok", "{report}");
+    assert_eq!(out.status.code(), Some(0), "{report}");
+}
+
 /// The outcome of each check, by name, from `doctor --json`.
 fn outcomes(report: &serde_json::Value) -> Vec<(String, String)> {
     report["checks"]
