@@ -238,7 +238,14 @@ pub fn check_first_window(
                     )
                 },
                 oldest,
-                hint: if upper_given {
+                hint: if oldest > source_clock {
+                    // No bound can reach it: one is never later than the source's clock.
+                    format!(
+                        "every source row is stamped after the source's clock ({source_clock}), so no upper bound reaches one; \
+                         the change column's times are ahead of that clock (a wrong zone or offset in the values, or a clock \
+                         running behind): fix the times or the clock, and load once they are in its past"
+                    )
+                } else if upper_given {
                     format!("give an upper bound at or after {oldest}, or none (the source's clock minus source.safety_lag)")
                 } else {
                     "make source.safety_lag shorter than the time since the source's oldest row".to_string()
@@ -1265,6 +1272,50 @@ mod tests {
         assert_eq!(a.beyond_upper.newest, Some(at("2026-01-05T00:00:00Z")));
         assert_eq!(a.null_keys, vec![1, 2]);
         assert_eq!(a.null_key_rows, 2);
+    }
+
+    #[test]
+    fn a_first_load_whose_rows_are_all_after_the_clock_is_told_so_not_to_shorten_the_lag() {
+        let plan = crate::config::Plan::from_toml(
+            r#"name = "c"
+[source]
+url = "sqlite:///tmp/s.db"
+table = "t"
+key = ["id"]
+updated_at = "updated_at"
+safety_lag = "0s"
+[target]
+url = "sqlite:///tmp/w.db"
+log = "c_log"
+dimension = "dim_c"
+surrogate_key = "c_sk"
+[track]
+columns = ["v"]
+"#,
+            std::path::Path::new("dimlog.toml"),
+            std::path::Path::new("/tmp"),
+            &crate::config::Overrides::default(),
+        )
+        .expect("a plan");
+        let clock = at("2026-12-03T10:00:00Z");
+        for given in [false, true] {
+            let future = check_first_window(&plan, clock, clock, given, Some(at("2027-01-01T00:00:00Z")))
+                .expect_err("refused")
+                .to_string();
+            assert!(future.contains("stamped after the source's clock"), "{future}");
+            assert!(!future.contains("safety_lag shorter"), "{future}");
+            assert!(!future.contains("give an upper bound at or after"), "{future}");
+        }
+        let past = check_first_window(
+            &plan,
+            at("2026-01-01T00:00:00Z"),
+            clock,
+            false,
+            Some(at("2026-06-01T00:00:00Z")),
+        )
+        .expect_err("refused")
+        .to_string();
+        assert!(past.contains("safety_lag shorter"), "{past}");
     }
 
     #[test]
