@@ -1664,9 +1664,9 @@ async fn stage_window_pumped(
         .await;
     match pumped {
         Ok(_) => {}
-        Err(crate::db::sqlite::pump::PumpError::Stream(e)) => return Err(read.fault(e).into()),
-        Err(crate::db::sqlite::pump::PumpError::Row(e)) => return Err(e),
-        Err(crate::db::sqlite::pump::PumpError::Stopped) => {
+        Err(crate::db::PumpError::Stream(e)) => return Err(read.fault(e).into()),
+        Err(crate::db::PumpError::Row(e)) => return Err(e),
+        Err(crate::db::PumpError::Stopped) => {
             // Dropped from here by whoever fired the interrupt (see `interruptible_until`).
             std::future::pending::<()>().await;
         }

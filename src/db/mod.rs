@@ -18,6 +18,7 @@ pub mod migrate;
 pub mod postgres;
 pub mod sql;
 pub mod sqlite;
+pub use sqlite::pump::PumpError;
 pub mod types;
 pub mod url;
 
@@ -1325,7 +1326,7 @@ impl Conn {
         into: (&str, &[String], &[BindKind]),
         stop: &(dyn Fn() -> bool + Sync),
         each: impl FnMut(TextRow) -> Result<Option<TextRow>, E> + Send,
-    ) -> Result<u64, sqlite::pump::PumpError<E>>
+    ) -> Result<u64, PumpError<E>>
     where
         E: Send,
     {
