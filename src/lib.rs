@@ -334,7 +334,8 @@ impl Error {
                 db::DbError::Connect { .. }
                 | db::DbError::ConnectTimeout { .. }
                 | db::DbError::WouldCreateFiles { .. }
-                | db::DbError::NotWritable { .. },
+                | db::DbError::NotWritable { .. }
+                | db::DbError::NotReadable { .. },
             ) => "connect",
             Error::Db(_) => "database",
             Error::Extract(_) => "source",

@@ -119,6 +119,13 @@ pub enum DbError {
         /// The companions that do not exist.
         missing: Vec<std::path::PathBuf>,
     },
+    /// A SQLite file that this OS user may not read, or that sits in a folder it may not
+    /// enter: SQLite would say only that it is "unable to open database file".
+    #[error("cannot read {} as this user: it may not read the file, or may not enter a folder above it; run dimlog as a user who may, or give this user read access to the file (and search access to its folders)", path.display())]
+    NotReadable {
+        /// The database file.
+        path: std::path::PathBuf,
+    },
     /// A SQLite file that this OS user may not write (or, for a file not there yet, a
     /// folder it may not create files in), for a connection that would write it: SQLite
     /// would fail part-way, after creating `-wal` and `-shm` files owned by this user

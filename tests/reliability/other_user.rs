@@ -388,3 +388,49 @@ async fn a_select_only_role_is_told_which_right_is_missing() {
         );
     }
 }
+
+/// A source this user may not read, by the file's mode or by a folder above it that it
+/// may not enter, is named as such (exit 1, kind `connect`), not as SQLite's "unable to
+/// open database file" (a trial's `chmod 000` source), and nothing is created.
+#[tokio::test]
+async fn a_source_this_user_may_not_read_is_named_so() {
+    let (_fx, config, shared) = setup("wal").await;
+    let source = shared.join("source.db");
+    let private = shared.join("private");
+    std::fs::create_dir(&private).expect("mkdir");
+    let hidden = private.join("source.db");
+    std::fs::copy(&source, &hidden).expect("copy");
+    let text = std::fs::read_to_string(&config).expect("config");
+    for (what, path, undo) in [
+        ("a file of mode 000", source.clone(), None),
+        (
+            "a file in a folder of mode 700 (root's)",
+            hidden.clone(),
+            Some(private.clone()),
+        ),
+    ] {
+        let shown = path.display().to_string();
+        std::fs::write(&config, text.replace(&source.display().to_string(), &shown)).expect("config");
+        match &undo {
+            None => chmod(&path, 0o000),
+            Some(folder) => chmod(folder, 0o700),
+        }
+        let before = listing(&shared);
+        let out = run_as(READER, &config, &["run", "--json", "--upper", "2026-03-02T10:00:00Z"]);
+        assert_eq!(out.code, Some(1), "{what}: {out:?}");
+        let error: serde_json::Value =
+            serde_json::from_str(out.stdout.trim()).unwrap_or_else(|_| panic!("{what}: {out:?}"));
+        let message = error["error"]["message"].as_str().unwrap_or_default().to_string();
+        assert_eq!(error["error"]["kind"], "connect", "{what}: {error}");
+        assert!(
+            message.contains(&format!("cannot read {shown} as this user")),
+            "{what}: {message}"
+        );
+        assert!(!message.contains("unable to open"), "{what}: {message}");
+        assert_eq!(listing(&shared), before, "{what}: something was created");
+        match &undo {
+            None => chmod(&path, 0o644),
+            Some(folder) => chmod(folder, 0o755),
+        }
+    }
+}

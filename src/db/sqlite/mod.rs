@@ -42,13 +42,15 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConnection, Db
         .busy_timeout(LOCK_WAIT)
         .disable_statement_logging();
     refuse_unwritable(url, access)?;
-    if access != Access::Create {
-        if let Some(path) = url.sqlite_path().filter(|p| !is_in_memory(url, p)) {
-            if !path.exists() {
-                // Named as an absolute path: where dimlog looked.
-                let path = std::path::absolute(&path).unwrap_or(path);
-                return Err(DbError::NoDatabase { path });
-            }
+    if let Some(path) = url.sqlite_path().filter(|p| !is_in_memory(url, p)) {
+        // Named as an absolute path: where dimlog looked.
+        let absolute = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
+        match path.try_exists() {
+            Ok(false) if access != Access::Create => return Err(DbError::NoDatabase { path: absolute }),
+            // A folder on the way this user may not enter.
+            Err(_) => return Err(DbError::NotReadable { path: absolute }),
+            Ok(true) if !may_read(&path) => return Err(DbError::NotReadable { path: absolute }),
+            _ => {}
         }
     }
     if access.is_read_only() {
@@ -194,15 +196,25 @@ fn refuse_foreign_companions(path: &std::path::Path) -> Result<(), DbError> {
     })
 }
 
+/// Whether this process (its effective user and groups) may read `path`.
+fn may_read(path: &std::path::Path) -> bool {
+    may(path, libc::R_OK)
+}
+
 /// Whether this process (its effective user and groups) may write `path`.
 fn may_write(path: &std::path::Path) -> bool {
+    may(path, libc::W_OK)
+}
+
+/// Whether this process (its effective user and groups) may access `path` for `mode`.
+fn may(path: &std::path::Path, mode: libc::c_int) -> bool {
     use std::os::unix::ffi::OsStrExt;
     let Ok(c) = std::ffi::CString::new(path.as_os_str().as_bytes()) else {
         return false;
     };
     // SAFETY: `c` is a valid NUL-terminated string that outlives the call; faccessat only
     // reads it.
-    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), libc::W_OK, libc::AT_EACCESS) == 0 }
+    unsafe { libc::faccessat(libc::AT_FDCWD, c.as_ptr(), mode, libc::AT_EACCESS) == 0 }
 }
 
 /// Whether the SQLite file at `path` is in WAL mode (file format numbers 2 at offsets 18
