@@ -113,7 +113,7 @@ impl SqlContext {
             None => Ident::table(&new_pk),
         };
         let q = |c: &Col| c.name.clone();
-        let key_hash = backend == Backend::Citus && layout.keys.len() > 1;
+        let key_hash = backend.dialect().distributes_composite_keys_by_hash() && layout.keys.len() > 1;
         let qualified = |table: &Ident, index: String| match table.schema() {
             Some(s) => Ident::table(&format!("{s}.{index}"))
                 .map(|i| i.quoted())

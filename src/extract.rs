@@ -9,7 +9,7 @@
 use crate::config::{Backend, ConfigError, Plan, Relation};
 use crate::db::dialect::ChangeTime;
 use crate::db::types::ColumnKind;
-use crate::db::{sql, Conn, DbError, Param, TextRow};
+use crate::db::{sql, Conn, DbError, Param, PumpError, TextRow};
 use crate::ident::Ident;
 pub use crate::layout::{Col, CurrentCol, Layout};
 use crate::ts::Micros;
@@ -818,23 +818,19 @@ async fn earliest_or_latest(
         })
         .await;
     match folded {
-        Ok(()) => Ok(best),
-        Err(crate::db::EachError::Row(e)) => Err(e),
-        Err(crate::db::EachError::Db(e)) => Err(e.into()),
-        Err(crate::db::EachError::NotText { key, column, bytes }) => {
-            let names: Vec<String> = std::iter::once(plan.source.updated_at.name().to_string())
-                .chain(layout.keys.iter().map(|c| c.bare.clone()))
-                .collect();
+        // (A scan is never stopped.)
+        Ok(()) | Err(PumpError::Stopped) => Ok(best),
+        Err(PumpError::Row(e)) => Err(e),
+        Err(PumpError::Stream(crate::db::StreamError::Db(e))) => Err(e.into()),
+        Err(PumpError::Stream(crate::db::StreamError::NotText { key, column, bytes })) => {
+            // The row is the value, then its key.
             let selected = Selected {
-                names,
-                key_count: 1 + layout.keys.len(),
+                names: std::iter::once(plan.source.updated_at.name().to_string())
+                    .chain(layout.keys.iter().map(|c| c.bare.clone()))
+                    .collect(),
+                key_count: layout.keys.len(),
             };
-            let mut err = selected.not_utf8(&key, column, &bytes);
-            // The key is what follows the value.
-            if let ExtractError::NotUtf8 { key: named, .. } = &mut err {
-                *named = key.iter().skip(1).map(key_part).collect::<Vec<_>>().join(", ");
-            }
-            Err(err)
+            Err(selected.not_utf8(&key[1..], column, &bytes))
         }
     }
 }

@@ -1516,18 +1516,12 @@ pub async fn stage_window(
         return stage_window_pumped(session, plan, window, observer).await;
     }
     let layout = &session.layout;
-    let kinds: Vec<ColumnKind> = layout.read_columns().iter().map(|c| c.kind).collect();
-    let n = kinds.len();
-    let key_count = layout.keys.len();
-    let tracked_count = layout.tracked.len();
+    let rule = RowRule::new(plan, layout);
     let stager = stage::Stager::new(&session.ctx);
     let mut source = session.source.take().expect("source connection present");
-    let by_index = extract::window_by_index(&mut source, plan, layout, window).await;
-    if by_index {
-        tracing::info!("reading the window through the source's indexes");
-    }
+    let by_index = reads_by_index(&mut source, plan, layout, window).await;
     let (mut batches, handle) = extract::spawn_reader(source, plan, layout, window, by_index)?;
-    let mut admission = extract::Admission::new(*window, key_count);
+    let mut admission = extract::Admission::new(*window, layout.keys.len());
     let mut failure: Option<Error> = session
         .target
         .copies_start("staging source rows")
@@ -1543,27 +1537,14 @@ pub async fn stage_window(
             }
         };
         let mut staged: Vec<StagedRow> = Vec::with_capacity(batch.len());
-        for mut row in batch {
-            let deleted = if plan.source.deleted_flag.is_some() {
-                row.pop().flatten()
-            } else {
-                None
-            };
-            let change = match row.pop().flatten() {
-                None => None,
-                Some(text) => match extract::change_time(plan, &text, || extract::key_text(&row, key_count)) {
-                    Ok(t) => Some(t),
-                    Err(e) => {
-                        failure = Some(e.into());
-                        break;
-                    }
-                },
-            };
-            debug_assert_eq!(row.len(), n);
-            let is_deleted = extract::flagged_deleted(deleted.as_deref());
-            if admission.admit(change, |i| row[i].is_none(), is_deleted) {
-                let (ts, values) = (change.expect("admitted"), row);
-                staged.push(stage_row(&kinds, key_count, tracked_count, values, ts, is_deleted));
+        for row in batch {
+            match rule.stage(&mut admission, row) {
+                Ok(Some(row)) => staged.push(row),
+                Ok(None) => {}
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
             }
         }
         if failure.is_some() {
@@ -1596,6 +1577,70 @@ pub async fn stage_window(
     })
 }
 
+/// Whether the source reads `window` through its indexes ([`extract::window_by_index`]),
+/// said in the log when it does.
+async fn reads_by_index(source: &mut Conn, plan: &Plan, layout: &Layout, window: &Window) -> bool {
+    let by_index = extract::window_by_index(source, plan, layout, window).await;
+    if by_index {
+        tracing::info!("reading the window through the source's indexes");
+    }
+    by_index
+}
+
+/// What a read's row becomes, by the rules of every row path of [`stage_window`]: its
+/// change time parsed, its soft-delete flag read, admitted by the window and the key
+/// (counted in `admission` either way), then canonicalised and hashed.
+struct RowRule<'p> {
+    plan: &'p Plan,
+    kinds: Vec<ColumnKind>,
+    key_count: usize,
+    tracked_count: usize,
+}
+
+impl<'p> RowRule<'p> {
+    fn new(plan: &'p Plan, layout: &Layout) -> RowRule<'p> {
+        RowRule {
+            plan,
+            kinds: layout.read_columns().iter().map(|c| c.kind).collect(),
+            key_count: layout.keys.len(),
+            tracked_count: layout.tracked.len(),
+        }
+    }
+
+    /// The staged row, or none for a row the window or a NULL key keeps out.
+    fn stage(
+        &self,
+        admission: &mut extract::Admission,
+        mut row: crate::db::TextRow,
+    ) -> Result<Option<StagedRow>, Error> {
+        let deleted = if self.plan.source.deleted_flag.is_some() {
+            row.pop().flatten()
+        } else {
+            None
+        };
+        let change = match row.pop().flatten() {
+            None => None,
+            Some(text) => Some(extract::change_time(self.plan, &text, || {
+                extract::key_text(&row, self.key_count)
+            })?),
+        };
+        debug_assert_eq!(row.len(), self.kinds.len());
+        let is_deleted = extract::flagged_deleted(deleted.as_deref());
+        if !admission.admit(change, |i| row[i].is_none(), is_deleted) {
+            return Ok(None);
+        }
+        let at = change.expect("admitted");
+        Ok(Some(stage_row(
+            &self.kinds,
+            self.key_count,
+            self.tracked_count,
+            row,
+            at,
+            is_deleted,
+        )))
+    }
+}
+
 /// [`stage_window`] from SQLite to SQLite: the rows go from the source's read into
 /// `dimlog_raw` in this thread ([`Conn::pump_from`]), by the same rules as the row path.
 /// An interrupt stops it within a few thousand rows, and is then answered as anywhere
@@ -1607,46 +1652,19 @@ async fn stage_window_pumped(
     observer: &dyn Observer,
 ) -> Result<Staged, Error> {
     let layout = &session.layout;
-    let kinds: Vec<ColumnKind> = layout.read_columns().iter().map(|c| c.kind).collect();
-    let n = kinds.len();
-    let key_count = layout.keys.len();
-    let tracked_count = layout.tracked.len();
+    let rule = RowRule::new(plan, layout);
     let stager = stage::Stager::new(&session.ctx);
     let source = session.source.as_mut().expect("source connection present");
-    let by_index = extract::window_by_index(source, plan, layout, window).await;
-    if by_index {
-        tracing::info!("reading the window through the source's indexes");
-    }
+    let by_index = reads_by_index(source, plan, layout, window).await;
     let read = extract::WindowRead::new(source.backend(), plan, layout, window, by_index)?;
-    let mut admission = extract::Admission::new(*window, key_count);
-    let each = |mut row: crate::db::TextRow| -> Result<Option<crate::db::TextRow>, Error> {
-        let deleted = if plan.source.deleted_flag.is_some() {
-            row.pop().flatten()
-        } else {
-            None
-        };
-        let change = match row.pop().flatten() {
-            None => None,
-            Some(text) => Some(extract::change_time(plan, &text, || {
-                extract::key_text(&row, key_count)
-            })?),
-        };
-        debug_assert_eq!(row.len(), n);
-        let is_deleted = extract::flagged_deleted(deleted.as_deref());
-        if !admission.admit(change, |i| row[i].is_none(), is_deleted) {
+    let mut admission = extract::Admission::new(*window, layout.keys.len());
+    let each = |row: crate::db::TextRow| -> Result<Option<crate::db::TextRow>, Error> {
+        let Some(staged) = rule.stage(&mut admission, row)? else {
             return Ok(None);
-        }
+        };
         if admission.rows_read % PROGRESS_EVERY == 0 {
             observer.rows_read(admission.rows_read as u64);
         }
-        let staged = stage_row(
-            &kinds,
-            key_count,
-            tracked_count,
-            row,
-            change.expect("admitted"),
-            is_deleted,
-        );
         Ok(Some(stage::Stager::cells(staged)))
     };
     let interrupt = session.interrupt.clone();

@@ -121,6 +121,13 @@ pub trait Dialect: Sync {
     /// (`target.state_schema`).
     fn has_state_schema(&self) -> bool;
 
+    /// Whether a key of several columns is distributed by a hash of its values
+    /// (`dimlog_key_hash`, Citus: a distribution column is one column); false where the
+    /// tables are not distributed.
+    fn distributes_composite_keys_by_hash(&self) -> bool {
+        false
+    }
+
     /// Whether `dimlog_assigned` is made by `init` (so a role that may not create
     /// tables can assign keys), rather than by the first `assign-keys`.
     fn init_makes_assigned_table(&self) -> bool;

@@ -481,24 +481,6 @@ pub enum StreamError {
     },
 }
 
-/// Why [`Conn::each_text_row`] stopped.
-#[derive(Debug)]
-pub enum EachError<E> {
-    /// The database failed.
-    Db(DbError),
-    /// A value is not UTF-8 text (see [`StreamError::NotText`]).
-    NotText {
-        /// The row's first values, as text where they are.
-        key: Vec<Result<Option<String>, Vec<u8>>>,
-        /// The position of the value in the row.
-        column: usize,
-        /// The value's bytes.
-        bytes: Vec<u8>,
-    },
-    /// The caller refused a row.
-    Row(E),
-}
-
 /// A row of text values, as every reporting query returns them (`CAST(… AS TEXT)`).
 pub type TextRow = Vec<Option<String>>;
 
@@ -1296,20 +1278,16 @@ impl Conn {
         sql: &str,
         key_count: usize,
         mut each: impl FnMut(TextRow) -> Result<(), E> + Send,
-    ) -> Result<(), EachError<E>> {
+    ) -> Result<(), PumpError<E>> {
         match self {
-            Conn::Sqlite(c) => match sqlite::pump::scan(c, (sql, &[]), key_count, each).await {
-                Ok(_) => Ok(()),
-                Err(sqlite::pump::PumpError::Row(e)) => Err(EachError::Row(e)),
-                Err(sqlite::pump::PumpError::Stream(StreamError::Db(e))) => Err(EachError::Db(e)),
-                Err(sqlite::pump::PumpError::Stream(StreamError::NotText { key, column, bytes })) => {
-                    Err(EachError::NotText { key, column, bytes })
-                }
-                Err(sqlite::pump::PumpError::Stopped) => Ok(()),
-            },
+            Conn::Sqlite(c) => sqlite::pump::scan(c, (sql, &[]), key_count, each).await.map(|_| ()),
             Conn::Postgres(_) => {
-                for row in self.query_text(what, sql, &[]).await.map_err(EachError::Db)? {
-                    each(row).map_err(EachError::Row)?;
+                let rows = self
+                    .query_text(what, sql, &[])
+                    .await
+                    .map_err(|e| PumpError::Stream(StreamError::Db(e)))?;
+                for row in rows {
+                    each(row).map_err(PumpError::Row)?;
                 }
                 Ok(())
             }

@@ -15,12 +15,7 @@ on_both_backends!(doctor_checks_the_setup_and_writes_nothing);
 #[tokio::test]
 async fn doctor_compares_the_clocks_as_of_one_moment_after_slow_checks() {
     let mut fx = Fixture::sqlite().await;
-    fx.exec(
-        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 600000)
-         INSERT INTO src_customers (customer_id, email, tier, country, updated_at)
-         SELECT i, 'user' || i || '@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z' FROM n",
-    )
-    .await;
+    fx.insert_customers(600_000).await;
     fx.run("2026-03-02T10:00:00Z").await;
     let config = fx.config_path();
     let started = std::time::Instant::now();

@@ -56,12 +56,7 @@ async fn an_interrupt_stops_a_sqlite_read_in_its_rows() {
     use std::io::{BufRead, BufReader};
     let mut fx = Fixture::sqlite().await;
     // Enough rows that reading them takes seconds in a debug build.
-    fx.exec(
-        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 600000)
-         INSERT INTO src_customers (customer_id, email, tier, country, updated_at)
-         SELECT i, 'user' || i || '@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z' FROM n",
-    )
-    .await;
+    fx.insert_customers(600_000).await;
     let mut child = cli::command(&fx.config_path())
         .args(["run", "-v", "--upper", UPPER])
         .stdout(std::process::Stdio::null())

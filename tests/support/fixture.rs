@@ -377,6 +377,17 @@ impl Fixture {
         self.exec(&ddl).await;
     }
 
+    /// Inserts `rows` customers (keys 1 to `rows`, all stamped 2026-03-02T09:00:00Z) into
+    /// `src_customers`: a table large enough that reading it takes seconds.
+    pub async fn insert_customers(&mut self, rows: u64) {
+        self.exec(&format!(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {rows})
+             INSERT INTO src_customers (customer_id, email, tier, country, updated_at)
+             SELECT i, 'user' || i || '@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z' FROM n"
+        ))
+        .await;
+    }
+
     /// Switches the config to a change feed: a landing table `src_feed` without a primary
     /// key (created here), read with `history = "all"`.
     pub async fn use_feed(&mut self) {

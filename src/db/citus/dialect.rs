@@ -121,6 +121,10 @@ impl Dialect for Citus {
         Some("docs/recipes/citus.md")
     }
 
+    fn distributes_composite_keys_by_hash(&self) -> bool {
+        true
+    }
+
     fn has_state_schema(&self) -> bool {
         Postgres.has_state_schema()
     }
