@@ -555,15 +555,15 @@ pub(super) fn refusing_server() -> (u16, Arc<AtomicUsize>) {
     let seen = attempts.clone();
     std::thread::spawn(move || {
         for stream in listener.incoming().flatten() {
-            if refuse(stream).is_ok() {
-                seen.fetch_add(1, Ordering::SeqCst);
-            }
+            let _ = refuse(stream, &seen);
         }
     });
     (port, attempts)
 }
 
-fn refuse(mut s: TcpStream) -> std::io::Result<()> {
+/// Answers one connection; counts its password message in `seen` before the refusal is
+/// sent (counted after, the count could trail the client's exit).
+fn refuse(mut s: TcpStream, seen: &AtomicUsize) -> std::io::Result<()> {
     let read_i32 = |s: &mut TcpStream| -> std::io::Result<i32> {
         let mut b = [0u8; 4];
         s.read_exact(&mut b)?;
@@ -591,6 +591,7 @@ fn refuse(mut s: TcpStream) -> std::io::Result<()> {
     if tag[0] != b'p' {
         return Err(std::io::Error::other("no password message"));
     }
+    seen.fetch_add(1, Ordering::SeqCst);
     let mut fields = Vec::new();
     for (t, v) in [
         (b'S', "FATAL"),
