@@ -1530,6 +1530,8 @@ columns = ["v"]
 "#;
     let mut out = Vec::new();
     let mut sources = Vec::new();
+    // Kept to the end: a fixture's database is dropped with it, and SQLite reads the first.
+    let mut fixtures = Vec::new();
     for pk in [" PRIMARY KEY", ""] {
         let mut fx = Fixture::postgres().await;
         fx.exec(&format!(
@@ -1543,6 +1545,7 @@ columns = ["v"]
         fx.set_config(CONFIG.replace("{source_url}", &url).replace("{target_url}", &url));
         sources.push(url);
         out.push(assert_one_version_per_key(&mut fx, &format!("PostgreSQL, bigint{pk}")).await);
+        fixtures.push(fx);
     }
     assert_eq!(
         out[0].0, out[1].0,
@@ -1560,6 +1563,7 @@ columns = ["v"]
             .replace("{target_url}", &target),
     );
     assert_one_version_per_key(&mut sqlite, "SQLite, bigint PRIMARY KEY").await;
+    drop(fixtures);
 }
 
 /// Loads the parent table with an inheriting child; asserts the general path, no unique

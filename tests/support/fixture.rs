@@ -116,6 +116,9 @@ pub struct Fixture {
     /// Whether the target is a Citus coordinator (`backend` is then PostgreSQL: the
     /// tests' own SQL is PostgreSQL's).
     pub citus: bool,
+    /// The PostgreSQL database made for this fixture, dropped with it. Last, so the
+    /// connections above close first.
+    _database: Option<crate::support::pg::OwnedDatabase>,
 }
 
 /// How a dumped column is rendered, identically on both backends.
@@ -281,8 +284,11 @@ impl Fixture {
     /// Source and target in one brand-new PostgreSQL database.
     pub async fn postgres() -> Fixture {
         let dir = tempfile::tempdir().expect("temp dir");
-        let url = crate::support::pg::fresh_database().await;
-        Fixture::build(Backend::Postgres, dir, url.clone(), url).await
+        let database = crate::support::pg::owned_database().await;
+        let url = database.url.clone();
+        let mut fx = Fixture::build(Backend::Postgres, dir, url.clone(), url).await;
+        fx._database = Some(database);
+        fx
     }
 
     /// Source and target in an existing PostgreSQL database whose `public` schema is
@@ -351,6 +357,7 @@ impl Fixture {
             target,
             #[cfg(feature = "citus-tests")]
             _lease: None,
+            _database: None,
             citus: false,
         };
         fx.set_config(config);

@@ -5,8 +5,9 @@
 //! server is chosen once per process, lazily, in this order:
 //!
 //! 1. `TEST_DATABASE_URL`, if set: a server the caller owns, used as the admin URL (its role
-//!    must be allowed to `CREATE DATABASE`). The databases made there are not dropped; they
-//!    are all named `dimlog_test_*` so they are easy to clean up by hand.
+//!    must be allowed to `CREATE DATABASE`). A fixture's database is dropped when the
+//!    fixture is ([`OwnedDatabase`]); the few others are not. All are named `dimlog_test_*`
+//!    so leftovers are easy to clean up by hand.
 //! 2. a Docker engine, if `docker info` answers: a `postgres` container via testcontainers.
 //! 3. local server binaries (`initdb`, `pg_ctl`): a throwaway cluster in a temp dir.
 //!
@@ -40,6 +41,9 @@ const SERVER_SETTINGS: &[(&str, &str)] = &[
     ("fsync", "off"),
     ("synchronous_commit", "off"),
     ("full_page_writes", "off"),
+    // Checkpoints are cheap without fsync; a small WAL keeps the suite's disk use down.
+    ("max_wal_size", "128MB"),
+    ("min_wal_size", "32MB"),
 ];
 
 /// The admin URL of the shared server, or why none could be had. Only a string lives here:
@@ -82,6 +86,53 @@ pub async fn fresh_database() -> String {
         .unwrap_or_else(|err| panic!("could not create database {name} on {}: {err}", redacted(&admin)));
     let _ = conn.close().await;
     database_url(&admin, &name)
+}
+
+/// A brand-new database that is dropped again when this is dropped, so a suite of hundreds
+/// of tests holds only the databases of the tests running at the moment (each new database
+/// costs about 8 MB of disk, and a CI machine's disk may be small).
+pub struct OwnedDatabase {
+    pub url: String,
+    admin: String,
+    name: String,
+}
+
+/// A fresh database (see [`fresh_database`]) that is dropped with the value returned.
+pub async fn owned_database() -> OwnedDatabase {
+    let url = fresh_database().await;
+    let admin = server_url();
+    let name = url::Url::parse(&url)
+        .ok()
+        .map(|u| u.path().trim_start_matches('/').to_owned())
+        .unwrap_or_default();
+    OwnedDatabase { url, admin, name }
+}
+
+impl Drop for OwnedDatabase {
+    /// Drops the database on a thread of its own: a `Drop` cannot await, and the test's
+    /// runtime may be the current-thread kind. `WITH (FORCE)` ends sessions a test left
+    /// open (pools, or a child process it killed). Failures are ignored: a leftover
+    /// database costs disk, not correctness.
+    fn drop(&mut self) {
+        if self.name.is_empty() {
+            return;
+        }
+        let (admin, name) = (self.admin.clone(), self.name.clone());
+        let dropping = std::thread::spawn(move || {
+            let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
+                return;
+            };
+            runtime.block_on(async {
+                if let Ok(mut conn) = PgConnection::connect(&admin).await {
+                    let _ = conn
+                        .execute(format!(r#"DROP DATABASE IF EXISTS "{name}" WITH (FORCE)"#).as_str())
+                        .await;
+                    let _ = conn.close().await;
+                }
+            });
+        });
+        let _ = dropping.join();
+    }
 }
 
 /// A database name unique across concurrent tests, processes and earlier runs on a shared
