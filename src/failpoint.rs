@@ -3,7 +3,9 @@
 //! Compiled in only with the `failpoints` cargo feature; a release build ignores any
 //! setting. The CLI reads `DIMLOG_FAILPOINT` (`after_append`, or `after_append:sleep`
 //! to hang there until killed, or `after_append:delay` to go on after 300 ms, for tests
-//! of what a slow step looks like) and passes it in [`crate::pipeline::RunOptions`].
+//! of what a slow step looks like, or `after_append:linger` to say so and go on after 3 s,
+//! for tests that signal the process there) and passes it in
+//! [`crate::pipeline::RunOptions`].
 
 /// Every failpoint, in the order a run passes them.
 pub const ALL: &[&str] = &[
@@ -27,6 +29,12 @@ pub async fn check(setting: Option<&str>, here: &'static str) -> Result<(), crat
     }
     if action == "delay" {
         tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        return Ok(());
+    }
+    if action == "linger" {
+        // Tests wait for this line, then signal the process while it lingers.
+        tracing::warn!("failpoint {here}: lingering 3 s");
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
         return Ok(());
     }
     if action == "sleep" {

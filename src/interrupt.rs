@@ -21,6 +21,8 @@ struct Inner {
     notify: Notify,
     /// Work that answers the interrupt itself (see [`Interrupt::answering`]).
     answering: AtomicUsize,
+    /// Work past the point of no return (see [`Interrupt::committing`]).
+    committing: AtomicUsize,
 }
 
 /// Held by work that answers an interrupt itself (rolls back, records that it was
@@ -34,6 +36,19 @@ pub struct Answering {
 impl Drop for Answering {
     fn drop(&mut self) {
         self.inner.answering.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// Held by work that has begun to commit: an interrupt no longer stops it, and whoever
+/// fires one can say so rather than promise a rollback.
+#[derive(Debug)]
+pub struct Committing {
+    inner: Arc<Inner>,
+}
+
+impl Drop for Committing {
+    fn drop(&mut self) {
+        self.inner.committing.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
@@ -60,6 +75,20 @@ impl Interrupt {
         Answering {
             inner: self.inner.clone(),
         }
+    }
+
+    /// Marks work that has begun to commit, until the guard is dropped.
+    pub fn committing(&self) -> Committing {
+        self.inner.committing.fetch_add(1, Ordering::SeqCst);
+        Committing {
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// Whether some work holds a [`Committing`] guard now: an interrupt fired now is
+    /// answered by finishing, not by rolling back.
+    pub fn is_committing(&self) -> bool {
+        self.inner.committing.load(Ordering::SeqCst) > 0
     }
 
     /// Whether some work holds an [`Answering`] guard now.

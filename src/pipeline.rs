@@ -1062,6 +1062,8 @@ async fn load(
     failpoint::check(fp, "before_commit").await?;
     observer.phase("committing");
     committing.store(true, Ordering::SeqCst);
+    // Until this run returns: a signal from here on is told that the run finishes.
+    let _committing = opts.interrupt.as_ref().map(crate::interrupt::Interrupt::committing);
     if opts.dry_run {
         session.target.rollback().await;
     } else {

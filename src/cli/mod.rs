@@ -202,7 +202,11 @@ async fn fire_on_signals(interrupt: crate::interrupt::Interrupt) {
             output::eprint_line("error", "interrupted again: exiting without waiting for the rollback");
             std::process::exit(130);
         }
-        tracing::info!("interrupted: rolling back");
+        if interrupt.is_committing() {
+            tracing::info!("interrupted while committing: the commit finishes and the run is kept");
+        } else {
+            tracing::info!("interrupted: rolling back");
+        }
         interrupt.fire();
     }
 }

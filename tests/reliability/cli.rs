@@ -81,11 +81,17 @@ pub struct Held {
 /// Starts `dimlog --config <config> <args>` with `DIMLOG_FAILPOINT=<failpoint>:sleep`
 /// and waits (polling its stderr, at most 60 s) until it says it sleeps there.
 pub async fn hold(config: &Path, args: &[&str], failpoint: &str) -> Held {
+    hold_at(config, args, failpoint, "sleep", "sleeping until killed").await
+}
+
+/// Like [`hold`], with the failpoint's `action` (`linger`: it goes on after 3 s), waiting
+/// for its line `failpoint <name>: <says>`.
+pub async fn hold_at(config: &Path, args: &[&str], failpoint: &str, action: &str, says: &str) -> Held {
     let dir = tempfile::tempdir().expect("temp dir");
     let stderr = dir.path().join("stderr");
     let mut cmd = command(config);
     cmd.args(args)
-        .env("DIMLOG_FAILPOINT", format!("{failpoint}:sleep"))
+        .env("DIMLOG_FAILPOINT", format!("{failpoint}:{action}"))
         .stdout(Stdio::null())
         .stderr(File::create(&stderr).expect("stderr file"));
     let child = cmd.spawn().unwrap_or_else(|e| panic!("cannot start dimlog: {e}"));
@@ -94,7 +100,7 @@ pub async fn hold(config: &Path, args: &[&str], failpoint: &str) -> Held {
         stderr,
         _dir: dir,
     };
-    let signal = format!("failpoint {failpoint}: sleeping until killed");
+    let signal = format!("failpoint {failpoint}: {says}");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         if held.stderr_text().contains(&signal) {

@@ -13,6 +13,33 @@ use crate::support::fixture::{on_both_backends, on_every_engine, Fixture};
 
 on_every_engine!(an_interrupted_run_rolls_back_and_says_so);
 on_both_backends!(an_interrupted_backfill_keeps_the_chunks_before_it);
+on_both_backends!(an_interrupt_after_the_commit_began_keeps_the_run_and_says_so);
+
+/// From the commit on a run finishes (SIGTERM cannot undo a commit under way): it exits
+/// 0 with its versions kept, and the log line says so instead of promising a rollback
+/// (a trial saw "interrupted: rolling back" from a run that then committed).
+async fn an_interrupt_after_the_commit_began_keeps_the_run_and_says_so(mut fx: Fixture) {
+    prepare_source(&mut fx).await;
+    let config = fx.config_path();
+    let held = cli::hold_at(
+        &config,
+        &["-v", "run", "--upper", UPPER],
+        "after_commit",
+        "linger",
+        "lingering 3 s",
+    )
+    .await;
+    let (status, stderr) = held.signal("TERM", Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("interrupted while committing: the commit finishes and the run is kept"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("rolling back"), "{stderr}");
+    assert_eq!(fx.log().await.rows.len(), 3, "the run's versions are kept");
+    let (status, _) = last_run(&mut fx).await;
+    assert_eq!(status.as_deref(), Some("succeeded"));
+}
 
 /// An interrupted run on SQLite closes its connection as a finished run does: the last
 /// connection to go removes the `-wal` and `-shm` files. (The trial that found them left
