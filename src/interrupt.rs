@@ -21,8 +21,8 @@ struct Inner {
     notify: Notify,
     /// Work that answers the interrupt itself (see [`Interrupt::answering`]).
     answering: AtomicUsize,
-    /// Work past the point of no return (see [`Interrupt::committing`]).
-    committing: AtomicUsize,
+    /// Work past the point of no return (see [`Interrupt::mark_committing`]).
+    committing: AtomicBool,
 }
 
 /// Held by work that answers an interrupt itself (rolls back, records that it was
@@ -39,16 +39,17 @@ impl Drop for Answering {
     }
 }
 
-/// Held by work that has begun to commit: an interrupt no longer stops it, and whoever
-/// fires one can say so rather than promise a rollback.
+/// The span of one piece of work that may commit (a run): from
+/// [`Interrupt::mark_committing`] to the end of this span, an interrupt no longer stops
+/// the work, and whoever fires one can say so rather than promise a rollback.
 #[derive(Debug)]
-pub struct Committing {
+pub struct CommitScope {
     inner: Arc<Inner>,
 }
 
-impl Drop for Committing {
+impl Drop for CommitScope {
     fn drop(&mut self) {
-        self.inner.committing.fetch_sub(1, Ordering::SeqCst);
+        self.inner.committing.store(false, Ordering::SeqCst);
     }
 }
 
@@ -77,18 +78,26 @@ impl Interrupt {
         }
     }
 
-    /// Marks work that has begun to commit, until the guard is dropped.
-    pub fn committing(&self) -> Committing {
-        self.inner.committing.fetch_add(1, Ordering::SeqCst);
-        Committing {
+    /// Opens the span of work that may commit; it ends, and the mark with it, when the
+    /// guard is dropped (after the work has returned, so a signal between the commit
+    /// and the end of the work is not promised a rollback).
+    pub fn commit_scope(&self) -> CommitScope {
+        self.inner.committing.store(false, Ordering::SeqCst);
+        CommitScope {
             inner: self.inner.clone(),
         }
     }
 
-    /// Whether some work holds a [`Committing`] guard now: an interrupt fired now is
+    /// Marks the work of the open [`CommitScope`] as committing: past the point of no
+    /// return.
+    pub fn mark_committing(&self) {
+        self.inner.committing.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the work under way has begun to commit: an interrupt fired now is
     /// answered by finishing, not by rolling back.
     pub fn is_committing(&self) -> bool {
-        self.inner.committing.load(Ordering::SeqCst) > 0
+        self.inner.committing.load(Ordering::SeqCst)
     }
 
     /// Whether some work holds an [`Answering`] guard now.

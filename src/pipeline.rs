@@ -692,6 +692,7 @@ pub async fn run(
     let started = now();
     let mut bounds = RunBounds::default();
     let committing = AtomicBool::new(false);
+    let _commit_scope = opts.interrupt.as_ref().map(crate::interrupt::Interrupt::commit_scope);
     let observer = &CountingRows {
         inner: observer,
         rows: Default::default(),
@@ -1062,8 +1063,11 @@ async fn load(
     failpoint::check(fp, "before_commit").await?;
     observer.phase("committing");
     committing.store(true, Ordering::SeqCst);
-    // Until this run returns: a signal from here on is told that the run finishes.
-    let _committing = opts.interrupt.as_ref().map(crate::interrupt::Interrupt::committing);
+    // Until `run` returns (its commit scope): a signal from here on is told that the run
+    // finishes.
+    if let Some(interrupt) = &opts.interrupt {
+        interrupt.mark_committing();
+    }
     if opts.dry_run {
         session.target.rollback().await;
     } else {

@@ -187,25 +187,36 @@ impl std::io::Write for LogWriter {
 
 /// Fires `interrupt` on the first SIGINT or SIGTERM; on a second one, exits at once
 /// (status 130) without waiting for the rollback: the database still rolls back what was
-/// not committed when the connection closes.
+/// not committed when the connection closes. Not while a run commits: that finishes.
 async fn fire_on_signals(interrupt: crate::interrupt::Interrupt) {
     use tokio::signal::unix::{signal, SignalKind};
     let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
         return;
     };
-    for _ in 0..2 {
+    loop {
         tokio::select! {
             _ = int.recv() => {}
             _ = term.recv() => {}
         }
         if interrupt.is_fired() {
+            if interrupt.is_committing() {
+                // Exiting now would leave the outcome to chance while saying otherwise.
+                output::eprint_line(
+                    "note",
+                    "interrupted again while committing: a commit cannot be stopped, it finishes first \
+                     (kill -9 stops at once; the database then keeps all of the commit or none of it)",
+                );
+                continue;
+            }
             output::eprint_line("error", "interrupted again: exiting without waiting for the rollback");
             std::process::exit(130);
         }
         if interrupt.is_committing() {
             tracing::info!("interrupted while committing: the commit finishes and the run is kept");
-        } else {
+        } else if interrupt.is_answered() {
             tracing::info!("interrupted: rolling back");
+        } else {
+            tracing::info!("interrupted: stopping; what is not committed is rolled back");
         }
         interrupt.fire();
     }

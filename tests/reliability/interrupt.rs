@@ -14,6 +14,36 @@ use crate::support::fixture::{on_both_backends, on_every_engine, Fixture};
 on_every_engine!(an_interrupted_run_rolls_back_and_says_so);
 on_both_backends!(an_interrupted_backfill_keeps_the_chunks_before_it);
 on_both_backends!(an_interrupt_after_the_commit_began_keeps_the_run_and_says_so);
+on_both_backends!(a_second_interrupt_while_committing_waits_for_the_commit);
+
+/// A second signal exits at once, but not while a run commits: exiting there left the
+/// outcome to chance behind an exit code that said nothing was committed (a trial saw
+/// 130 with the whole load committed, and 130 with nothing kept after "the run is kept").
+async fn a_second_interrupt_while_committing_waits_for_the_commit(mut fx: Fixture) {
+    prepare_source(&mut fx).await;
+    let config = fx.config_path();
+    let held = cli::hold_at(
+        &config,
+        &["-v", "run", "--upper", UPPER],
+        "after_commit",
+        "linger",
+        "lingering 3 s",
+    )
+    .await;
+    let first = std::process::Command::new("kill")
+        .args(["-s", "TERM", &held.pid().to_string()])
+        .status()
+        .expect("kill");
+    assert!(first.success());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (status, stderr) = held.signal("INT", Duration::from_secs(30));
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("interrupted again while committing"), "{stderr}");
+    assert!(!stderr.contains("exiting without waiting"), "{stderr}");
+    assert_eq!(fx.log().await.rows.len(), 3, "the run's versions are kept");
+    let (status, _) = last_run(&mut fx).await;
+    assert_eq!(status.as_deref(), Some("succeeded"));
+}
 
 /// From the commit on a run finishes (SIGTERM cannot undo a commit under way): it exits
 /// 0 with its versions kept, and the log line says so instead of promising a rollback
