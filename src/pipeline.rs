@@ -17,7 +17,7 @@ use crate::tables::{self, SqlContext};
 use crate::ts::Micros;
 use crate::{dedupe, detect, failpoint, log, rebuild, reconcile, rights, stage, Error};
 use serde::Serialize;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 
 /// Receives progress; the CLI draws bars, the library never prints.
 pub trait Observer: Send + Sync {
@@ -202,7 +202,7 @@ pub struct Session {
     /// Set when the target's connection was replaced while the dimension's lock was held
     /// ([`Session::reconnect_lost`]): the lock went with the old session.
     lock_lost: bool,
-    /// The interrupt of the work under way ([`Session::interruptible_until`] sets it), for
+    /// The interrupt of the work under way ([`Session::interruptible`] sets it), for
     /// the steps that hold their thread for a while and must look at it themselves.
     interrupt: Option<crate::interrupt::Interrupt>,
 }
@@ -270,24 +270,12 @@ impl Session {
     /// Runs `work`, unless `interrupt` fires first: then the statement the target runs is
     /// cancelled and its connection replaced by a new one (the database rolls back what
     /// was not committed, and frees the lock with it), and the result is
-    /// [`Error::Interrupted`].
+    /// [`Error::Interrupted`]. Once the work has begun to commit
+    /// ([`crate::interrupt::Interrupt::mark_committing`]), it finishes.
     pub async fn interruptible<T>(
         &mut self,
         plan: &Plan,
         interrupt: Option<&crate::interrupt::Interrupt>,
-        work: impl AsyncFnOnce(&mut Session) -> Result<T, Error>,
-    ) -> Result<T, Error> {
-        self.interruptible_until(plan, interrupt, &AtomicBool::new(false), work)
-            .await
-    }
-
-    /// [`Session::interruptible`], until `committing` is set: from then on (a commit sent)
-    /// `work` finishes.
-    pub async fn interruptible_until<T>(
-        &mut self,
-        plan: &Plan,
-        interrupt: Option<&crate::interrupt::Interrupt>,
-        committing: &AtomicBool,
         work: impl AsyncFnOnce(&mut Session) -> Result<T, Error>,
     ) -> Result<T, Error> {
         let Some(interrupt) = interrupt else {
@@ -301,7 +289,8 @@ impl Session {
                 outcome = running => Some(outcome),
                 () = async {
                     interrupt.fired().await;
-                    if committing.load(Ordering::SeqCst) {
+                    // From the commit on (see `Interrupt::mark_committing`), `work` finishes.
+                    if interrupt.is_committing() {
                         std::future::pending::<()>().await;
                     }
                 } => None,
@@ -691,15 +680,14 @@ pub async fn run(
 ) -> Result<RunReport, Error> {
     let started = now();
     let mut bounds = RunBounds::default();
-    let committing = AtomicBool::new(false);
     let _commit_scope = opts.interrupt.as_ref().map(crate::interrupt::Interrupt::commit_scope);
     let observer = &CountingRows {
         inner: observer,
         rows: Default::default(),
     };
     let outcome = session
-        .interruptible_until(plan, opts.interrupt.as_ref(), &committing, async |s: &mut Session| {
-            run_to_the_end(s, plan, opts, observer, started, &mut bounds, &committing).await
+        .interruptible(plan, opts.interrupt.as_ref(), async |s: &mut Session| {
+            run_to_the_end(s, plan, opts, observer, started, &mut bounds).await
         })
         .await;
     if outcome.is_err() {
@@ -733,7 +721,6 @@ async fn run_to_the_end(
     observer: &CountingRows<'_>,
     started: Micros,
     bounds: &mut RunBounds,
-    committing: &AtomicBool,
 ) -> Result<RunReport, Error> {
     session
         .under_lock(plan, opts.wait, async |session: &mut Session| {
@@ -840,7 +827,7 @@ async fn run_to_the_end(
                 (started, source_clock, first_window_checked),
                 bounds,
                 migration.as_ref(),
-                (in_transaction, committing),
+                in_transaction,
             )
             .await;
             match loaded {
@@ -904,9 +891,8 @@ async fn load(
     (started, source_clock, first_window_checked): (Micros, Option<Micros>, bool),
     bounds: &mut RunBounds,
     migration: Option<&(tables::DimensionRecord, tables::ConfigChange)>,
-    // Whether the target's transaction is open already, and the flag set when the commit
-    // is about to be sent (an interrupt no longer stops the load from there).
-    (in_transaction, committing): (bool, &AtomicBool),
+    // Whether the target's transaction is open already.
+    in_transaction: bool,
 ) -> Result<RunReport, Error> {
     let fp = opts.failpoint.as_deref();
     let watermark_before = state::watermark(&mut session.target, plan, &opts.role).await?;
@@ -1062,9 +1048,8 @@ async fn load(
     }
     failpoint::check(fp, "before_commit").await?;
     observer.phase("committing");
-    committing.store(true, Ordering::SeqCst);
-    // Until `run` returns (its commit scope): a signal from here on is told that the run
-    // finishes.
+    // Until `run` returns (its commit scope) an interrupt no longer stops the run, and a
+    // signal from here on is told that the run finishes.
     if let Some(interrupt) = &opts.interrupt {
         interrupt.mark_committing();
     }
@@ -1691,7 +1676,7 @@ async fn stage_window_pumped(
         Err(crate::db::PumpError::Stream(e)) => return Err(read.fault(e).into()),
         Err(crate::db::PumpError::Row(e)) => return Err(e),
         Err(crate::db::PumpError::Stopped) => {
-            // Dropped from here by whoever fired the interrupt (see `interruptible_until`).
+            // Dropped from here by whoever fired the interrupt (see `Session::interruptible`).
             std::future::pending::<()>().await;
         }
     }

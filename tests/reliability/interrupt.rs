@@ -20,16 +20,7 @@ on_both_backends!(a_second_interrupt_while_committing_waits_for_the_commit);
 /// outcome to chance behind an exit code that said nothing was committed (a trial saw
 /// 130 with the whole load committed, and 130 with nothing kept after "the run is kept").
 async fn a_second_interrupt_while_committing_waits_for_the_commit(mut fx: Fixture) {
-    prepare_source(&mut fx).await;
-    let config = fx.config_path();
-    let held = cli::hold_at(
-        &config,
-        &["-v", "run", "--upper", UPPER],
-        "after_commit",
-        "linger",
-        "lingering 3 s",
-    )
-    .await;
+    let held = lingering_after_the_commit(&mut fx).await;
     let first = std::process::Command::new("kill")
         .args(["-s", "TERM", &held.pid().to_string()])
         .status()
@@ -49,16 +40,7 @@ async fn a_second_interrupt_while_committing_waits_for_the_commit(mut fx: Fixtur
 /// 0 with its versions kept, and the log line says so instead of promising a rollback
 /// (a trial saw "interrupted: rolling back" from a run that then committed).
 async fn an_interrupt_after_the_commit_began_keeps_the_run_and_says_so(mut fx: Fixture) {
-    prepare_source(&mut fx).await;
-    let config = fx.config_path();
-    let held = cli::hold_at(
-        &config,
-        &["-v", "run", "--upper", UPPER],
-        "after_commit",
-        "linger",
-        "lingering 3 s",
-    )
-    .await;
+    let held = lingering_after_the_commit(&mut fx).await;
     let (status, stderr) = held.signal("TERM", Duration::from_secs(30));
     assert_eq!(status.code(), Some(0), "{stderr}");
     assert!(
@@ -69,6 +51,20 @@ async fn an_interrupt_after_the_commit_began_keeps_the_run_and_says_so(mut fx: F
     assert_eq!(fx.log().await.rows.len(), 3, "the run's versions are kept");
     let (status, _) = last_run(&mut fx).await;
     assert_eq!(status.as_deref(), Some("succeeded"));
+}
+
+/// A first load (`run -v`) that has committed and lingers 3 s before it returns.
+async fn lingering_after_the_commit(fx: &mut Fixture) -> cli::Held {
+    prepare_source(fx).await;
+    let config = fx.config_path();
+    cli::hold_at(
+        &config,
+        &["-v", "run", "--upper", UPPER],
+        "after_commit",
+        "linger",
+        "lingering 3 s",
+    )
+    .await
 }
 
 /// An interrupted run on SQLite closes its connection as a finished run does: the last

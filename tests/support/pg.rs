@@ -65,6 +65,27 @@ pub fn server_url() -> String {
 
 /// The URL of a brand-new, empty database with a unique name on the shared server.
 pub async fn fresh_database() -> String {
+    create_database().await.0
+}
+
+/// A brand-new database that is dropped again when this is dropped, so a suite of hundreds
+/// of tests holds only the databases of the tests running at the moment (each new database
+/// costs about 8 MB of disk, and a CI machine's disk may be small).
+pub struct OwnedDatabase {
+    pub url: String,
+    admin: String,
+    name: String,
+}
+
+/// A fresh database (see [`fresh_database`]) that is dropped with the value returned.
+pub async fn owned_database() -> OwnedDatabase {
+    let (url, admin, name) = create_database().await;
+    OwnedDatabase { url, admin, name }
+}
+
+/// Creates a database with a unique name on the shared server: its URL, the server's
+/// admin URL and its name.
+async fn create_database() -> (String, String, String) {
     // Starting a server blocks for seconds; keep that off the caller's runtime threads.
     let admin = match tokio::task::spawn_blocking(server_url).await {
         Ok(url) => url,
@@ -85,27 +106,7 @@ pub async fn fresh_database() -> String {
         .await
         .unwrap_or_else(|err| panic!("could not create database {name} on {}: {err}", redacted(&admin)));
     let _ = conn.close().await;
-    database_url(&admin, &name)
-}
-
-/// A brand-new database that is dropped again when this is dropped, so a suite of hundreds
-/// of tests holds only the databases of the tests running at the moment (each new database
-/// costs about 8 MB of disk, and a CI machine's disk may be small).
-pub struct OwnedDatabase {
-    pub url: String,
-    admin: String,
-    name: String,
-}
-
-/// A fresh database (see [`fresh_database`]) that is dropped with the value returned.
-pub async fn owned_database() -> OwnedDatabase {
-    let url = fresh_database().await;
-    let admin = server_url();
-    let name = url::Url::parse(&url)
-        .ok()
-        .map(|u| u.path().trim_start_matches('/').to_owned())
-        .unwrap_or_default();
-    OwnedDatabase { url, admin, name }
+    (database_url(&admin, &name), admin, name)
 }
 
 impl Drop for OwnedDatabase {
@@ -114,9 +115,6 @@ impl Drop for OwnedDatabase {
     /// open (pools, or a child process it killed). Failures are ignored: a leftover
     /// database costs disk, not correctness.
     fn drop(&mut self) {
-        if self.name.is_empty() {
-            return;
-        }
         let (admin, name) = (self.admin.clone(), self.name.clone());
         let dropping = std::thread::spawn(move || {
             let Ok(runtime) = tokio::runtime::Builder::new_current_thread().enable_all().build() else {
