@@ -818,8 +818,8 @@ async fn earliest_or_latest(
         })
         .await;
     match folded {
-        // (A scan is never stopped.)
-        Ok(()) | Err(PumpError::Stopped) => Ok(best),
+        // (A scan is never stopped, nor held to an order.)
+        Ok(()) | Err(PumpError::Stopped | PumpError::OutOfOrder) => Ok(best),
         Err(PumpError::Row(e)) => Err(e),
         Err(PumpError::Stream(crate::db::StreamError::Db(e))) => Err(e.into()),
         Err(PumpError::Stream(crate::db::StreamError::NotText { key, column, bytes })) => {
@@ -1065,12 +1065,37 @@ impl WindowRead {
         window: &Window,
         by_index: bool,
     ) -> Result<WindowRead, ExtractError> {
-        let sql = sql::statement(
+        WindowRead::render(
             backend,
-            "extract",
-            "rows",
-            &indexed_context(plan, layout, window, by_index),
-        )?;
+            plan,
+            layout,
+            window,
+            indexed_context(plan, layout, window, by_index),
+        )
+    }
+
+    /// The read of `window` in the order of the source's key (for a first load that
+    /// numbers the rows as they arrive; a table keyed by SQLite's INTEGER PRIMARY KEY is
+    /// read in that order anyway).
+    pub fn in_key_order(
+        backend: crate::db::Backend,
+        plan: &Plan,
+        layout: &Layout,
+        window: &Window,
+    ) -> Result<WindowRead, ExtractError> {
+        let mut ctx = extract_context(plan, layout, Some(window));
+        ctx["ordered"] = serde_json::Value::Bool(true);
+        WindowRead::render(backend, plan, layout, window, ctx)
+    }
+
+    fn render(
+        backend: crate::db::Backend,
+        plan: &Plan,
+        layout: &Layout,
+        window: &Window,
+        ctx: serde_json::Value,
+    ) -> Result<WindowRead, ExtractError> {
+        let sql = sql::statement(backend, "extract", "rows", &ctx)?;
         let mut params = Vec::new();
         if let Some(low) = window.low {
             params.push(Param::Ts(low));

@@ -964,18 +964,30 @@ async fn load(
         && portable
         && owner
         && !session.ctx.key_hash;
-    let read = if straight_into_log {
+    // The same from SQLite into SQLite, read in the source's key order and pumped into
+    // the log inside the transaction; rows found out of the log's order go back to the
+    // general path (see `first_load_pumped_into_log`).
+    let pumped_into_log = !opts.dry_run
+        && one_row_per_key
+        && session.ctx.unique_key
+        && owner
+        && !session.ctx.key_hash
+        && session
+            .source
+            .as_ref()
+            .is_some_and(|source| session.target.pumps_from(source));
+    let reading = Reading {
+        plan,
+        opts,
+        window: &window,
+        observer,
+        first_load,
+        one_row_per_key,
+        migration: migration.is_some(),
+    };
+    let read = if straight_into_log || pumped_into_log {
         None
     } else {
-        let reading = Reading {
-            plan,
-            opts,
-            window: &window,
-            observer,
-            first_load,
-            one_row_per_key,
-            migration: migration.is_some(),
-        };
         let read = read_changes(session, &reading).await?;
         bounds.rows_after_dedupe = Some(read.rows_after_dedupe);
         Some(read)
@@ -1003,8 +1015,29 @@ async fn load(
         read_through: watermark_before,
     };
     let loaded = match read {
-        None => first_load_into_log(session, &step).await?,
         Some(read) => write_changes(session, &step, read, migration, (first_load, owner), one_row_per_key).await?,
+        None if pumped_into_log => match first_load_pumped_into_log(session, &step).await? {
+            Some(loaded) => loaded,
+            None => {
+                // Rows out of order may be keys the log stores alike (`1` and `'1'` in a
+                // column without a type): the source's primary key does not keep them
+                // apart here, so they are deduplicated, not adopted as read.
+                let unique_key = std::mem::replace(&mut session.ctx.unique_key, false);
+                let loaded = async {
+                    let read = read_changes(session, &reading).await?;
+                    let after_dedupe = read.rows_after_dedupe;
+                    let written =
+                        write_changes(session, &step, read, migration, (first_load, owner), one_row_per_key).await?;
+                    Ok::<_, Error>((written, after_dedupe))
+                }
+                .await;
+                session.ctx.unique_key = unique_key;
+                let (loaded, after_dedupe) = loaded?;
+                bounds.rows_after_dedupe = Some(after_dedupe);
+                loaded
+            }
+        },
+        None => first_load_into_log(session, &step).await?,
     };
     failpoint::check(fp, "after_rebuild").await?;
     let Loaded {
@@ -1458,6 +1491,128 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     })
 }
 
+/// [`first_load_into_log`] from SQLite to SQLite, for a table whose primary key lies
+/// within the natural key: the source's rows, read in its key's order, are pumped
+/// straight into the log ([`Conn::pump_from`]) by the rules of every row path, and
+/// numbered as they arrive. Those numbers are the general path's (its `ORDER BY key`)
+/// only if each row's key rises over the one before it as the log's columns compare
+/// them: a row that does not (a collation of the source's, keys whose values the log
+/// stores otherwise, a key twice) undoes the load back to its savepoint, and `None` sends
+/// the run to the general path, which sorts and deduplicates.
+async fn first_load_pumped_into_log(session: &mut Session, step: &Step<'_>) -> Result<Option<Loaded>, Error> {
+    const SAVEPOINT: &str = "dimlog_first_load";
+    let fp = step.opts.failpoint.as_deref();
+    let loaded_at = now();
+    session
+        .target
+        .execute_script("starting the first load", &format!("SAVEPOINT {SAVEPOINT}"))
+        .await?;
+    let (next_log_id, next_sk) = log::reserve(&mut session.target, &session.ctx, &step.plan.name).await?;
+    let dropped = tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?;
+    // (Named as the general path's read: to the user it is the same step, in rows/s.)
+    step.observer.phase("reading");
+    let layout = &session.layout;
+    let rule = RowRule::new(step.plan, layout);
+    let numbering = stage::LogNumbering::new(next_log_id, next_sk);
+    let mut rows = stage::LogRows::new(&session.ctx, numbering, step.run_id, loaded_at);
+    let (columns, kinds) = stage::LogRows::columns(&session.ctx);
+    let rising = crate::db::RisingKey {
+        first: stage::LogRows::KEY_AT,
+        declared: session.ctx.key_defs.iter().map(|c| c.target_type.clone()).collect(),
+    };
+    let source = session.source.as_mut().expect("source connection present");
+    let read = extract::WindowRead::in_key_order(source.backend(), step.plan, layout, step.window)?;
+    let mut admission = extract::Admission::new(*step.window, layout.keys.len());
+    let observer = step.observer;
+    let each = |row: crate::db::TextRow| -> Result<Option<crate::db::TextRow>, Error> {
+        let Some(staged) = rule.stage(&mut admission, row)? else {
+            return Ok(None);
+        };
+        if admission.rows_read % PROGRESS_EVERY == 0 {
+            observer.rows_read(admission.rows_read as u64);
+        }
+        Ok(Some(rows.row(staged)))
+    };
+    let interrupt = session.interrupt.clone();
+    let stop = || interrupt.as_ref().is_some_and(crate::interrupt::Interrupt::is_fired);
+    let pumped = session
+        .target
+        .pump_from(
+            session.source.as_mut().expect("source connection present"),
+            (&read.sql, &read.params),
+            read.key_count(),
+            crate::db::PumpInto {
+                table: &session.ctx.log,
+                columns: &columns,
+                kinds: &kinds,
+                rising: Some(&rising),
+            },
+            &stop,
+            each,
+        )
+        .await;
+    match pumped {
+        Ok(_) => {}
+        Err(crate::db::PumpError::OutOfOrder) => {
+            tracing::info!("the source's rows do not arrive in the log's key order: loading them through staging");
+            session
+                .target
+                .execute_script(
+                    "going back to the start of the first load",
+                    &format!("ROLLBACK TO SAVEPOINT {SAVEPOINT}; RELEASE SAVEPOINT {SAVEPOINT}"),
+                )
+                .await?;
+            return Ok(None);
+        }
+        Err(crate::db::PumpError::Stream(e)) => return Err(read.fault(e).into()),
+        Err(crate::db::PumpError::Row(e)) => return Err(e),
+        Err(crate::db::PumpError::Stopped) => {
+            // Dropped from here by whoever fired the interrupt (see `Session::interruptible`).
+            std::future::pending::<()>().await;
+        }
+    }
+    step.observer.rows_read(admission.rows_read as u64);
+    if let Some(e) = admission.null_key_error(layout) {
+        return Err(e.into());
+    }
+    let changes = detect::Changes {
+        versions: admission.rows_read - admission.deleted,
+        // A first load: every delete is of a key never seen (counted apart).
+        unseen_deletes: admission.deleted,
+        total: admission.rows_read,
+        ..detect::Changes::default()
+    };
+    if changes.total > 0 {
+        log::advance(
+            &mut session.target,
+            &session.ctx,
+            &step.plan.name,
+            &changes,
+            step.run_id,
+            loaded_at,
+        )
+        .await?;
+    }
+    failpoint::check(fp, "after_extract").await?;
+    failpoint::check(fp, "after_dedupe").await?;
+    failpoint::check(fp, "after_append").await?;
+    fill_empty_dimension(session, step.observer, dropped, true).await?;
+    session
+        .target
+        .execute_script("finishing the first load", &format!("RELEASE SAVEPOINT {SAVEPOINT}"))
+        .await?;
+    Ok(Some(Loaded {
+        rows_read: admission.rows_read,
+        rows_after_dedupe: admission.rows_read,
+        max_read: admission.max_read,
+        beyond_upper: admission.beyond_upper,
+        changes,
+        reconciled: 0,
+        rehashed: 0,
+        rehashed_earlier: 0,
+    }))
+}
+
 /// What [`stage_window`] staged.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Staged {
@@ -1666,7 +1821,12 @@ async fn stage_window_pumped(
             session.source.as_mut().expect("source connection present"),
             (&read.sql, &read.params),
             read.key_count(),
-            ("dimlog_raw", stager.columns(), stager.kinds()),
+            crate::db::PumpInto {
+                table: "dimlog_raw",
+                columns: stager.columns(),
+                kinds: stager.kinds(),
+                rising: None,
+            },
             &stop,
             each,
         )
@@ -1675,6 +1835,9 @@ async fn stage_window_pumped(
         Ok(_) => {}
         Err(crate::db::PumpError::Stream(e)) => return Err(read.fault(e).into()),
         Err(crate::db::PumpError::Row(e)) => return Err(e),
+        Err(crate::db::PumpError::OutOfOrder) => {
+            return Err(Error::Internal("staged rows were checked for their order".into()))
+        }
         Err(crate::db::PumpError::Stopped) => {
             // Dropped from here by whoever fired the interrupt (see `Session::interruptible`).
             std::future::pending::<()>().await;

@@ -311,6 +311,77 @@ impl LogNumbering {
     }
 }
 
+/// Log rows of a first load written straight from the source's rows (SQLite to SQLite,
+/// rows in key order): each staged row, numbered as [`CopyStager::into_log`] numbers
+/// them, with the load's id and time. A tombstone keeps only its key (no attributes, no
+/// hash, no surrogate key), as `append_first` writes one (sql/sqlite/append.sql).
+pub struct LogRows {
+    numbering: LogNumbering,
+    load_id: String,
+    loaded_at: String,
+    key_count: usize,
+    attr_count: usize,
+}
+
+impl LogRows {
+    /// Rows numbered from `numbering`, of the load `load_id` made at `loaded_at`.
+    pub fn new(ctx: &SqlContext, numbering: LogNumbering, load_id: i64, loaded_at: Micros) -> LogRows {
+        LogRows {
+            numbering,
+            load_id: load_id.to_string(),
+            loaded_at: loaded_at.to_text(),
+            key_count: ctx.key_defs.len(),
+            attr_count: ctx.attr_defs.len(),
+        }
+    }
+
+    /// The log's columns these rows fill, and how each binds: [`log_columns`], then
+    /// `load_id` and `loaded_at`.
+    pub fn columns(ctx: &SqlContext) -> (Vec<String>, Vec<BindKind>) {
+        let mut columns = log_columns(ctx);
+        columns.extend(["load_id", "loaded_at"].map(String::from));
+        let mut kinds = vec![BindKind::Int, BindKind::Int];
+        kinds.extend(
+            ctx.key_defs
+                .iter()
+                .chain(&ctx.attr_defs)
+                .map(|c| BindKind::from(c.kind)),
+        );
+        kinds.extend([
+            BindKind::Text,
+            BindKind::Bool,
+            BindKind::Bytes,
+            BindKind::Int,
+            BindKind::Text,
+        ]);
+        (columns, kinds)
+    }
+
+    /// Where the key's columns begin in a row.
+    pub const KEY_AT: usize = 2;
+
+    /// The log row of one staged row.
+    pub fn row(&mut self, staged: StagedRow) -> Vec<Option<String>> {
+        let (log_id, sk) = self.numbering.next(staged.is_deleted);
+        let mut row = Vec::with_capacity(self.key_count + self.attr_count + 7);
+        row.push(Some(log_id.to_string()));
+        row.push(sk.map(|sk| sk.to_string()));
+        let mut values = staged.values.into_iter();
+        row.extend(values.by_ref().take(self.key_count));
+        if staged.is_deleted {
+            row.extend(std::iter::repeat_n(None, self.attr_count));
+        } else {
+            row.extend(values.take(self.attr_count));
+        }
+        row.push(Some(staged.valid_from.to_text()));
+        row.push(Some(if staged.is_deleted { "true" } else { "false" }.into()));
+        row.push((!staged.is_deleted).then(|| bytea_hex(&staged.row_hash)));
+        row.push(Some(self.load_id.clone()));
+        row.push(Some(self.loaded_at.clone()));
+        row
+    }
+}
+
 /// The log's columns in the order [`CopyStager::into_log`] writes them: all but
 /// `load_id` and `loaded_at`, the same on every row of a load (column defaults fill
 /// them, see `log_load_defaults` in sql/postgres/tables.sql).

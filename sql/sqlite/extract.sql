@@ -82,6 +82,13 @@ WHERE {{ updated_at }} IS NOT NULL
        OR (julianday(trim({{ updated_at }})) >= julianday(?) - {{ slack_days }}
            AND julianday(trim({{ updated_at }})) <= julianday(?) + {{ slack_days }}))
 {% endif %}
+{# `ordered` (a first load straight into the log) in the key's order, by the source's
+   own comparison of its columns: a table keyed by its INTEGER PRIMARY KEY is scanned in
+   that order already. Whoever numbers the rows checks that they arrive in the order the
+   log's columns give them (a collation or the values' types may differ). #}
+{% if ordered %}
+ORDER BY {% for c in key_columns %}{{ c.name }}{{ ", " if not loop.last }}{% endfor %}
+{% endif %}
 {% endif %}
 {# The partial index that lets `rows` read the values off the date-ordered index without
    a scan: its condition is `off_index`, word for word, as SQLite needs to use it. #}

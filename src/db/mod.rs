@@ -18,7 +18,7 @@ pub mod migrate;
 pub mod postgres;
 pub mod sql;
 pub mod sqlite;
-pub use sqlite::pump::PumpError;
+pub use sqlite::pump::{PumpError, PumpInto, RisingKey};
 pub mod types;
 pub mod url;
 
@@ -1302,13 +1302,13 @@ impl Conn {
 
     /// Moves the rows of `read` on `source` into `table` of this connection, through
     /// `each`, in this thread ([`sqlite::pump::pump`]; both SQLite, see
-    /// [`Conn::pumps_from`]).
+    /// [`Conn::pumps_from`]); with a rising key, only while the written rows' key rises.
     pub async fn pump_from<E>(
         &mut self,
         source: &mut Conn,
         read: (&str, &[Param]),
         key_count: usize,
-        into: (&str, &[String], &[BindKind]),
+        into: PumpInto<'_>,
         stop: &(dyn Fn() -> bool + Sync),
         each: impl FnMut(TextRow) -> Result<Option<TextRow>, E> + Send,
     ) -> Result<u64, PumpError<E>>

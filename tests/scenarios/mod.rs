@@ -5,6 +5,7 @@ mod cli;
 #[cfg(feature = "failpoints")]
 mod crash;
 mod first_load;
+mod first_load_sqlite;
 mod history;
 mod merge;
 mod names;

@@ -23,6 +23,115 @@ pub enum PumpError<E> {
     Row(E),
     /// `stop` said so.
     Stopped,
+    /// A row's key did not rise over the row's before it (see [`RisingKey`]).
+    OutOfOrder,
+}
+
+/// Where [`pump`] writes: `table`, its `columns` bound as `kinds` say (as
+/// [`super::bulk_insert`] binds them), and the key that must rise from row to row, if any.
+pub struct PumpInto<'a> {
+    /// The table, quoted.
+    pub table: &'a str,
+    /// Its columns written, quoted.
+    pub columns: &'a [String],
+    /// How each column binds.
+    pub kinds: &'a [BindKind],
+    /// The key the rows must arrive in the order of.
+    pub rising: Option<&'a RisingKey>,
+}
+
+/// Columns of the rows [`pump`] writes whose values must rise from row to row, as SQLite
+/// orders them once stored in the target's columns (a first load numbers rows as they
+/// arrive, which is right only if they arrive in the order the target would sort them).
+pub struct RisingKey {
+    /// The place of the first such column in a written row; the others follow it.
+    pub first: usize,
+    /// Each column's declared type in the target: its affinity decides what a bound value
+    /// is stored as.
+    pub declared: Vec<String>,
+}
+
+impl RisingKey {
+    /// Whether `next` sorts after `prev` in the target, by their stored values (compared
+    /// as SQLite compares them: numbers, then text bytewise, then blobs). A value whose
+    /// stored form this cannot tell for sure (text a numeric column may convert, a
+    /// number a text column turns into text, any real) counts as not rising.
+    fn rises(&self, kinds: &[BindKind], prev: &TextRow, next: &TextRow) -> bool {
+        for (i, declared) in self.declared.iter().enumerate() {
+            let at = self.first + i;
+            let affinity = Affinity::of(declared);
+            let a = affinity.stored(Cell::of(prev[at].as_deref(), kinds[at]));
+            let b = affinity.stored(Cell::of(next[at].as_deref(), kinds[at]));
+            let (Some(a), Some(b)) = (a, b) else {
+                return false;
+            };
+            match a.partial_cmp(&b) {
+                Some(std::cmp::Ordering::Less) => return true,
+                Some(std::cmp::Ordering::Equal) => {}
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    /// Whether the first row's key has a stored form this can tell (see [`RisingKey::rises`]).
+    fn known(&self, kinds: &[BindKind], row: &TextRow) -> bool {
+        self.declared.iter().enumerate().all(|(i, declared)| {
+            let at = self.first + i;
+            Affinity::of(declared)
+                .stored(Cell::of(row[at].as_deref(), kinds[at]))
+                .is_some()
+        })
+    }
+}
+
+/// A column's type affinity, by SQLite's rules on its declared type
+/// (<https://sqlite.org/datatype3.html#determination_of_column_affinity>).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Affinity {
+    Integer,
+    Text,
+    Blob,
+    Real,
+    Numeric,
+}
+
+impl Affinity {
+    fn of(declared: &str) -> Affinity {
+        let t = declared.to_ascii_uppercase();
+        if t.contains("INT") {
+            Affinity::Integer
+        } else if ["CHAR", "CLOB", "TEXT"].iter().any(|w| t.contains(w)) {
+            Affinity::Text
+        } else if t.contains("BLOB") || t.trim().is_empty() {
+            Affinity::Blob
+        } else if ["REAL", "FLOA", "DOUB"].iter().any(|w| t.contains(w)) {
+            Affinity::Real
+        } else {
+            Affinity::Numeric
+        }
+    }
+
+    /// What a bound value is stored as in a column of this affinity, where that is sure
+    /// and compares as below.
+    fn stored<'a>(self, cell: Cell<'a>) -> Option<Stored<'a>> {
+        match (self, cell) {
+            (_, Cell::Null | Cell::Float(_)) | (Affinity::Real, _) => None,
+            (_, Cell::Blob(b)) => Some(Stored::Blob(b)),
+            (Affinity::Integer | Affinity::Numeric | Affinity::Blob, Cell::Int(n)) => Some(Stored::Int(n)),
+            (Affinity::Text | Affinity::Blob, Cell::Text(s)) => Some(Stored::Text(s)),
+            (Affinity::Text, Cell::Int(_)) | (Affinity::Integer | Affinity::Numeric, Cell::Text(_)) => None,
+        }
+    }
+}
+
+/// A stored value, ordered as SQLite orders values of a column with the BINARY collation:
+/// integers, then text bytewise, then blobs bytewise (the variants' order).
+#[derive(Debug, PartialEq, PartialOrd)]
+enum Stored<'a> {
+    Int(i64),
+    Text(&'a str),
+    Blob(Vec<u8>),
 }
 
 /// Rows checked between two calls of `stop`: often enough to answer an interrupt at once,
@@ -31,19 +140,19 @@ const STOP_EVERY: u64 = 4096;
 
 /// Steps `select` (its `params` bound in order: SQLite numbers plain `?` the same way) on
 /// `source`, hands each row, its values as text, to `each`, and inserts what `each` keeps
-/// into `table` (`columns`, bound as `kinds` say, as [`super::bulk_insert`] binds them) on
-/// `target`. A value that is not UTF-8 text ends it with [`StreamError::NotText`] and the
-/// row's first `key_count` values. Returns the number of rows read.
+/// into `into` on `target`. A value that is not UTF-8 text ends it with [`StreamError::NotText`] and the
+/// row's first `key_count` values; with a rising key, a written row whose key does not rise
+/// over the one before it ends it with [`PumpError::OutOfOrder`]. Returns the number of
+/// rows read.
 ///
 /// It blocks its thread for the whole read (on a runtime of several threads it says so,
 /// and the others go on), and checks `stop` every few thousand rows.
-#[allow(clippy::too_many_arguments)]
 pub async fn pump<E>(
     source: &mut SqliteConnection,
     target: &mut SqliteConnection,
     read: (&str, &[Param]),
     key_count: usize,
-    (table, columns, kinds): (&str, &[String], &[BindKind]),
+    into: PumpInto<'_>,
     stop: &(dyn Fn() -> bool + Sync),
     mut each: impl FnMut(TextRow) -> Result<Option<TextRow>, E> + Send,
 ) -> Result<u64, PumpError<E>>
@@ -54,6 +163,12 @@ where
         .lock_handle()
         .await
         .map_err(|e| locked("reading the source", e))?;
+    let PumpInto {
+        table,
+        columns,
+        kinds,
+        rising,
+    } = into;
     let mut into_lock = target
         .lock_handle()
         .await
@@ -70,10 +185,20 @@ where
         let into = borrow(&into, "staging source rows")?;
         let writing = |e: rusqlite::Error| failed::<E>("staging source rows", &e);
         let mut write = into.prepare(&insert).map_err(writing)?;
+        let mut last: Option<TextRow> = None;
         each_row(&from, read, key_count, stop, |values| {
             let Some(cells) = each(values).map_err(PumpError::Row)? else {
                 return Ok(());
             };
+            if let Some(rising) = rising {
+                let in_order = match &last {
+                    None => rising.known(kinds, &cells),
+                    Some(prev) => rising.rises(kinds, prev, &cells),
+                };
+                if !in_order {
+                    return Err(PumpError::OutOfOrder);
+                }
+            }
             for (i, (v, kind)) in cells.iter().zip(kinds).enumerate() {
                 let at = i + 1;
                 match Cell::of(v.as_deref(), *kind) {
@@ -86,6 +211,9 @@ where
                 .map_err(writing)?;
             }
             write.raw_execute().map_err(writing)?;
+            if rising.is_some() {
+                last = Some(cells);
+            }
             Ok(())
         })
     });
