@@ -1,13 +1,14 @@
-//! Rows moved from one SQLite database into another in this thread, through SQLite's own
-//! interface (rusqlite on the handles sqlx lends out), not row by row through the driver.
+//! Rows moved from one SQLite database into another through SQLite's own interface
+//! (rusqlite on the handles sqlx lends out), not row by row through the driver.
 //!
 //! The driver runs each connection on a worker thread of its own and hands every row over
 //! a channel, and a staging write goes back the same way: at a million rows the thread
 //! hand-offs, wake-ups and per-row allocations cost more than SQLite's own work. Here both
 //! handles are locked out of their workers (`lock_handle`: no statement of theirs runs
-//! meanwhile), the read is stepped and each kept row is inserted with one prepared
-//! statement. What a row becomes is the caller's (`each`), so the rules of a read stay in
-//! one place, whichever way its rows travel.
+//! meanwhile); the read is stepped on a thread of its own, which hands kept rows over in
+//! batches, and each is inserted with one prepared statement on the caller's thread, so
+//! that reading and writing overlap. What a row becomes is the caller's (`each`), so the
+//! rules of a read stay in one place, whichever way its rows travel.
 
 use super::Cell;
 use crate::db::{BindKind, DbError, Param, StreamError, TextRow};
@@ -145,8 +146,10 @@ const STOP_EVERY: u64 = 4096;
 /// over the one before it ends it with [`PumpError::OutOfOrder`]. Returns the number of
 /// rows read.
 ///
-/// It blocks its thread for the whole read (on a runtime of several threads it says so,
-/// and the others go on), and checks `stop` every few thousand rows.
+/// The source is stepped, and `each` run, on a thread of its own while this one writes
+/// (the two databases' work overlaps on two cores), in batches of a few hundred rows. It
+/// blocks this thread for the whole read (on a runtime of several threads it says so, and
+/// the others go on), and checks `stop` every few thousand rows.
 pub async fn pump<E>(
     source: &mut SqliteConnection,
     target: &mut SqliteConnection,
@@ -181,44 +184,88 @@ where
         vec!["?"; columns.len()].join(", ")
     );
     let pumped = blocking(move || {
-        let from = borrow(&from, "reading the source")?;
         let into = borrow(&into, "staging source rows")?;
         let writing = |e: rusqlite::Error| failed::<E>("staging source rows", &e);
         let mut write = into.prepare(&insert).map_err(writing)?;
-        let mut last: Option<TextRow> = None;
-        each_row(&from, read, key_count, stop, |values| {
-            let Some(cells) = each(values).map_err(PumpError::Row)? else {
-                return Ok(());
-            };
-            if let Some(rising) = rising {
-                let in_order = match &last {
-                    None => rising.known(kinds, &cells),
-                    Some(prev) => rising.rises(kinds, prev, &cells),
-                };
-                if !in_order {
-                    return Err(PumpError::OutOfOrder);
+        std::thread::scope(|scope| {
+            let (batches, arriving) = std::sync::mpsc::sync_channel::<Vec<TextRow>>(BATCHES_IN_FLIGHT);
+            // Written batches go back to be freed where they were allocated: freeing
+            // another thread's allocations would contend for the allocator's locks.
+            let (spent, written_back) = std::sync::mpsc::channel::<Vec<TextRow>>();
+            let reader = scope.spawn(move || {
+                let from = borrow(&from, "reading the source")?;
+                let mut batch = Vec::with_capacity(BATCH);
+                let read = each_row(&from, read, key_count, stop, |values| {
+                    if let Some(cells) = each(values).map_err(PumpError::Row)? {
+                        batch.push(cells);
+                        if batch.len() == BATCH {
+                            let full = std::mem::replace(&mut batch, Vec::with_capacity(BATCH));
+                            // The writer stopped (and says why): so does the read.
+                            batches.send(full).map_err(|_| PumpError::Stopped)?;
+                            written_back.try_iter().for_each(drop);
+                        }
+                    }
+                    Ok(())
+                })?;
+                if !batch.is_empty() {
+                    batches.send(batch).map_err(|_| PumpError::Stopped)?;
                 }
-            }
-            for (i, (v, kind)) in cells.iter().zip(kinds).enumerate() {
-                let at = i + 1;
-                match Cell::of(v.as_deref(), *kind) {
-                    Cell::Null => write.raw_bind_parameter(at, rusqlite::types::Null),
-                    Cell::Int(n) => write.raw_bind_parameter(at, n),
-                    Cell::Float(f) => write.raw_bind_parameter(at, f),
-                    Cell::Text(s) => write.raw_bind_parameter(at, s),
-                    Cell::Blob(b) => write.raw_bind_parameter(at, b),
+                Ok(read)
+            });
+            // The last row of the batch before, for the order check.
+            let mut carried: Option<TextRow> = None;
+            let mut written = Ok(());
+            'batches: for batch in arriving.iter() {
+                for (i, cells) in batch.iter().enumerate() {
+                    if let Some(rising) = rising {
+                        let prev = if i == 0 { carried.as_ref() } else { batch.get(i - 1) };
+                        let in_order = match prev {
+                            None => rising.known(kinds, cells),
+                            Some(prev) => rising.rises(kinds, prev, cells),
+                        };
+                        if !in_order {
+                            written = Err(PumpError::OutOfOrder);
+                            break 'batches;
+                        }
+                    }
+                    if let Err(e) = insert_row(&mut write, kinds, cells) {
+                        written = Err(writing(e));
+                        break 'batches;
+                    }
                 }
-                .map_err(writing)?;
+                if rising.is_some() {
+                    carried = batch.last().cloned();
+                }
+                let _ = spent.send(batch);
             }
-            write.raw_execute().map_err(writing)?;
-            if rising.is_some() {
-                last = Some(cells);
-            }
-            Ok(())
+            // (Dropping the receiving end ends a read still sending.)
+            drop(arriving);
+            let read = reader.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            written.and(read)
         })
     });
     drop((from_lock, into_lock));
     pumped
+}
+
+/// Rows the reading thread hands the writing one at a time, and batches under way: a few
+/// thousand rows' worth of memory, enough that neither waits for the other.
+const BATCH: usize = 512;
+const BATCHES_IN_FLIGHT: usize = 8;
+
+/// Binds one row's values, as `kinds` say, and inserts it.
+fn insert_row(write: &mut rusqlite::Statement<'_>, kinds: &[BindKind], cells: &TextRow) -> rusqlite::Result<()> {
+    for (i, (v, kind)) in cells.iter().zip(kinds).enumerate() {
+        let at = i + 1;
+        match Cell::of(v.as_deref(), *kind) {
+            Cell::Null => write.raw_bind_parameter(at, rusqlite::types::Null),
+            Cell::Int(n) => write.raw_bind_parameter(at, n),
+            Cell::Float(f) => write.raw_bind_parameter(at, f),
+            Cell::Text(s) => write.raw_bind_parameter(at, s),
+            Cell::Blob(b) => write.raw_bind_parameter(at, b),
+        }?;
+    }
+    write.raw_execute().map(drop)
 }
 
 /// Steps `read` on `conn` and hands each row, its values as text, to `each`, in this
@@ -266,6 +313,12 @@ fn blocking<T>(work: impl FnOnce() -> T) -> T {
 
 /// A raw connection handle, lent by its lock.
 struct Handle(*mut rusqlite::ffi::sqlite3);
+
+// SAFETY: a lent handle is used by one thread at a time: [`pump`] moves the source's to
+// the thread that reads it, which is joined before the lock is dropped. SQLite lets a
+// connection change threads when no two use it at once (its multi-thread mode, the
+// least any build of it gives an open connection).
+unsafe impl Send for Handle {}
 
 /// The connection of a lent handle, for as long as its lock is held.
 fn borrow<E>(handle: &Handle, what: &str) -> Result<rusqlite::Connection, PumpError<E>> {
