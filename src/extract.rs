@@ -772,10 +772,30 @@ pub async fn check_readable(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Re
     Ok(())
 }
 
+/// Whether a read of the change column also refuses times without a zone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Zones {
+    /// As [`check_zone`] does, in the same pass.
+    Check,
+    /// Already checked, or not to be.
+    Checked,
+}
+
 /// The source's oldest change (a first load's window is checked against it); none for an
-/// empty source.
-pub async fn source_oldest(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<Option<Micros>, ExtractError> {
-    earliest_or_latest(conn, plan, layout, std::cmp::Ordering::Less).await
+/// empty source. With [`Zones::Check`], the values are also held to [`check_zone`]'s rule
+/// as they go by, and its error comes first, as it would from its own pass before.
+pub async fn source_oldest(
+    conn: &mut Conn,
+    plan: &Plan,
+    layout: &Layout,
+    zones: Zones,
+) -> Result<Option<Micros>, ExtractError> {
+    let by_value = conn.dialect().change_time(layout.updated_at_kind) == ChangeTime::ByValue;
+    let zones = match zones {
+        Zones::Check if by_value && plan.source.timezone.is_none() => Zones::Check,
+        _ => Zones::Checked,
+    };
+    earliest_or_latest(conn, plan, layout, std::cmp::Ordering::Less, zones).await
 }
 
 /// A change value read with its row's key: its instant, or the error naming both.
@@ -793,6 +813,7 @@ async fn earliest_or_latest(
     plan: &Plan,
     layout: &Layout,
     want: std::cmp::Ordering,
+    zones: Zones,
 ) -> Result<Option<Micros>, ExtractError> {
     let (statement, what) = match want {
         std::cmp::Ordering::Less => ("oldest", "reading the oldest source change"),
@@ -805,18 +826,34 @@ async fn earliest_or_latest(
         &extract_context(plan, layout, None),
     )?;
     let mut best: Option<Micros> = None;
+    // With zones to check, a value's other fault waits for the end of the pass: a time
+    // without a zone anywhere is the error to give (a config error, the first to fix).
+    let mut fault: Option<ExtractError> = None;
     let folded = conn
         .each_text_row(what, &sql, 1 + layout.keys.len(), |row| {
             let Some(text) = row.first().cloned().flatten() else {
                 return Ok(());
             };
-            let t = parse_with_key(plan, &text, &row[1..])?;
+            let t = match parse_with_key(plan, &text, &row[1..]) {
+                Ok(t) => t,
+                Err(e) if zones == Zones::Check => {
+                    if let Err(e @ crate::ts::TimestampError::NoZone(_)) = Micros::parse(&text, None) {
+                        return Err(ExtractError::bad_change_column(plan, e, None));
+                    }
+                    fault.get_or_insert(e);
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            };
             if best.is_none_or(|b| t.cmp(&b) == want) {
                 best = Some(t);
             }
             Ok(())
         })
         .await;
+    if let (Ok(()), Some(e)) = (&folded, fault) {
+        return Err(e);
+    }
     match folded {
         // (A scan is never stopped, nor held to an order.)
         Ok(()) | Err(PumpError::Stopped | PumpError::OutOfOrder) => Ok(best),
@@ -837,7 +874,7 @@ async fn earliest_or_latest(
 
 /// The newest change in the source, for `status` (lag) and messages.
 pub async fn source_newest(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<Option<Micros>, ExtractError> {
-    earliest_or_latest(conn, plan, layout, std::cmp::Ordering::Greater).await
+    earliest_or_latest(conn, plan, layout, std::cmp::Ordering::Greater, Zones::Checked).await
 }
 
 /// Fails the run when any source row has a NULL change column (checked every run: such

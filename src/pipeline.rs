@@ -752,14 +752,20 @@ async fn run_to_the_end(
             // tables the run would create first); a later run finds it while reading.
             let never_loaded = session.target_deferred()
                 || !matches!(tables::read_record(&mut session.target, plan).await, Ok(Some(_)));
-            if never_loaded && plan.source.timezone.is_none() {
-                session.check_zone(plan).await?;
-            }
-            // And a first load whose upper bound is before the source's oldest row.
+            let zone_unchecked = never_loaded && plan.source.timezone.is_none();
+            // And a first load whose upper bound is before the source's oldest row (read
+            // in the same pass over the change column as the zones).
             let first_window_checked = never_loaded && source_clock.is_some();
             if let (true, Some(clock)) = (first_window_checked, source_clock) {
                 let upper = opts.upper.unwrap_or(clock.plus(-plan.source.safety_lag_micros));
-                check_first_window(session, plan, upper, clock, opts.upper.is_some()).await?;
+                let zones = if zone_unchecked {
+                    extract::Zones::Check
+                } else {
+                    extract::Zones::Checked
+                };
+                check_first_window(session, plan, (upper, clock, opts.upper.is_some()), zones).await?;
+            } else if zone_unchecked {
+                session.check_zone(plan).await?;
             }
             // A dry run writes nothing, not even the tables or a SQLite file: it creates the
             // tables inside a transaction it rolls back, in an in-memory database standing in
@@ -918,7 +924,13 @@ async fn load(
             // A target without a watermark that `run` did not already check before
             // creating anything (its tables exist, but no load ever committed).
             if watermark_before.is_none() && !first_window_checked {
-                check_first_window(session, plan, upper, clock, opts.upper.is_some()).await?;
+                check_first_window(
+                    session,
+                    plan,
+                    (upper, clock, opts.upper.is_some()),
+                    extract::Zones::Checked,
+                )
+                .await?;
             }
             (window, Some(clock))
         }
@@ -1625,16 +1637,16 @@ pub struct Staged {
 }
 
 /// Refuses a first load whose upper bound is before the source's oldest row (see
-/// [`extract::check_first_window`]).
+/// [`extract::check_first_window`]), and with [`extract::Zones::Check`] one whose change
+/// column holds times without a zone (see [`extract::check_zone`]).
 async fn check_first_window(
     session: &mut Session,
     plan: &Plan,
-    upper: Micros,
-    clock: Micros,
-    explicit_upper: bool,
+    (upper, clock, explicit_upper): (Micros, Micros, bool),
+    zones: extract::Zones,
 ) -> Result<(), Error> {
     let source = session.source.as_mut().expect("source connection");
-    let oldest = extract::source_oldest(source, plan, &session.layout).await?;
+    let oldest = extract::source_oldest(source, plan, &session.layout, zones).await?;
     extract::check_first_window(plan, upper, clock, explicit_upper, oldest).map_err(extract::ExtractError::from)?;
     Ok(())
 }
