@@ -323,7 +323,10 @@ pub enum TimestampError {
     #[error("{0:?} is outside the times a version can start at (from 0001-01-01 to before 9999-12-31T00:00:00Z, the end of open versions)")]
     OutOfRange(String),
     /// Not a timestamp at all.
-    #[error("cannot read {0:?} as a timestamp (expected RFC 3339, e.g. 2026-10-05T09:30:00Z)")]
+    #[error(
+        "cannot read {0:?} as a timestamp (expected a date, a time and a zone: RFC 3339 such as 2026-10-05T09:30:00Z, \
+         or 2026-10-05 09:30[:00[.123456]] followed by Z, UTC, GMT or an offset such as +02:00, +0200 or +02, or by nothing when source.timezone is set)"
+    )]
     Unparsable(String),
 }
 
