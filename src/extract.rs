@@ -30,12 +30,14 @@ pub enum ExtractError {
     #[error(transparent)]
     Db(#[from] DbError),
     /// Rows whose change column is NULL would be invisible to every watermark.
-    #[error("{count} source rows have a NULL `{column}` (source.updated_at): they would never be loaded; fix them at the source or exclude them with source.query")]
+    #[error("{count} source rows have a NULL `{column}` (source.updated_at), e.g. the row of key ({key}): they would never be loaded; fix them at the source or exclude them with source.query")]
     NullUpdatedAt {
         /// The change column.
         column: String,
         /// How many rows.
         count: i64,
+        /// The key of one of them, its values joined by `, `.
+        key: String,
     },
     /// Rows whose change column holds a value with no instant in time (PostgreSQL's
     /// `infinity`, SQLite text that is no time): no window holds them, so, like NULLs,
@@ -890,9 +892,22 @@ pub async fn check_null_updated_at(conn: &mut Conn, plan: &Plan, layout: &Layout
         .query_i64s("checking the source for NULL change columns", &sql, &[])
         .await?;
     if let Some(n) = counts.first().copied().flatten().filter(|&n| n > 0) {
+        let sql = sql::statement(
+            conn.backend(),
+            "extract",
+            "null_example",
+            &extract_context(plan, layout, None),
+        )?;
+        // (A key that cannot be read is no reason to hide the error: it says `?` then.)
+        let rows = conn
+            .query_text("reading a source row with a NULL change column", &sql, &[])
+            .await
+            .unwrap_or_default();
+        let key = rows.first().map_or_else(|| "?".into(), |row| key_text(row, row.len()));
         return Err(ExtractError::NullUpdatedAt {
             column: plan.source.updated_at.name().into(),
             count: n,
+            key,
         });
     }
     let sql = sql::statement(

@@ -32,6 +32,9 @@ COPY (
 ) TO STDOUT
 -- statement: null_check
 SELECT count(*)::text FROM {{ relation }} WHERE {{ updated_at }} IS NULL
+{# The key of one such row, for the error to name. #}
+-- statement: null_example
+SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endfor %} FROM {{ relation }} WHERE {{ updated_at }} IS NULL LIMIT 1
 {# Change-column values with no instant (`infinity`, `-infinity`): how many, and the
    key and value of one of them (an equality, so an index on the column serves it). #}
 -- statement: no_instant

@@ -108,6 +108,9 @@ WHERE typeof({{ updated_at }}) = 'text'
 LIMIT 100
 -- statement: null_check
 SELECT count(*) FROM {{ relation }} WHERE {{ updated_at }} IS NULL
+{# The key of one such row, for the error to name. #}
+-- statement: null_example
+SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endfor %} FROM {{ relation }} WHERE {{ updated_at }} IS NULL LIMIT 1
 {# Change-column values that are no time SQLite can place need no scan of their own: the
    window's read returns every `unreadable` row wherever it lies, and the exact parser
    fails the run naming its key and value. #}

@@ -182,6 +182,26 @@ async fn null_updated_at_fails_the_run(mut fx: Fixture) {
     .await;
 }
 
+on_both_backends!(the_null_updated_at_error_names_a_row_by_its_key);
+
+/// The refusal of NULL change columns names the key of one such row, so it can be found
+/// (a trial found only a count), also for a key of several columns.
+async fn the_null_updated_at_error_names_a_row_by_its_key(mut fx: Fixture) {
+    fx.create_source_table("src_nullable", false, false).await;
+    fx.exec(
+        "INSERT INTO src_nullable (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z'),
+             (41, 'zed@example.com', 'pro', 'DE', NULL)",
+    )
+    .await;
+    fx.set_setting("table", "\"src_nullable\"");
+    fx.set_setting("key", "[\"customer_id\", \"country\"]");
+    fx.set_setting("columns", "[\"email\", \"tier\"]");
+    let out = cli::run(&fx.config_path(), &["run", "--upper", NEXT]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert_says(&out, &["1 source rows", "NULL `updated_at`", "key (41, DE)"]);
+}
+
 /// A PostgreSQL `timestamp` (no time zone) change column is refused before anything is
 /// written, naming source.timezone; setting it fixes the run.
 #[tokio::test]
