@@ -30,7 +30,9 @@ WHERE dimlog_s.is_deleted AND (
     ORDER BY dimlog_l.log_id DESC LIMIT 1)
 {# A moved delete that lands on another live version (one logged, or one staged by this
    load, 1 µs later) would replace that one: there is no room for it, and it is dropped;
-   its key and (moved) time are returned, for the run to report. #}
+   its key and (moved) time are returned, for the run to report. The staged live rows are
+   an IN list, built once: a correlated EXISTS scanned the unindexed stage once per
+   delete (six minutes for 22k deletes among 234k staged rows). #}
 -- statement: drop_hidden_deletes
 DELETE FROM dimlog_stage AS dimlog_s
 WHERE dimlog_s.is_deleted AND ((
@@ -38,8 +40,8 @@ WHERE dimlog_s.is_deleted AND ((
     WHERE {{ keys|eqs("dimlog_l", "dimlog_s") }} AND dimlog_l.valid_from = dimlog_s.valid_from
       AND (dimlog_l.is_deleted OR dimlog_l.{{ sk }} IS NOT NULL)
     ORDER BY dimlog_l.log_id DESC LIMIT 1)
-    OR EXISTS (SELECT 1 FROM dimlog_stage dimlog_o
-               WHERE {{ keys|eqs("dimlog_o", "dimlog_s") }} AND dimlog_o.valid_from = dimlog_s.valid_from AND NOT dimlog_o.is_deleted))
+    OR ({{ keys|cols("dimlog_s") }}, dimlog_s.valid_from) IN (
+        SELECT {{ keys|cols("dimlog_o") }}, dimlog_o.valid_from FROM dimlog_stage dimlog_o WHERE NOT dimlog_o.is_deleted))
 RETURNING {% for k in keys %}CAST({{ k }} AS TEXT), {% endfor %}valid_from
 -- statement: classify
 CREATE TEMP TABLE dimlog_changes AS

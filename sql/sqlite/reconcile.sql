@@ -17,14 +17,16 @@ CREATE TEMP TABLE dimlog_source_keys (
 -- statement: key_index
 CREATE INDEX temp.dimlog_source_keys_idx ON dimlog_source_keys ({{ keys|cols }})
 {# Missing: current in the dimension, not live in the source (gone, or its row flagged
-   deleted where no window reads it), and not in this load. #}
+   deleted where no window reads it), and not in this load. The load's keys are an IN
+   list, built once (keys are never NULL): a correlated NOT EXISTS scanned the unindexed
+   stage once per missing key (minutes for 20k missing keys beside 100k changes). #}
 -- statement: missing
 CREATE TEMP TABLE dimlog_missing AS
 SELECT {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from
 FROM {{ dim }} dimlog_d
 WHERE dimlog_d.is_current
   AND NOT EXISTS (SELECT 1 FROM dimlog_source_keys dimlog_s WHERE {{ keys|eqs("dimlog_s", "dimlog_d") }}{% if deleted_flag %} AND dimlog_s.dimlog_live{% endif %})
-  AND NOT EXISTS (SELECT 1 FROM dimlog_stage dimlog_st WHERE {{ keys|eqs("dimlog_st", "dimlog_d") }})
+  AND ({{ keys|cols("dimlog_d") }}) NOT IN (SELECT {{ keys|cols("dimlog_st") }} FROM dimlog_stage dimlog_st)
 {# Source keys held live that are neither live in the dimension nor in this load:
    stamped behind every window (restored from a backup, or inserted with an old stamp).
    Their rows are read again and loaded; a deleted key among them is revived. The staged
