@@ -339,7 +339,7 @@ pub fn file_not_there_yet(url: &DbUrl) -> bool {
 /// One connection to either backend.
 pub enum Conn {
     /// SQLite file.
-    Sqlite(sqlx::SqliteConnection),
+    Sqlite(sqlite::SqliteConn),
     /// PostgreSQL server.
     Postgres(postgres::PgConn),
 }
@@ -546,7 +546,7 @@ impl Conn {
     pub async fn close(self) -> Result<(), DbError> {
         use sqlx::Connection;
         match self {
-            Conn::Sqlite(c) => c.close().await,
+            Conn::Sqlite(c) => c.into_inner().close().await,
             Conn::Postgres(c) => c.into_inner().close().await,
         }
         .map_err(|source| DbError::Query {
@@ -709,14 +709,15 @@ impl Conn {
 
     /// Cancels the statement this connection's server session is running, if any, so
     /// that what follows (a rollback) need not wait for it to end: PostgreSQL's cancel,
-    /// sent from a second connection to `url`, as psql's Ctrl-C does. SQLite runs its
-    /// statements in this process: the one running finishes first.
-    pub async fn cancel_running(&self, url: &DbUrl) {
-        if let Conn::Postgres(postgres::PgConn {
-            backend_pid: Some(pid), ..
-        }) = self
-        {
-            postgres::cancel(url, *pid).await;
+    /// sent from a second connection to `url`, as psql's Ctrl-C does; SQLite's from this
+    /// process ([`sqlite::SqliteConn::stop_running`]).
+    pub async fn cancel_running(&mut self, url: &DbUrl) {
+        match self {
+            Conn::Postgres(postgres::PgConn {
+                backend_pid: Some(pid), ..
+            }) => postgres::cancel(url, *pid).await,
+            Conn::Sqlite(c) => c.stop_running().await,
+            Conn::Postgres(_) => {}
         }
     }
 
@@ -824,7 +825,7 @@ impl Conn {
                         sqlx::Arguments::add(&mut args, t.to_text()).map_err(|e| err(sqlx::Error::Encode(e)))?;
                     }
                 }
-                let mut stream = sqlx::query_with(sql, args).fetch(&mut *c);
+                let mut stream = sqlx::query_with(sql, args).fetch(&mut **c);
                 while let Some(row) = stream.next().await {
                     let row = row.map_err(err)?;
                     let n = sqlx::Row::len(&row);

@@ -1,8 +1,8 @@
 //! A `dimlog run` stopped by SIGINT (Ctrl-C) or SIGTERM (issue 17): it rolls back, records
 //! the run as `interrupted`, says "interrupted: nothing committed" and exits 130; its lock
-//! is free at once, and the next run loads everything. On PostgreSQL a statement the run
-//! is waiting in is cancelled rather than waited for; a backfill keeps the chunks it
-//! committed before.
+//! is free at once, and the next run loads everything. A statement the run is waiting in
+//! is cancelled rather than waited for (PostgreSQL's cancel; SQLite's progress handler);
+//! a backfill keeps the chunks it committed before.
 
 use std::time::Duration;
 
@@ -157,6 +157,71 @@ async fn an_interrupt_stops_a_sqlite_read_in_its_rows() {
         fx.log().await.rows.is_empty(),
         "an interrupted first load left rows in the log"
     );
+    let (status, _) = last_run(&mut fx).await;
+    assert_eq!(status.as_deref(), Some("interrupted"));
+}
+
+/// A SQLite statement runs to its end inside one call on the driver's thread: an
+/// interrupt in the middle of a long one (comparing 100k changed rows and 20k deletes with
+/// the log, about 3 s here) ends it within a second rather than after it (a trial waited 84 s for "detecting changes"), and
+/// nothing is committed.
+#[tokio::test]
+async fn an_interrupt_ends_a_long_sqlite_statement_at_once() {
+    use std::io::{BufRead, BufReader};
+    let mut fx = Fixture::sqlite().await;
+    fx.insert_customers(200_000).await;
+    fx.run("2026-03-02T09:30:00Z").await;
+    fx.exec(
+        "DELETE FROM src_customers WHERE customer_id % 10 = 0;
+         UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-02T09:40:00Z' WHERE customer_id % 2 = 1",
+    )
+    .await;
+    let logged = fx.count("customer_versions").await;
+    let mut child = cli::command(&fx.config_path())
+        .args([
+            "run",
+            "-v",
+            "--upper",
+            UPPER,
+            "--reconcile-deletes",
+            "--allow-mass-delete",
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start dimlog");
+    // The step before the comparison logs its end: the comparison has begun.
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let mut seen = Vec::new();
+    while let Some(Ok(line)) = lines.next() {
+        let begun = line.contains("reconciling deletes: ");
+        seen.push(line);
+        if begun {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.contains("reconciling deletes: ")),
+        "the run ended before its comparison: {seen:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent = std::time::Instant::now();
+    let killed = std::process::Command::new("kill")
+        .args(["-s", "INT", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = child.wait().expect("wait");
+    let answered = sent.elapsed();
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    let stderr = [seen, rest].concat().join("\n");
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("detecting changes: stopped after"), "{stderr}");
+    assert!(
+        answered < Duration::from_secs(1),
+        "the statement went on for {answered:?} after the interrupt:\n{stderr}"
+    );
+    assert_eq!(fx.count("customer_versions").await, logged, "something was committed");
     let (status, _) = last_run(&mut fx).await;
     assert_eq!(status.as_deref(), Some("interrupted"));
 }

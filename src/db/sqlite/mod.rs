@@ -8,6 +8,8 @@ use crate::db::{Access, BindKind, DbError, Param, TextRow};
 use sqlx::sqlite::{SqliteArguments, SqliteConnectOptions, SqliteJournalMode, SqliteRow};
 use sqlx::{Arguments, ConnectOptions, Row, SqliteConnection, ValueRef};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How long a run waits for another run's write lock before giving up.
@@ -32,7 +34,7 @@ const LOAD_CACHE: &str = "-16384";
 /// (its owner, root) opens it for writing, so the last connection to close removes the
 /// companions, and SQLite gives any it creates the file's permissions (and, for root,
 /// its owner).
-pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConnection, DbError> {
+pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConn, DbError> {
     let err = |source| DbError::Connect {
         url: url.redacted(),
         source,
@@ -75,7 +77,68 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConnection, Db
             .journal_mode(SqliteJournalMode::Wal)
             .pragma("cache_size", LOAD_CACHE),
     };
-    opts.connect().await.map_err(err)
+    SqliteConn::new(opts.connect().await.map_err(err)?, url).await
+}
+
+/// A SQLite connection whose running statement another task can stop.
+///
+/// SQLite runs a statement to its end inside one call on the driver's worker thread, so
+/// dropping the future that waits for it stops nothing: an interrupted run would wait for
+/// a statement of minutes, holding the file's write lock. Every connection has a progress
+/// handler that SQLite calls every few thousand instructions; it ends the statement with
+/// `SQLITE_INTERRUPT` once [`SqliteConn::stop_running`] raises the connection's flag.
+pub struct SqliteConn {
+    conn: SqliteConnection,
+    stop: Arc<AtomicBool>,
+}
+
+/// Virtual machine instructions between two looks at the stop flag: well under a
+/// millisecond, at the cost of a load of one atomic.
+const INSTRUCTIONS_BETWEEN_LOOKS: i32 = 4096;
+
+/// How long [`SqliteConn::stop_running`] waits for the statement to end.
+const STOP_WAIT: Duration = Duration::from_secs(5);
+
+impl SqliteConn {
+    async fn new(mut conn: SqliteConnection, url: &DbUrl) -> Result<SqliteConn, DbError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let raised = Arc::clone(&stop);
+        let mut handle = conn.lock_handle().await.map_err(|source| DbError::Connect {
+            url: url.redacted(),
+            source,
+        })?;
+        // (Returning false ends the statement.)
+        handle.set_progress_handler(INSTRUCTIONS_BETWEEN_LOOKS, move || !raised.load(Ordering::Relaxed));
+        drop(handle);
+        Ok(SqliteConn { conn, stop })
+    }
+
+    /// Ends the statement the connection runs, if any, and waits (a few seconds at most)
+    /// until it has; statements after it run as usual.
+    pub async fn stop_running(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        // The handle is lent once the worker is done with the statement it runs.
+        let _ = tokio::time::timeout(STOP_WAIT, self.conn.lock_handle()).await;
+        self.stop.store(false, Ordering::Relaxed);
+    }
+
+    /// The connection itself, to close it.
+    pub fn into_inner(self) -> SqliteConnection {
+        self.conn
+    }
+}
+
+impl std::ops::Deref for SqliteConn {
+    type Target = SqliteConnection;
+    fn deref(&self) -> &SqliteConnection {
+        &self.conn
+    }
+}
+
+impl std::ops::DerefMut for SqliteConn {
+    fn deref_mut(&mut self) -> &mut SqliteConnection {
+        &mut self.conn
+    }
 }
 
 /// Whether `url` names a SQLite file that does not exist (an in-memory database is never
@@ -123,8 +186,8 @@ pub async fn writer_active(url: &DbUrl) -> Option<bool> {
 
 /// A private, empty in-memory database: what a target file that does not exist yet holds,
 /// for the commands that must not create it (see [`crate::pipeline::Session::open`]).
-pub async fn connect_empty(url: &DbUrl) -> Result<SqliteConnection, DbError> {
-    SqliteConnectOptions::from_str("sqlite::memory:")
+pub async fn connect_empty(url: &DbUrl) -> Result<SqliteConn, DbError> {
+    let conn = SqliteConnectOptions::from_str("sqlite::memory:")
         .map(|o| o.busy_timeout(LOCK_WAIT).disable_statement_logging())
         .map_err(|source| DbError::Connect {
             url: url.redacted(),
@@ -135,7 +198,8 @@ pub async fn connect_empty(url: &DbUrl) -> Result<SqliteConnection, DbError> {
         .map_err(|source| DbError::Connect {
             url: url.redacted(),
             source,
-        })
+        })?;
+    SqliteConn::new(conn, url).await
 }
 
 /// [`DbError::NotWritable`] when `access` writes (neither [`Access::ReadOnly`] nor
