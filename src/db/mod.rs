@@ -130,14 +130,20 @@ pub enum DbError {
     /// folder it may not create files in), for a connection that would write it: SQLite
     /// would fail part-way, after creating `-wal` and `-shm` files owned by this user
     /// that the file's owner could then no longer write.
-    #[error("cannot write {} as this user: {}; run dimlog as a user who may write it", path.display(), match folder {
-        Some(f) => format!("the file does not exist and this user may not create files in {}", f.display()),
-        None => "this user may not write the file".to_string(),
+    #[error("cannot write {} as this user: {}; run dimlog as a user who may write it", path.display(), match (folder, path.exists()) {
+        (Some(f), false) => format!("the file does not exist and this user may not create files in {}", f.display()),
+        (Some(f), true) => format!(
+            "SQLite writes its -wal and -shm files beside it while it writes the file, and this user may not create or write them in {} \
+             (let the user create files in that folder, or create the two files as the file's owner)",
+            f.display()
+        ),
+        (None, _) => "this user may not write the file".to_string(),
     })]
     NotWritable {
         /// The database file.
         path: std::path::PathBuf,
-        /// The folder it would be created in, when the file does not exist.
+        /// The folder where the file, or the companions SQLite writes beside it, would be
+        /// created.
         folder: Option<std::path::PathBuf>,
     },
     /// Another run of the dimension holds its lock, and the caller would not wait.

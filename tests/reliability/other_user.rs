@@ -333,6 +333,52 @@ async fn a_writer_who_may_not_create_the_target_refuses_before_creating_anything
     }
 }
 
+/// A target file the user may write, in a folder it may not: SQLite would need to create
+/// the file's `-wal` and `-shm` there (a trial got "attempt to write a readonly database"
+/// and a relative URL). Every writer refuses up front, naming the folder and the
+/// companions, and creates nothing; with both companions there and writable, it loads.
+#[tokio::test]
+async fn a_writer_whose_target_folder_is_closed_is_told_why() {
+    let (_fx, config, shared) = setup("DELETE").await;
+    let closed = shared.join("closed");
+    std::fs::create_dir(&closed).expect("mkdir");
+    let target = closed.join("wh.db");
+    {
+        let url = DbUrl::parse("url", &format!("sqlite://{}", target.display()), None).expect("url");
+        let c = Conn::open(&url, Access::Create).await.expect("create the target");
+        c.close().await.expect("close");
+    }
+    chmod(&target, 0o666);
+    chmod(&closed, 0o755);
+    let text = std::fs::read_to_string(&config).expect("config").replace(
+        &shared.join("warehouse.db").display().to_string(),
+        &target.display().to_string(),
+    );
+    std::fs::write(&config, text).expect("config");
+    let before = listing(&closed);
+    for args in writers()
+        .into_iter()
+        .filter(|a| ["init", "run", "backfill"].contains(&a[0]))
+    {
+        let what = args.join(" ");
+        let out = run_as(READER, &config, &args);
+        assert_eq!(out.code, Some(1), "`dimlog {what}`: {out:?}");
+        let text = out.all();
+        assert!(
+            text.contains(&closed.display().to_string()) && text.contains("-wal and -shm"),
+            "`dimlog {what}` does not say why: {out:?}"
+        );
+        assert_eq!(listing(&closed), before, "`dimlog {what}` left files");
+    }
+    for suffix in ["-wal", "-shm"] {
+        let companion = closed.join(format!("wh.db{suffix}"));
+        std::fs::write(&companion, b"").expect("companion");
+        chmod(&companion, 0o666);
+    }
+    let out = run_as(READER, &config, &["run", "--upper", "2026-03-02T09:20:00Z"]);
+    assert_eq!(out.code, Some(0), "with the companions in place: {out:?}");
+}
+
 /// PostgreSQL: a SELECT-only role as the target's user. Every command that writes the
 /// target fails (exit 1) and says which right is missing and how to grant it, never only
 /// the server's "permission denied".

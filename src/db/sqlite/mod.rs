@@ -219,6 +219,25 @@ pub fn refuse_unwritable(url: &DbUrl, access: Access) -> Result<(), DbError> {
         if !may_write(&path) {
             return Err(DbError::NotWritable { path, folder: None });
         }
+        // A connection that writes keeps the file in WAL mode, with `-wal` and `-shm`
+        // files beside it: in a folder this user may not write, both must be there
+        // already, writable (else SQLite fails with "attempt to write a readonly database").
+        let folder = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+        let companion = |suffix: &str| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            std::path::PathBuf::from(p)
+        };
+        let companions_ready = ["-wal", "-shm"].iter().all(|s| {
+            let c = companion(s);
+            c.exists() && may_write(&c)
+        });
+        if folder.is_dir() && !may_write(&folder) && !companions_ready {
+            return Err(DbError::NotWritable {
+                path,
+                folder: Some(folder),
+            });
+        }
     } else if access == Access::Create {
         let folder = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
         if folder.is_dir() && !may_write(&folder) {
