@@ -362,3 +362,49 @@ async fn a_run_and_a_backfill_at_once_equal_them_in_sequence() {
         assert_eq!(fx.watermark().await, expected_watermark, "round {round}");
     }
 }
+
+/// A SQLite target left in rollback-journal mode (by another tool) while a reader keeps a
+/// read transaction open on it: dimlog puts its target in WAL mode, which needs the file
+/// alone. It waits a few seconds, then refuses (kind `locked`), naming the file and what
+/// to do, instead of waiting silently for an hour (a trial: `run --no-wait` said nothing
+/// for 90 s). Once the reader is gone, the run switches the file and loads.
+#[tokio::test]
+async fn a_reader_of_a_rollback_journal_target_is_named_not_waited_for_silently() {
+    use sqlx::{ConnectOptions, Connection};
+    use std::str::FromStr;
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) \
+         VALUES (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')",
+    )
+    .await;
+    fx.run(UPPER).await;
+    let target = fx.dir().join("warehouse.db");
+    let options = sqlx::sqlite::SqliteConnectOptions::from_str(&format!("sqlite://{}", target.display()))
+        .expect("url")
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Delete);
+    let mut reader = options.connect().await.expect("a reader in rollback-journal mode");
+    sqlx::query("BEGIN").execute(&mut reader).await.expect("begin");
+    sqlx::query("SELECT count(*) FROM dim_customer")
+        .fetch_all(&mut reader)
+        .await
+        .expect("read");
+
+    let config = fx.config_path();
+    let out = cli::run(&config, &["run", "--no-wait", "--json", "--upper", UPPER]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    let v: serde_json::Value = serde_json::from_str(out.stdout.trim()).expect("one JSON object");
+    assert_eq!(v["error"]["kind"], "locked", "{out:?}");
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&target.display().to_string()) && message.contains("WAL mode"),
+        "{out:?}"
+    );
+
+    sqlx::query("COMMIT").execute(&mut reader).await.expect("commit");
+    reader.close().await.expect("close");
+    let out = cli::run(&config, &["run", "--no-wait", "--upper", UPPER]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    let mode = fx.target_query("PRAGMA journal_mode").await;
+    assert_eq!(mode[0][0].as_deref(), Some("wal"));
+}
