@@ -329,9 +329,7 @@ impl Error {
             Error::Extract(extract::ExtractError::Window(_)) => "window",
             Error::NotLoaded(_) => "not-loaded",
             Error::NotDistributable(_) | Error::Db(db::DbError::MixedLayout { .. }) => "not-distributable",
-            Error::Db(
-                db::DbError::Locked { .. } | db::DbError::TableLocked { .. } | db::DbError::JournalModeBusy { .. },
-            ) => "locked",
+            Error::Db(db::DbError::Locked { .. } | db::DbError::TableLocked { .. }) => "locked",
             Error::Db(
                 db::DbError::Connect { .. }
                 | db::DbError::ConnectTimeout { .. }

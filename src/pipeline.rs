@@ -1528,10 +1528,8 @@ async fn first_load_pumped_into_log(session: &mut Session, step: &Step<'_>) -> R
     let numbering = stage::LogNumbering::new(next_log_id, next_sk);
     let mut rows = stage::LogRows::new(&session.ctx, numbering, step.run_id, loaded_at);
     let (columns, kinds) = stage::LogRows::columns(&session.ctx);
-    let rising = crate::db::RisingKey {
-        first: stage::LogRows::KEY_AT,
-        declared: session.ctx.key_defs.iter().map(|c| c.target_type.clone()).collect(),
-    };
+    let declared: Vec<String> = session.ctx.key_defs.iter().map(|c| c.target_type.clone()).collect();
+    let rising = crate::db::RisingKey::new(stage::LogRows::KEY_AT, &declared);
     let source = session.source.as_mut().expect("source connection present");
     let read = extract::WindowRead::in_key_order(source.backend(), step.plan, layout, step.window)?;
     let mut admission = extract::Admission::new(*step.window, layout.keys.len());

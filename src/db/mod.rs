@@ -146,20 +146,6 @@ pub enum DbError {
         /// created.
         folder: Option<std::path::PathBuf>,
     },
-    /// A SQLite target file in rollback-journal mode that another connection kept open
-    /// while dimlog would put it in WAL mode (which needs the file alone for a moment).
-    #[error(
-        "cannot put {} in WAL mode: another connection holds it open (a reader or writer of its rollback journal) and did not \
-         let go within {} s; dimlog keeps its target in WAL mode, where readers and its runs never wait for each other: close \
-         the other connection and run again (once), or switch the file yourself with `sqlite3 <file> 'PRAGMA journal_mode=WAL'`",
-        path.display(), waited.as_secs()
-    )]
-    JournalModeBusy {
-        /// The database file.
-        path: std::path::PathBuf,
-        /// How long dimlog waited.
-        waited: std::time::Duration,
-    },
     /// Another run of the dimension holds its lock, and the caller would not wait.
     #[error("another run of dimension {dimension:?} holds its lock{holder}")]
     Locked {

@@ -60,9 +60,6 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConn, DbError>
             refuse_foreign_companions(&path)?;
         }
     }
-    if !access.is_read_only() {
-        switch_to_wal(url, &opts).await?;
-    }
     let opts = match access {
         Access::ReadOnly => opts.read_only(true).pragma("query_only", "ON"),
         Access::QueryOnly => opts
@@ -141,49 +138,6 @@ impl std::ops::Deref for SqliteConn {
 impl std::ops::DerefMut for SqliteConn {
     fn deref_mut(&mut self) -> &mut SqliteConnection {
         &mut self.conn
-    }
-}
-
-/// How long a writer waits for other connections to let go of a rollback-journal file
-/// it puts in WAL mode.
-const WAL_SWITCH_WAIT: Duration = Duration::from_secs(10);
-
-/// Puts an existing file that is not in WAL mode in it, on a connection of its own that
-/// waits [`WAL_SWITCH_WAIT`] for the file: the switch needs it alone, and a reader that
-/// keeps it open would otherwise hold the writer's connection for as long as the run's
-/// lock wait (an hour), without a word. [`DbError::JournalModeBusy`] when it cannot.
-async fn switch_to_wal(url: &DbUrl, opts: &SqliteConnectOptions) -> Result<(), DbError> {
-    let Some(path) = url.sqlite_path().filter(|p| !is_in_memory(url, p)) else {
-        return Ok(());
-    };
-    if !path.exists() || is_wal_file(&path) {
-        return Ok(());
-    }
-    let switching = opts
-        .clone()
-        .busy_timeout(WAL_SWITCH_WAIT)
-        .read_only(false)
-        .create_if_missing(false)
-        .journal_mode(SqliteJournalMode::Wal);
-    match switching.connect().await {
-        Ok(conn) => {
-            let _ = sqlx::Connection::close(conn).await;
-            Ok(())
-        }
-        Err(sqlx::Error::Database(e))
-            if e.code()
-                .and_then(|c| c.parse::<i32>().ok())
-                .is_some_and(|c| matches!(c & 0xff, 5 | 6)) =>
-        {
-            Err(DbError::JournalModeBusy {
-                path: std::path::absolute(&path).unwrap_or(path),
-                waited: WAL_SWITCH_WAIT,
-            })
-        }
-        Err(source) => Err(DbError::Connect {
-            url: url.redacted(),
-            source,
-        }),
     }
 }
 

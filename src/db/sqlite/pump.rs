@@ -46,21 +46,28 @@ pub struct PumpInto<'a> {
 /// arrive, which is right only if they arrive in the order the target would sort them).
 pub struct RisingKey {
     /// The place of the first such column in a written row; the others follow it.
-    pub first: usize,
-    /// Each column's declared type in the target: its affinity decides what a bound value
-    /// is stored as.
-    pub declared: Vec<String>,
+    first: usize,
+    /// Each column's affinity in the target: it decides what a bound value is stored as.
+    affinities: Vec<Affinity>,
 }
 
 impl RisingKey {
+    /// The key whose columns begin at `first` in a written row and are declared in the
+    /// target with the types `declared`.
+    pub fn new(first: usize, declared: &[String]) -> RisingKey {
+        RisingKey {
+            first,
+            affinities: declared.iter().map(|d| Affinity::of(d)).collect(),
+        }
+    }
+
     /// Whether `next` sorts after `prev` in the target, by their stored values (compared
     /// as SQLite compares them: numbers, then text bytewise, then blobs). A value whose
     /// stored form this cannot tell for sure (text a numeric column may convert, a
     /// number a text column turns into text, any real) counts as not rising.
     fn rises(&self, kinds: &[BindKind], prev: &TextRow, next: &TextRow) -> bool {
-        for (i, declared) in self.declared.iter().enumerate() {
+        for (i, affinity) in self.affinities.iter().enumerate() {
             let at = self.first + i;
-            let affinity = Affinity::of(declared);
             let a = affinity.stored(Cell::of(prev[at].as_deref(), kinds[at]));
             let b = affinity.stored(Cell::of(next[at].as_deref(), kinds[at]));
             let (Some(a), Some(b)) = (a, b) else {
@@ -77,11 +84,9 @@ impl RisingKey {
 
     /// Whether the first row's key has a stored form this can tell (see [`RisingKey::rises`]).
     fn known(&self, kinds: &[BindKind], row: &TextRow) -> bool {
-        self.declared.iter().enumerate().all(|(i, declared)| {
+        self.affinities.iter().enumerate().all(|(i, affinity)| {
             let at = self.first + i;
-            Affinity::of(declared)
-                .stored(Cell::of(row[at].as_deref(), kinds[at]))
-                .is_some()
+            affinity.stored(Cell::of(row[at].as_deref(), kinds[at])).is_some()
         })
     }
 }
@@ -141,10 +146,10 @@ const STOP_EVERY: u64 = 4096;
 
 /// Steps `select` (its `params` bound in order: SQLite numbers plain `?` the same way) on
 /// `source`, hands each row, its values as text, to `each`, and inserts what `each` keeps
-/// into `into` on `target`. A value that is not UTF-8 text ends it with [`StreamError::NotText`] and the
-/// row's first `key_count` values; with a rising key, a written row whose key does not rise
-/// over the one before it ends it with [`PumpError::OutOfOrder`]. Returns the number of
-/// rows read.
+/// into `into` on `target`. A value that is not UTF-8 text ends it with
+/// [`StreamError::NotText`] and the row's first `key_count` values; with a rising key, a
+/// written row whose key does not rise over the one before it ends it with
+/// [`PumpError::OutOfOrder`]. Returns the number of rows read.
 ///
 /// The source is stepped, and `each` run, on a thread of its own while this one writes
 /// (the two databases' work overlaps on two cores), in batches of a few hundred rows. It
