@@ -1455,7 +1455,6 @@ async fn stage_unseen(
 /// live yet, so there is nothing to reconcile either. Then the dimension is filled from
 /// the log and the indexes are built once.
 async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<Loaded, Error> {
-    let fp = step.opts.failpoint.as_deref();
     let loaded_at = now();
     let (next_log_id, next_sk) = log::reserve(&mut session.target, &session.ctx, &step.plan.name).await?;
     let dropped = tables::drop_indexes_for_first_load(&mut session.target, &session.ctx).await?;
@@ -1469,11 +1468,24 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     let into = ("appending to the log", table.as_str(), &columns[..]);
     let stager = copy_through(session, step.plan, stager, read, into, step.observer).await?;
     tables::set_load_defaults(&mut session.target, &session.ctx, None).await?;
+    logged_straight(session, step, &stager.admission, loaded_at, dropped).await
+}
+
+/// The end of a first load written straight into the log: the counters advanced past
+/// the rows `admission` let in, the dimension filled and the indexes built.
+async fn logged_straight(
+    session: &mut Session,
+    step: &Step<'_>,
+    admission: &extract::Admission,
+    loaded_at: Micros,
+    dropped: tables::DroppedIndexes,
+) -> Result<Loaded, Error> {
+    let fp = step.opts.failpoint.as_deref();
     let changes = detect::Changes {
-        versions: stager.admission.rows_read - stager.admission.deleted,
+        versions: admission.rows_read - admission.deleted,
         // A first load: every delete is of a key never seen (counted apart).
-        unseen_deletes: stager.admission.deleted,
-        total: stager.admission.rows_read,
+        unseen_deletes: admission.deleted,
+        total: admission.rows_read,
         ..detect::Changes::default()
     };
     if changes.total > 0 {
@@ -1492,10 +1504,10 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
     failpoint::check(fp, "after_append").await?;
     fill_empty_dimension(session, step.observer, dropped, true).await?;
     Ok(Loaded {
-        rows_read: stager.admission.rows_read,
-        rows_after_dedupe: stager.admission.rows_read,
-        max_read: stager.admission.max_read,
-        beyond_upper: stager.admission.beyond_upper,
+        rows_read: admission.rows_read,
+        rows_after_dedupe: admission.rows_read,
+        max_read: admission.max_read,
+        beyond_upper: admission.beyond_upper,
         changes,
         reconciled: 0,
         rehashed: 0,
@@ -1513,7 +1525,6 @@ async fn first_load_into_log(session: &mut Session, step: &Step<'_>) -> Result<L
 /// the run to the general path, which sorts and deduplicates.
 async fn first_load_pumped_into_log(session: &mut Session, step: &Step<'_>) -> Result<Option<Loaded>, Error> {
     const SAVEPOINT: &str = "dimlog_first_load";
-    let fp = step.opts.failpoint.as_deref();
     let loaded_at = now();
     session
         .target
@@ -1585,42 +1596,12 @@ async fn first_load_pumped_into_log(session: &mut Session, step: &Step<'_>) -> R
     if let Some(e) = admission.null_key_error(layout) {
         return Err(e.into());
     }
-    let changes = detect::Changes {
-        versions: admission.rows_read - admission.deleted,
-        // A first load: every delete is of a key never seen (counted apart).
-        unseen_deletes: admission.deleted,
-        total: admission.rows_read,
-        ..detect::Changes::default()
-    };
-    if changes.total > 0 {
-        log::advance(
-            &mut session.target,
-            &session.ctx,
-            &step.plan.name,
-            &changes,
-            step.run_id,
-            loaded_at,
-        )
-        .await?;
-    }
-    failpoint::check(fp, "after_extract").await?;
-    failpoint::check(fp, "after_dedupe").await?;
-    failpoint::check(fp, "after_append").await?;
-    fill_empty_dimension(session, step.observer, dropped, true).await?;
+    let loaded = logged_straight(session, step, &admission, loaded_at, dropped).await?;
     session
         .target
         .execute_script("finishing the first load", &format!("RELEASE SAVEPOINT {SAVEPOINT}"))
         .await?;
-    Ok(Some(Loaded {
-        rows_read: admission.rows_read,
-        rows_after_dedupe: admission.rows_read,
-        max_read: admission.max_read,
-        beyond_upper: admission.beyond_upper,
-        changes,
-        reconciled: 0,
-        rehashed: 0,
-        rehashed_earlier: 0,
-    }))
+    Ok(Some(loaded))
 }
 
 /// What [`stage_window`] staged.
