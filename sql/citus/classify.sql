@@ -3,3 +3,8 @@
    is all the statements reading it need (they join on the key). #}
 {% macro reused() %}NOT MATERIALIZED{% endmacro %}
 {% macro in_key_order() %}{% endmacro %}
+{# Each shard joins its own log rows to its own staged keys. #}
+{% macro of_staged_keys() %}
+JOIN (SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage) dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
+WHERE
+{% endmacro %}
