@@ -355,8 +355,7 @@ impl Session {
     /// the file existed, or on PostgreSQL).
     pub async fn create_target(&mut self, plan: &Plan) -> Result<(), Error> {
         if self.deferred.take().is_some() {
-            let mut real = open_target(plan, Access::Create, self.target_need).await?;
-            real.write_new_file_once().await;
+            let real = open_target(plan, Access::Create, self.target_need).await?;
             let stand_in = std::mem::replace(&mut self.target, real);
             let _ = stand_in.close().await;
         }

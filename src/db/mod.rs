@@ -545,15 +545,6 @@ impl Conn {
         })
     }
 
-    /// A SQLite file this connection has just created is written in rollback-journal
-    /// mode until the connection closes ([`sqlite::SqliteConn::wal_from_close`]); a no-op
-    /// on PostgreSQL.
-    pub async fn write_new_file_once(&mut self) {
-        if let Conn::Sqlite(c) = self {
-            c.wal_from_close().await;
-        }
-    }
-
     /// Closes the connection and waits until it is closed. A SQLite connection that is
     /// the last one to a WAL-mode file and may write it folds the WAL into the file and
     /// removes the `-wal` and `-shm` files, as SQLite does on every clean close (a

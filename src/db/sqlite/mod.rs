@@ -24,6 +24,12 @@ const LOAD_CACHE: &str = "-16384";
 /// WAL mode, so readers never block the run; a file that is only read keeps its journal
 /// mode (changing it is a write). Only [`Access::Create`] creates a missing file.
 ///
+/// A file this connection creates starts in rollback-journal mode and is put in WAL mode
+/// when the connection closes ([`SqliteConn::close`]): its first load writes each page
+/// once, not to the WAL and then again into the file at the commit's checkpoint (a
+/// quarter of a 1M-row first load). Nobody else reads a file that did not exist before
+/// its first load; one who does waits for that load's commit.
+///
 /// A WAL-mode file is read through its `-wal` and `-shm` files. A reader that may write
 /// the file's folder but not the file would create them itself, owned by its OS user with
 /// the file's permissions, and the file's owner could then no longer write it. So a
@@ -44,11 +50,13 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConn, DbError>
         .busy_timeout(LOCK_WAIT)
         .disable_statement_logging();
     refuse_unwritable(url, access)?;
+    let mut creates_file = false;
     if let Some(path) = url.sqlite_path().filter(|p| !is_in_memory(url, p)) {
         // Named as an absolute path: where dimlog looked.
         let absolute = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
         match path.try_exists() {
             Ok(false) if access != Access::Create => return Err(DbError::NoDatabase { path: absolute }),
+            Ok(false) => creates_file = true,
             // A folder on the way this user may not enter.
             Err(_) => return Err(DbError::NotReadable { path: absolute }),
             Ok(true) if !may_read(&path) => return Err(DbError::NotReadable { path: absolute }),
@@ -74,10 +82,16 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConn, DbError>
         Access::Create => opts
             .read_only(false)
             .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
+            .journal_mode(if creates_file {
+                SqliteJournalMode::Delete
+            } else {
+                SqliteJournalMode::Wal
+            })
             .pragma("cache_size", LOAD_CACHE),
     };
-    SqliteConn::new(opts.connect().await.map_err(err)?, url).await
+    let mut conn = SqliteConn::new(opts.connect().await.map_err(err)?, url).await?;
+    conn.wal_on_close = creates_file;
+    Ok(conn)
 }
 
 /// A SQLite connection whose running statement another task can stop.
@@ -90,8 +104,7 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConn, DbError>
 pub struct SqliteConn {
     conn: SqliteConnection,
     stop: Arc<AtomicBool>,
-    /// Written in rollback-journal mode until it closes (see
-    /// [`SqliteConn::wal_from_close`]).
+    /// The file was created in rollback-journal mode (see [`connect`]).
     wal_on_close: bool,
 }
 
@@ -137,33 +150,19 @@ impl SqliteConn {
         self.conn
     }
 
-    /// Puts the file, which this connection has just created and nobody else knows of, in
-    /// rollback-journal mode until the connection closes ([`SqliteConn::close`]), when it
-    /// goes to WAL mode: the first load writes each page once instead of to the WAL and
-    /// again into the file at the commit's checkpoint (a quarter of a 1M-row first load).
-    /// Someone who opens the file during that load waits for its commit. Best effort: a
-    /// file another connection already holds stays in WAL mode.
-    pub async fn wal_from_close(&mut self) {
-        use sqlx::Executor;
-        match self.conn.execute(sqlx::raw_sql("PRAGMA journal_mode = DELETE")).await {
-            Ok(_) => self.wal_on_close = true,
-            Err(e) => tracing::debug!("the new file stays in WAL mode: {e}"),
-        }
-    }
-
-    /// Closes the connection, putting the file in WAL mode first where
-    /// [`SqliteConn::wal_from_close`] took it out.
+    /// Closes the connection; a file it created goes to WAL mode first (see [`connect`]).
     /// The switch needs the file to itself: a reader in the middle of a read is waited
     /// for a few seconds, and if it is still there the file stays as it is until the next
     /// connection that writes it, which switches it as it opens.
     pub async fn close(mut self) -> Result<(), sqlx::Error> {
-        use sqlx::{Connection, Executor};
+        use sqlx::Connection;
         if self.wal_on_close {
-            let sql = format!(
+            let switched = sqlx::raw_sql(&format!(
                 "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL",
                 WAL_SWITCH_WAIT.as_millis()
-            );
-            let switched = self.conn.execute(sqlx::raw_sql(&sql)).await;
+            ))
+            .execute(&mut self.conn)
+            .await;
             if let Err(e) = switched {
                 tracing::debug!("the new file stays in rollback-journal mode for now: {e}");
             }
