@@ -552,7 +552,7 @@ impl Conn {
     pub async fn close(self) -> Result<(), DbError> {
         use sqlx::Connection;
         match self {
-            Conn::Sqlite(c) => c.close().await,
+            Conn::Sqlite(c) => c.into_inner().close().await,
             Conn::Postgres(c) => c.into_inner().close().await,
         }
         .map_err(|source| DbError::Query {

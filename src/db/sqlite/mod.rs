@@ -24,12 +24,6 @@ const LOAD_CACHE: &str = "-16384";
 /// WAL mode, so readers never block the run; a file that is only read keeps its journal
 /// mode (changing it is a write). Only [`Access::Create`] creates a missing file.
 ///
-/// A file this connection creates starts in rollback-journal mode and is put in WAL mode
-/// when the connection closes ([`SqliteConn::close`]): its first load writes each page
-/// once, not to the WAL and then again into the file at the commit's checkpoint (a
-/// quarter of a 1M-row first load). Nobody else reads a file that did not exist before
-/// its first load; one who does waits for that load's commit.
-///
 /// A WAL-mode file is read through its `-wal` and `-shm` files. A reader that may write
 /// the file's folder but not the file would create them itself, owned by its OS user with
 /// the file's permissions, and the file's owner could then no longer write it. So a
@@ -50,13 +44,11 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConn, DbError>
         .busy_timeout(LOCK_WAIT)
         .disable_statement_logging();
     refuse_unwritable(url, access)?;
-    let mut creates_file = false;
     if let Some(path) = url.sqlite_path().filter(|p| !is_in_memory(url, p)) {
         // Named as an absolute path: where dimlog looked.
         let absolute = std::path::absolute(&path).unwrap_or_else(|_| path.clone());
         match path.try_exists() {
             Ok(false) if access != Access::Create => return Err(DbError::NoDatabase { path: absolute }),
-            Ok(false) => creates_file = true,
             // A folder on the way this user may not enter.
             Err(_) => return Err(DbError::NotReadable { path: absolute }),
             Ok(true) if !may_read(&path) => return Err(DbError::NotReadable { path: absolute }),
@@ -82,16 +74,10 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConn, DbError>
         Access::Create => opts
             .read_only(false)
             .create_if_missing(true)
-            .journal_mode(if creates_file {
-                SqliteJournalMode::Delete
-            } else {
-                SqliteJournalMode::Wal
-            })
+            .journal_mode(SqliteJournalMode::Wal)
             .pragma("cache_size", LOAD_CACHE),
     };
-    let mut conn = SqliteConn::new(opts.connect().await.map_err(err)?, url).await?;
-    conn.wal_on_close = creates_file;
-    Ok(conn)
+    SqliteConn::new(opts.connect().await.map_err(err)?, url).await
 }
 
 /// A SQLite connection whose running statement another task can stop.
@@ -104,16 +90,11 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConn, DbError>
 pub struct SqliteConn {
     conn: SqliteConnection,
     stop: Arc<AtomicBool>,
-    /// The file was created in rollback-journal mode (see [`connect`]).
-    wal_on_close: bool,
 }
 
 /// Virtual machine instructions between two looks at the stop flag: well under a
 /// millisecond, at the cost of a load of one atomic.
 const INSTRUCTIONS_BETWEEN_LOOKS: i32 = 4096;
-
-/// How long [`SqliteConn::close`] waits for readers to put a file it created in WAL mode.
-const WAL_SWITCH_WAIT: Duration = Duration::from_secs(5);
 
 /// How long [`SqliteConn::stop_running`] waits for the statement to end.
 const STOP_WAIT: Duration = Duration::from_secs(5);
@@ -129,11 +110,7 @@ impl SqliteConn {
         // (Returning false ends the statement.)
         handle.set_progress_handler(INSTRUCTIONS_BETWEEN_LOOKS, move || !raised.load(Ordering::Relaxed));
         drop(handle);
-        Ok(SqliteConn {
-            conn,
-            stop,
-            wal_on_close: false,
-        })
+        Ok(SqliteConn { conn, stop })
     }
 
     /// Ends the statement the connection runs, if any, and waits (a few seconds at most)
@@ -148,26 +125,6 @@ impl SqliteConn {
     /// The connection itself, to close it.
     pub fn into_inner(self) -> SqliteConnection {
         self.conn
-    }
-
-    /// Closes the connection; a file it created goes to WAL mode first (see [`connect`]).
-    /// The switch needs the file to itself: a reader in the middle of a read is waited
-    /// for a few seconds, and if it is still there the file stays as it is until the next
-    /// connection that writes it, which switches it as it opens.
-    pub async fn close(mut self) -> Result<(), sqlx::Error> {
-        use sqlx::Connection;
-        if self.wal_on_close {
-            let switched = sqlx::raw_sql(&format!(
-                "PRAGMA busy_timeout = {}; PRAGMA journal_mode = WAL",
-                WAL_SWITCH_WAIT.as_millis()
-            ))
-            .execute(&mut self.conn)
-            .await;
-            if let Err(e) = switched {
-                tracing::debug!("the new file stays in rollback-journal mode for now: {e}");
-            }
-        }
-        self.conn.close().await
     }
 }
 
