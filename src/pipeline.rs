@@ -195,6 +195,9 @@ pub struct Session {
     /// to be written ([`Session::create_target`]); until then `target` is an empty
     /// in-memory database standing in for it.
     deferred: Option<crate::config::DbUrl>,
+    /// The new SQLite target file a first load builds aside, until it is put in place
+    /// ([`Session::create_target_aside`]); `target` is its connection meanwhile.
+    new_file: Option<crate::db::NewFile>,
     /// How the target was opened and which rights were checked, to open it again the
     /// same way when its connection is lost ([`Session::reconnect_lost`]).
     target_access: Access,
@@ -238,7 +241,7 @@ impl Session {
     /// with the old one).
     pub async fn reconnect_lost(&mut self, plan: &Plan) -> Result<bool, Error> {
         let mut replaced = false;
-        if self.deferred.is_none() && !self.target.is_alive().await {
+        if self.deferred.is_none() && self.new_file.is_none() && !self.target.is_alive().await {
             tracing::info!("the connection to the target was lost; connecting again");
             let fresh = open_target(plan, self.target_access, self.target_need).await?;
             drop(std::mem::replace(&mut self.target, fresh));
@@ -258,7 +261,16 @@ impl Session {
     /// whose state is unknown (work dropped mid-statement): its transaction is rolled back
     /// and its lock released by the database.
     pub async fn replace_target(&mut self, plan: &Plan) -> Result<(), Error> {
-        if self.deferred.is_none() {
+        if let Some(file) = self.new_file.take() {
+            // The new file's only writer goes first (rolling back what it did not commit),
+            // or the new one would wait on its lock.
+            let stand_in = Conn::open_empty(&plan.target.url).await?;
+            std::mem::replace(&mut self.target, stand_in).abandon().await;
+            let reopened = open_new_target(plan, self.target_need, &file).await;
+            self.new_file = Some(file);
+            self.target = reopened?;
+            self.lock_lost = true;
+        } else if self.deferred.is_none() {
             let fresh = open_target(plan, self.target_access, self.target_need).await?;
             let old = std::mem::replace(&mut self.target, fresh);
             old.abandon().await;
@@ -362,6 +374,52 @@ impl Session {
         Ok(())
     }
 
+    /// [`Session::create_target`] for a load ([`run`]): the SQLite file is built beside
+    /// where it belongs, and appears under its name only when
+    /// [`Session::put_new_target_in_place`] puts it there (see [`crate::db::NewFile`]).
+    /// Another process building it is waited for when `wait` (else it is
+    /// [`DbError::Locked`]); if it put the file in place meanwhile, that file is opened.
+    pub async fn create_target_aside(&mut self, plan: &Plan, wait: bool) -> Result<(), Error> {
+        if self.deferred.is_none() {
+            return Ok(());
+        }
+        let Some(file) = crate::db::NewFile::claim(&plan.target.url, &plan.name, wait).await? else {
+            return self.create_target(plan).await;
+        };
+        let building = match open_new_target(plan, self.target_need, &file).await {
+            Ok(conn) => conn,
+            Err(e) => {
+                file.discard();
+                return Err(e);
+            }
+        };
+        self.deferred = None;
+        let stand_in = std::mem::replace(&mut self.target, building);
+        let _ = stand_in.close().await;
+        tracing::debug!("building the new target file at {}", file.building().display());
+        self.new_file = Some(file);
+        Ok(())
+    }
+
+    /// Puts the file [`Session::create_target_aside`] built in place, whatever the load
+    /// made of it (a failed or interrupted run is recorded in it), and connects to it
+    /// there; a no-op when no file is being built.
+    pub async fn put_new_target_in_place(&mut self, plan: &Plan) -> Result<(), Error> {
+        let Some(file) = self.new_file.take() else {
+            return Ok(());
+        };
+        let stand_in = Conn::open_empty(&plan.target.url).await?;
+        let building = std::mem::replace(&mut self.target, stand_in);
+        if let Err(e) = building.put_in_place(file).await {
+            self.deferred = Some(plan.target.url.clone());
+            return Err(e.into());
+        }
+        let placed = open_target(plan, self.target_access, self.target_need).await?;
+        let stand_in = std::mem::replace(&mut self.target, placed);
+        let _ = stand_in.close().await;
+        Ok(())
+    }
+
     /// Refuses a SQLite change column holding times without a zone when
     /// `source.timezone` is not set ([`extract::check_zone`]): `init` and a backfill check
     /// it before they create the tables, as [`run`] does on a never-loaded target.
@@ -426,6 +484,7 @@ impl Session {
             layout,
             ctx,
             deferred,
+            new_file: None,
             target_access: access,
             target_need: need,
             lock_lost: false,
@@ -502,6 +561,7 @@ impl Session {
             layout,
             ctx,
             deferred: None,
+            new_file: None,
             target_access: access,
             target_need: Need::for_access(access),
             lock_lost: false,
@@ -517,6 +577,9 @@ impl Session {
             let _ = source.close().await;
         }
         let _ = self.target.close().await;
+        if let Some(file) = self.new_file {
+            file.discard();
+        }
     }
 }
 
@@ -560,10 +623,22 @@ pub async fn open_source(plan: &Plan) -> Result<Conn, Error> {
 /// that does not exist (and may not be created) means the dimension was never loaded
 /// there.
 pub async fn open_target(plan: &Plan, access: Access, need: Need) -> Result<Conn, Error> {
-    let mut conn = Conn::open(&plan.target.url, access).await.map_err(|e| match e {
+    let conn = Conn::open(&plan.target.url, access).await.map_err(|e| match e {
         DbError::NoDatabase { path } => Error::NotLoaded(tables::not_loaded_file(plan, path)),
         other => Error::from(other),
     })?;
+    ready_target(conn, plan, access, need).await
+}
+
+/// [`open_target`] for the new file of a first load ([`Session::create_target_aside`]).
+async fn open_new_target(plan: &Plan, need: Need, file: &crate::db::NewFile) -> Result<Conn, Error> {
+    let conn = Conn::open_new_file(&plan.target.url, file).await?;
+    ready_target(conn, plan, Access::Create, need).await
+}
+
+/// Readies a new connection to the target: the schema of dimlog's tables, the rights
+/// `need` names, and a writer's settings.
+async fn ready_target(mut conn: Conn, plan: &Plan, access: Access, need: Need) -> Result<Conn, Error> {
     if conn.dialect().has_state_schema() {
         match resolve_state_schema(&mut conn, plan).await {
             Ok(schema) => conn.set_state_schema(Some(
@@ -710,7 +785,16 @@ pub async fn run(
             tracing::info!("could not record the interrupted run: {failed}");
         }
     }
-    outcome
+    match (outcome, session.put_new_target_in_place(plan).await) {
+        (Ok(report), Ok(())) => Ok(report),
+        (Ok(_), Err(e)) => Err(e),
+        (Err(e), placed) => {
+            if let Err(not_placed) = placed {
+                tracing::warn!("{not_placed}");
+            }
+            Err(e)
+        }
+    }
 }
 
 /// [`run`], unless interrupted.
@@ -771,7 +855,7 @@ async fn run_to_the_end(
             // tables inside a transaction it rolls back, in an in-memory database standing in
             // for a file that does not exist.
             if !opts.dry_run && session.target_deferred() {
-                session.create_target(plan).await?;
+                session.create_target_aside(plan, opts.wait).await?;
                 state::lock(&mut session.target, plan, opts.wait).await?;
             }
             if opts.dry_run {

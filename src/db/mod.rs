@@ -18,6 +18,7 @@ pub mod migrate;
 pub mod postgres;
 pub mod sql;
 pub mod sqlite;
+pub use sqlite::new_file::NewFile;
 pub use sqlite::pump::{PumpError, PumpInto, RisingKey};
 pub mod types;
 pub mod url;
@@ -145,6 +146,23 @@ pub enum DbError {
         /// The folder where the file, or the companions SQLite writes beside it, would be
         /// created.
         folder: Option<std::path::PathBuf>,
+    },
+    /// The file a first load builds beside a SQLite target that does not exist yet
+    /// ([`sqlite::new_file`]) could not be made or put in place.
+    #[error("{doing} {} failed: {source}; the target file was not created: check that this user may create and write files in its folder, and run again", path.display())]
+    NewFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What was being done to it.
+        doing: &'static str,
+        /// The OS's error.
+        source: std::io::Error,
+    },
+    /// Another process created the SQLite target file while a first load built it aside.
+    #[error("{} was created by another process while this run loaded the dimension into a new file beside it; nothing of this run was kept (its source is unchanged): run again to load into that file", path.display())]
+    TargetAppeared {
+        /// The target file.
+        path: std::path::PathBuf,
     },
     /// Another run of the dimension holds its lock, and the caller would not wait.
     #[error("another run of dimension {dimension:?} holds its lock{holder}")]
@@ -741,6 +759,27 @@ impl Conn {
         match url.backend {
             Backend::Sqlite => sqlite::connect_empty(url).await.map(Conn::Sqlite),
             Backend::Postgres | Backend::Citus => Conn::open(url, Access::ReadWrite).await,
+        }
+    }
+
+    /// A connection that builds `file`, a SQLite target's new file (see [`NewFile`]).
+    pub async fn open_new_file(url: &DbUrl, file: &NewFile) -> Result<Conn, DbError> {
+        file.connect(url).await.map(Conn::Sqlite)
+    }
+
+    /// Closes this connection, [`Conn::open_new_file`]'s, and puts `file` in place
+    /// ([`NewFile::put_in_place`]).
+    pub async fn put_in_place(mut self, file: NewFile) -> Result<(), DbError> {
+        let switched = self
+            .execute_script("putting the new target file in WAL mode", "PRAGMA journal_mode = WAL")
+            .await;
+        match (self, switched) {
+            (Conn::Sqlite(c), Ok(_)) => file.put_in_place(c).await,
+            (other, switched) => {
+                let _ = other.close().await;
+                file.discard();
+                switched.map(drop)
+            }
         }
     }
 

@@ -162,6 +162,26 @@ impl Held {
         }
     }
 
+    /// Waits (at most `limit`) for the process to exit by itself; its status and all it
+    /// wrote to stderr. Panics if it is still running then.
+    pub fn wait(mut self, limit: Duration) -> (ExitStatus, String) {
+        let deadline = Instant::now() + limit;
+        let child = self.child.as_mut().expect("running");
+        loop {
+            if let Some(status) = child.try_wait().expect("try_wait") {
+                self.child = None;
+                return (status, self.stderr_text());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "still running after {limit:?}:
+{}",
+                self.stderr_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILL, then reap it.
     pub fn kill(mut self) -> ExitStatus {
         let mut child = self.child.take().expect("running");

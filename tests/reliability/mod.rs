@@ -15,6 +15,8 @@ mod hand_edits;
 mod interrupt;
 mod late_commit;
 mod model;
+#[cfg(feature = "failpoints")]
+mod new_file;
 mod no_create;
 mod other_user;
 mod property;

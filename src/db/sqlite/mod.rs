@@ -2,6 +2,7 @@
 //! inserts.
 
 pub mod dialect;
+pub mod new_file;
 pub mod pump;
 use crate::db::DbUrl;
 use crate::db::{Access, BindKind, DbError, Param, TextRow};
@@ -19,6 +20,13 @@ pub const LOCK_WAIT: Duration = Duration::from_secs(3600);
 /// load's sorts, index builds and transaction spill to disk well before they end with the
 /// default. Pages are taken as used, so a small run stays small.
 const LOAD_CACHE: &str = "-16384";
+
+/// The page size of a file dimlog creates, in bytes (SQLite's default is 4096; a file
+/// keeps the size it was created with). Each page costs a b-tree cell split, a cache
+/// entry and, in WAL mode, a frame written twice: at a million rows, 16 KiB pages build
+/// the log, its indexes and the dimension, and commit them, about a second sooner than
+/// 4 KiB ones, and a few changed rows still touch a few pages.
+pub(crate) const NEW_FILE_PAGE_SIZE: u32 = 16384;
 
 /// Opens a SQLite file for `access` (see [`Access`]). A file that is written is put in
 /// WAL mode, so readers never block the run; a file that is only read keeps its journal
@@ -74,6 +82,7 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConn, DbError>
         Access::Create => opts
             .read_only(false)
             .create_if_missing(true)
+            .page_size(NEW_FILE_PAGE_SIZE)
             .journal_mode(SqliteJournalMode::Wal)
             .pragma("cache_size", LOAD_CACHE),
     };

@@ -1,0 +1,171 @@
+//! A first load into a SQLite target file that does not exist is built beside it, as
+//! `.<name>.dimlog-new`, and appears under its name whole, when the run ends (issue 18:
+//! written without a WAL it loads a second sooner at a million rows). Before that no one
+//! sees it; an interrupted or failed first load is recorded in it as any run is; a killed
+//! one leaves no target, and the next run starts over; a second first load waits for the
+//! first or says it is locked; a file someone else created meanwhile is never replaced.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sqlx::{ConnectOptions, Connection};
+
+use super::cli;
+use crate::support::fixture::Fixture;
+
+const UPPER: &str = "2026-03-02T10:00:00Z";
+
+/// A SQLite fixture whose config names a target file that does not exist (the fixture
+/// keeps its own target open), with three source rows; the file's path.
+async fn new_target() -> (Fixture, PathBuf) {
+    let mut fx = Fixture::sqlite().await;
+    let own = fx.dir().join("own.db");
+    let target = fx.target_url.clone();
+    fx.edit_config(&target, &format!("sqlite://{}", own.display()));
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z'),
+             (2, 'bob@example.com', 'pro', 'DE', '2026-03-02T09:00:00Z'),
+             (3, 'cyd@example.com', 'pro', 'NL', '2026-03-02T09:20:00Z')",
+    )
+    .await;
+    (fx, own)
+}
+
+/// Where the first load builds `file`.
+fn building(file: &Path) -> PathBuf {
+    let name = file.file_name().unwrap().to_string_lossy();
+    file.with_file_name(format!(".{name}.dimlog-new"))
+}
+
+/// The first value of `sql` on the SQLite file `file`, as text.
+async fn value(file: &Path, sql: &str) -> Option<String> {
+    let mut conn = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(file)
+        .connect()
+        .await
+        .expect("open the file");
+    let v: Option<String> = sqlx::query_scalar(sql).fetch_one(&mut conn).await.expect(sql);
+    conn.close().await.expect("close");
+    v
+}
+
+/// What a first load that ended left in `file`: its journal mode, its log's rows and its
+/// last run's status.
+async fn outcome(file: &Path) -> (String, i64, String) {
+    let mode = value(file, "PRAGMA journal_mode").await.unwrap_or_default();
+    let rows = value(file, "SELECT CAST(count(*) AS TEXT) FROM customer_versions")
+        .await
+        .unwrap_or_default()
+        .parse()
+        .unwrap();
+    let status = value(file, "SELECT status FROM dimlog_runs ORDER BY run_id DESC LIMIT 1")
+        .await
+        .unwrap_or_default();
+    (mode, rows, status)
+}
+
+#[tokio::test]
+async fn a_new_file_appears_only_when_the_first_load_ends() {
+    let (fx, own) = new_target().await;
+    let config = fx.config_path();
+    let held = cli::hold(&config, &["run", "--upper", UPPER], "after_append").await;
+    assert!(!own.exists(), "the half-built target is visible under its name");
+    assert!(building(&own).exists(), "no file is being built beside the target");
+    let status = cli::run(&config, &["status"]);
+    assert_eq!(status.code, Some(2), "a target not there yet is not loaded: {status:?}");
+    // Interrupted, the run is recorded in the file, which is put in place.
+    let (exit, stderr) = held.signal("INT", Duration::from_secs(30));
+    assert_eq!(exit.code(), Some(130), "{stderr}");
+    assert!(!building(&own).exists(), "the building file is left behind");
+    assert_eq!(outcome(&own).await, ("wal".to_string(), 0, "interrupted".to_string()));
+    let again = cli::run(&config, &["run", "--upper", UPPER]);
+    assert_eq!(again.code, Some(0), "{again:?}");
+    assert_eq!(outcome(&own).await, ("wal".to_string(), 3, "succeeded".to_string()));
+}
+
+#[tokio::test]
+async fn a_failed_first_load_is_recorded_in_the_new_file() {
+    let (fx, own) = new_target().await;
+    let mut failing = cli::command(&fx.config_path());
+    failing.env("DIMLOG_FAILPOINT", "after_append");
+    let failed = cli::run_with(failing, &["run", "--upper", UPPER]);
+    assert_ne!(failed.code, Some(0), "{failed:?}");
+    assert!(!building(&own).exists(), "the building file is left behind");
+    assert_eq!(outcome(&own).await, ("wal".to_string(), 0, "failed".to_string()));
+}
+
+#[tokio::test]
+async fn a_killed_first_load_leaves_no_target_and_the_next_run_starts_over() {
+    let (fx, own) = new_target().await;
+    let config = fx.config_path();
+    let held = cli::hold(&config, &["run", "--upper", UPPER], "after_append").await;
+    held.kill();
+    assert!(!own.exists(), "a killed first load left a target");
+    assert!(building(&own).exists());
+    let again = cli::run(&config, &["run", "--upper", UPPER]);
+    assert_eq!(again.code, Some(0), "{again:?}");
+    assert!(!building(&own).exists(), "the building file is left behind");
+    assert_eq!(outcome(&own).await, ("wal".to_string(), 3, "succeeded".to_string()));
+}
+
+#[tokio::test]
+async fn a_second_first_load_waits_for_the_first_or_says_it_is_locked() {
+    let (fx, own) = new_target().await;
+    let config = fx.config_path();
+    let held = cli::hold(&config, &["run", "--upper", UPPER], "after_append").await;
+    let refused = cli::run(&config, &["run", "--no-wait", "--upper", UPPER]);
+    assert_eq!(refused.code, Some(1), "{refused:?}");
+    assert!(refused.stderr.contains("a first load creating"), "{refused:?}");
+    let waiting = cli::command(&config)
+        .args(["run", "--upper", UPPER])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start dimlog");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    held.kill();
+    let waited = tokio::task::spawn_blocking(move || waiting.wait_with_output())
+        .await
+        .unwrap()
+        .expect("wait");
+    assert_eq!(waited.status.code(), Some(0));
+    assert!(!building(&own).exists(), "the building file is left behind");
+    assert_eq!(outcome(&own).await, ("wal".to_string(), 3, "succeeded".to_string()));
+}
+
+#[tokio::test]
+async fn a_target_file_created_meanwhile_is_not_replaced() {
+    let (fx, own) = new_target().await;
+    let config = fx.config_path();
+    let held = cli::hold_at(
+        &config,
+        &["run", "--upper", UPPER],
+        "after_append",
+        "linger",
+        "lingering 3 s",
+    )
+    .await;
+    let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&own)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .expect("create the file");
+    sqlx::query("CREATE TABLE someone_elses (x)")
+        .execute(&mut other)
+        .await
+        .unwrap();
+    other.close().await.unwrap();
+    let (exit, stderr) = held.wait(Duration::from_secs(60));
+    assert_eq!(exit.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("was created by another process"), "{stderr}");
+    assert!(!building(&own).exists(), "the building file is left behind");
+    assert_eq!(
+        value(&own, "SELECT group_concat(name) FROM sqlite_schema")
+            .await
+            .as_deref(),
+        Some("someone_elses"),
+        "the file created meanwhile was changed"
+    );
+}
