@@ -25,7 +25,7 @@ use common::{count, customer_config, print_table, run_child, timed, ChildResult,
 use futures::StreamExt;
 use sqlx::{Connection, Executor, PgConnection};
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// S1 reads everything up to here.
 const U1: &str = "2026-10-31T00:00:00Z";
@@ -164,11 +164,34 @@ fn load_twice_dry_then_commit(config: &Path, upper: &str) -> [Job; 3] {
 async fn median_of(jobs: &[Job], target: &str) -> ChildResult {
     let mut results = Vec::with_capacity(jobs.len());
     for job in jobs {
-        results.push(run_child(job));
-        if matches!(job, Job::Run { dry_run: true, .. }) {
-            vacuum_target(target).await;
-        }
+        results.push(run_measured(job, target).await);
     }
+    median(results)
+}
+
+/// The jobs of `a` and of `b` (see [`median_of`]) in alternation, a's first, b's first,
+/// a's second…: a stretch of a slower machine slows both sides of a ratio, not one.
+/// Returns each side's median.
+async fn alternating_medians(a: (&[Job], &str), b: (&[Job], &str)) -> (ChildResult, ChildResult) {
+    let (mut ra, mut rb) = (Vec::new(), Vec::new());
+    for (ja, jb) in a.0.iter().zip(b.0) {
+        ra.push(run_measured(ja, a.1).await);
+        rb.push(run_measured(jb, b.1).await);
+    }
+    (median(ra), median(rb))
+}
+
+/// Runs `job`; after a dry run, vacuums `target`.
+async fn run_measured(job: &Job, target: &str) -> ChildResult {
+    let result = run_child(job);
+    if matches!(job, Job::Run { dry_run: true, .. }) {
+        vacuum_target(target).await;
+    }
+    result
+}
+
+/// The result with the median wall time.
+fn median(mut results: Vec<ChildResult>) -> ChildResult {
     results.sort_by(|a, b| a.wall.total_cmp(&b.wall));
     results.swap_remove(results.len() / 2)
 }
@@ -392,7 +415,9 @@ async fn floor_once(source: &str, target: &str) -> (f64, f64, f64) {
     (floor_out, floor_in, secs)
 }
 
-async fn pg_for(n: u64, dir: &Path, with_s2x: bool) -> Measured {
+/// The scenarios at `n` rows. With `s2x` (another size's S2x, waiting for its default
+/// runs), S2's runs alternate with S2x's, whose median is returned too.
+async fn pg_for(n: u64, dir: &Path, s2x: Option<&S2x>) -> (Measured, Option<ChildResult>) {
     let source = pg::fresh_database().await;
     let target = pg::fresh_database().await;
     let mut src = connect(&source).await;
@@ -440,11 +465,19 @@ async fn pg_for(n: u64, dir: &Path, with_s2x: bool) -> Measured {
         median_of(&reconciled_dry_run(&config, U2), &target).await,
         &mut m,
     );
-    step(
-        "S2",
-        median_of(&load_twice_dry_then_commit(&config, U2), &target).await,
-        &mut m,
-    );
+    let s2_jobs = load_twice_dry_then_commit(&config, U2);
+    let s2x_default = match s2x {
+        Some(x) => {
+            let x_jobs = load_twice_dry_then_commit(&x.config, U2);
+            let (s2, s2x) = alternating_medians((&s2_jobs, &target), (&x_jobs, &x.target)).await;
+            step("S2", s2, &mut m);
+            Some(s2x)
+        }
+        None => {
+            step("S2", median_of(&s2_jobs, &target).await, &mut m);
+            None
+        }
+    };
     step("S3", run_child(&run_job(&config, U3, false)), &mut m);
     // S4: every tenth key updated in S2 moves back 5-14 minutes before its S2 change,
     // with new values: a version between the original and the S2 one, inside the lookback.
@@ -460,11 +493,6 @@ async fn pg_for(n: u64, dir: &Path, with_s2x: bool) -> Measured {
     )
     .await;
     step("S4", run_child(&run_job(&config, U4, false)), &mut m);
-    if with_s2x {
-        let (reconciled, default) = s2x_on_a_fresh_dimension(n, dir).await;
-        step("S2xr", reconciled, &mut m);
-        step("S2x", default, &mut m);
-    }
     // Issue 9: 0.05% more hard-deleted (S2's deletes were ignored: deletes.hard is
     // "ignore" by default), reconciled; then verify against the source.
     exec(
@@ -483,14 +511,21 @@ async fn pg_for(n: u64, dir: &Path, with_s2x: bool) -> Measured {
         &mut m,
     );
     step("RB", run_child(&Job::Rebuild { config: config.clone() }), &mut m);
-    m
+    (m, s2x_default)
 }
 
 /// S2x: S2's change size at 1M (10k updated, 1k inserted, 500 deleted, the same pattern
 /// and times) on a fresh N-row dimension of its own, first-loaded and nothing else: the
 /// state S2 meets at 1M, so S2@1M / S2x@N compares one change on two sizes and nothing
-/// else. Returns the reconciled dry runs' median and the default runs' median.
-async fn s2x_on_a_fresh_dimension(n: u64, dir: &Path) -> (ChildResult, ChildResult) {
+/// else. Its default runs are left to alternate with S2@1M's ([`pg_for`]).
+struct S2x {
+    config: PathBuf,
+    target: String,
+    /// The reconciled dry runs' median.
+    reconciled: ChildResult,
+}
+
+async fn prepare_s2x(n: u64, dir: &Path) -> S2x {
     let source = pg::fresh_database().await;
     let target = pg::fresh_database().await;
     let mut src = connect(&source).await;
@@ -507,8 +542,11 @@ async fn s2x_on_a_fresh_dimension(n: u64, dir: &Path) -> (ChildResult, ChildResu
     let mut next_id = n + 1;
     apply_change(&mut src, n, &mut next_id, (10_000, 1_000, 500), S2_AT, 0, 1, true).await;
     let reconciled = median_of(&reconciled_dry_run(&config, U2), &target).await;
-    let default = median_of(&load_twice_dry_then_commit(&config, U2), &target).await;
-    (reconciled, default)
+    S2x {
+        config,
+        target,
+        reconciled,
+    }
 }
 
 /// PostgreSQL's S1 per size, for the SQLite section's ratio (when both sections run).
@@ -517,10 +555,31 @@ static PG_S1: std::sync::Mutex<Vec<(u64, f64)>> = std::sync::Mutex::new(Vec::new
 async fn pg_section(rows: &[u64], dir: &Path) {
     let mut all: Vec<(u64, Measured)> = Vec::new();
     let has_1m = rows.contains(&1_000_000);
+    // S2x at each other size, measured alternately with S2@1M where it was prepared
+    // before it, else on its own.
+    let mut waiting: Vec<(u64, S2x)> = Vec::new();
     for &n in rows {
-        let m = pg_for(n, dir, has_1m && n != 1_000_000).await;
+        let alternate = (n == 1_000_000).then(|| waiting.first()).flatten();
+        let (m, alternated) = pg_for(n, dir, alternate.map(|(_, x)| x)).await;
+        if let (Some(result), Some((small, _))) = (alternated, alternate) {
+            let small = *small;
+            let x = waiting.remove(0).1;
+            let at = all.iter_mut().find(|(k, _)| *k == small).expect("measured");
+            at.1.runs.insert("S2xr", x.reconciled);
+            at.1.runs.insert("S2x", result);
+        }
+        if has_1m && n != 1_000_000 {
+            waiting.push((n, prepare_s2x(n, dir).await));
+        }
         PG_S1.lock().unwrap().push((n, m.runs["S1"].wall));
         all.push((n, m));
+    }
+    // Sizes after 1M in the list: on their own.
+    for (n, x) in waiting {
+        let default = median_of(&load_twice_dry_then_commit(&x.config, U2), &x.target).await;
+        let at = all.iter_mut().find(|(k, _)| *k == n).expect("measured");
+        at.1.runs.insert("S2xr", x.reconciled);
+        at.1.runs.insert("S2x", default);
     }
     println!();
     println!("## PostgreSQL: dimlog runs next to the floor (wall seconds; peak RSS of the run's process)");
@@ -559,9 +618,9 @@ async fn pg_section(rows: &[u64], dir: &Path) {
         ));
         let label = |k: &str| match k {
             "S1" => "S1 initial load (median of 3)",
-            "S2" => "S2 1%/0.1%/0.05% upd/ins/del (median of 3)",
+            "S2" => "S2 1%/0.1%/0.05% upd/ins/del (median of 3, alternating with S2x)",
             "S2r" => "S2r the same, reconciled (median of 3 dry runs)",
-            "S2x" => "S2x 10k/1k/500 upd/ins/del (median of 3)",
+            "S2x" => "S2x 10k/1k/500 upd/ins/del (median of 3, alternating with S2@1M)",
             "S2xr" => "S2xr the same, reconciled (median of 3 dry runs)",
             "S3" => "S3 no change",
             "S4" => "S4 late versions (0.1%)",
