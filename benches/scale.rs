@@ -89,11 +89,16 @@ fn main() {
         let dir = tempfile::tempdir().expect("a temp dir");
         println!("# dimlog scale benchmark");
         println!("machine: {} cores, {}", cores(), pg_version().await);
+        let sqlite = if args.sections.iter().any(|s| s == "sqlite") {
+            Some(prepare_sqlite(args.sqlite_rows, dir.path()).await)
+        } else {
+            None
+        };
         if args.sections.iter().any(|s| s == "pg") {
-            pg_section(&args.rows, dir.path()).await;
+            pg_section(&args.rows, dir.path(), sqlite.as_ref()).await;
         }
-        if args.sections.iter().any(|s| s == "sqlite") {
-            sqlite_section(args.sqlite_rows, dir.path()).await;
+        if let Some(sqlite) = &sqlite {
+            sqlite_section(sqlite).await;
         }
         if args.sections.iter().any(|s| s == "backfill") {
             backfill_section(args.backfill_rows, dir.path()).await;
@@ -417,7 +422,13 @@ async fn floor_once(source: &str, target: &str) -> (f64, f64, f64) {
 
 /// The scenarios at `n` rows. With `s2x` (another size's S2x, waiting for its default
 /// runs), S2's runs alternate with S2x's, whose median is returned too.
-async fn pg_for(n: u64, dir: &Path, s2x: Option<&S2x>) -> (Measured, Option<ChildResult>) {
+/// With `sqlite` of the same size, its first loads alternate with S1's runs.
+async fn pg_for(
+    n: u64,
+    dir: &Path,
+    s2x: Option<&S2x>,
+    sqlite: Option<&SqliteBench>,
+) -> (Measured, Option<ChildResult>) {
     let source = pg::fresh_database().await;
     let target = pg::fresh_database().await;
     let mut src = connect(&source).await;
@@ -443,11 +454,20 @@ async fn pg_for(n: u64, dir: &Path, s2x: Option<&S2x>) -> (Measured, Option<Chil
         );
         m.runs.insert(name, r);
     };
-    step(
-        "S1",
-        median_of(&load_twice_dry_then_commit(&config, U1), &target).await,
-        &mut m,
-    );
+    let s1_jobs = load_twice_dry_then_commit(&config, U1);
+    let s1 = match sqlite.filter(|b| b.n == n) {
+        Some(b) => {
+            let mut results = Vec::new();
+            for job in &s1_jobs {
+                results.push(run_measured(job, &target).await);
+                let first = b.first_load();
+                b.first_loads.lock().unwrap().push(first);
+            }
+            median(results)
+        }
+        None => median_of(&s1_jobs, &target).await,
+    };
+    step("S1", s1, &mut m);
     let mut next_id = n + 1;
     apply_change(
         &mut src,
@@ -478,7 +498,8 @@ async fn pg_for(n: u64, dir: &Path, s2x: Option<&S2x>) -> (Measured, Option<Chil
             None
         }
     };
-    step("S3", run_child(&run_job(&config, U3, false)), &mut m);
+    let s3 = run_job(&config, U3, false);
+    step("S3", median_of(&[s3.clone(), s3.clone(), s3], &target).await, &mut m);
     // S4: every tenth key updated in S2 moves back 5-14 minutes before its S2 change,
     // with new values: a version between the original and the S2 one, inside the lookback.
     exec(
@@ -552,7 +573,7 @@ async fn prepare_s2x(n: u64, dir: &Path) -> S2x {
 /// PostgreSQL's S1 per size, for the SQLite section's ratio (when both sections run).
 static PG_S1: std::sync::Mutex<Vec<(u64, f64)>> = std::sync::Mutex::new(Vec::new());
 
-async fn pg_section(rows: &[u64], dir: &Path) {
+async fn pg_section(rows: &[u64], dir: &Path, sqlite: Option<&SqliteBench>) {
     let mut all: Vec<(u64, Measured)> = Vec::new();
     let has_1m = rows.contains(&1_000_000);
     // S2x at each other size, measured alternately with S2@1M where it was prepared
@@ -560,7 +581,7 @@ async fn pg_section(rows: &[u64], dir: &Path) {
     let mut waiting: Vec<(u64, S2x)> = Vec::new();
     for &n in rows {
         let alternate = (n == 1_000_000).then(|| waiting.first()).flatten();
-        let (m, alternated) = pg_for(n, dir, alternate.map(|(_, x)| x)).await;
+        let (m, alternated) = pg_for(n, dir, alternate.map(|(_, x)| x), sqlite).await;
         if let (Some(result), Some((small, _))) = (alternated, alternate) {
             let small = *small;
             let x = waiting.remove(0).1;
@@ -617,12 +638,12 @@ async fn pg_section(rows: &[u64], dir: &Path) {
             "SELECT count(*) FROM src_customers",
         ));
         let label = |k: &str| match k {
-            "S1" => "S1 initial load (median of 3)",
-            "S2" => "S2 1%/0.1%/0.05% upd/ins/del (median of 3, alternating with S2x)",
+            "S1" => "S1 initial load (median of 3; at the SQLite section's size alternating with its first loads)",
+            "S2" => "S2 1%/0.1%/0.05% upd/ins/del (median of 3; at 1M alternating with S2x)",
             "S2r" => "S2r the same, reconciled (median of 3 dry runs)",
             "S2x" => "S2x 10k/1k/500 upd/ins/del (median of 3, alternating with S2@1M)",
             "S2xr" => "S2xr the same, reconciled (median of 3 dry runs)",
-            "S3" => "S3 no change",
+            "S3" => "S3 no change (median of 3)",
             "S4" => "S4 late versions (0.1%)",
             "R" => "R reconcile 0.05% deleted",
             "V" => "V verify --against-source",
@@ -746,7 +767,29 @@ async fn pg_section(rows: &[u64], dir: &Path) {
     print_table(&targets);
 }
 
-async fn sqlite_section(n: u64, dir: &Path) {
+/// The SQLite section's source and config, and its first loads when PostgreSQL's S1
+/// measured them alternately with its own ([`pg_for`]).
+struct SqliteBench {
+    n: u64,
+    src_path: PathBuf,
+    tgt_path: PathBuf,
+    config: PathBuf,
+    first_loads: std::sync::Mutex<Vec<ChildResult>>,
+}
+
+impl SqliteBench {
+    /// One first load, into a new file (the last one's stays for S3).
+    fn first_load(&self) -> ChildResult {
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let mut path = self.tgt_path.clone().into_os_string();
+            path.push(suffix);
+            let _ = std::fs::remove_file(path);
+        }
+        run_child(&run_job(&self.config, U1, false))
+    }
+}
+
+async fn prepare_sqlite(n: u64, dir: &Path) -> SqliteBench {
     let src_path = dir.join(format!("source-{n}.db"));
     let tgt_path = dir.join(format!("warehouse-{n}.db"));
     let _ = std::fs::remove_file(&src_path);
@@ -784,19 +827,25 @@ async fn sqlite_section(n: u64, dir: &Path) {
         "src_customers",
         "latest",
     );
-    // The first load, median of three, each into a new file (the last one stays for S3).
-    let mut first_loads: Vec<ChildResult> = (0..3)
-        .map(|_| {
-            for suffix in ["", "-wal", "-shm", "-journal"] {
-                let mut path = tgt_path.clone().into_os_string();
-                path.push(suffix);
-                let _ = std::fs::remove_file(path);
-            }
-            run_child(&run_job(&config, U1, false))
-        })
-        .collect();
-    first_loads.sort_by(|a, b| a.wall.total_cmp(&b.wall));
-    let r = first_loads.swap_remove(1);
+    SqliteBench {
+        n,
+        src_path,
+        tgt_path,
+        config,
+        first_loads: std::sync::Mutex::new(Vec::new()),
+    }
+}
+
+async fn sqlite_section(b: &SqliteBench) {
+    let (n, src_path, config) = (b.n, &b.src_path, &b.config);
+    // The first load, median of three, each into a new file: measured alternately with
+    // PostgreSQL's S1 where that ran at this size, else here.
+    let mut first_loads = std::mem::take(&mut *b.first_loads.lock().unwrap());
+    let alternated = !first_loads.is_empty();
+    if !alternated {
+        first_loads = (0..3).map(|_| b.first_load()).collect();
+    }
+    let r = median(first_loads);
     // A no-change run, medians of three: with the change column's plain index (the window
     // read by a scan), then with the indexes `dimlog doctor` advises (read by index).
     let median3 = |config: &Path| {
@@ -804,8 +853,8 @@ async fn sqlite_section(n: u64, dir: &Path) {
         runs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
         runs.swap_remove(1)
     };
-    let r3 = median3(&config);
-    let report = dimlog::Dimension::load(&config).expect("the config").doctor().await;
+    let r3 = median3(config);
+    let report = dimlog::Dimension::load(config).expect("the config").doctor().await;
     let advice: Vec<String> = report
         .checks
         .iter()
@@ -821,12 +870,12 @@ async fn sqlite_section(n: u64, dir: &Path) {
     {
         use sqlx::sqlite::SqliteConnectOptions;
         use sqlx::ConnectOptions;
-        let mut c = SqliteConnectOptions::new().filename(&src_path).connect().await.unwrap();
+        let mut c = SqliteConnectOptions::new().filename(src_path).connect().await.unwrap();
         for statement in &advice {
             c.execute(sqlx::raw_sql(statement)).await.unwrap();
         }
     }
-    let r3i = median3(&config);
+    let r3i = median3(config);
     println!();
     println!("## SQLite (source and target SQLite files): S1 at {}", count(n));
     println!();
@@ -837,7 +886,12 @@ async fn sqlite_section(n: u64, dir: &Path) {
         "where the time goes (s)".into(),
     ]];
     table.push(vec![
-        "S1 initial load (median of 3, each into a new file)".into(),
+        if alternated {
+            "S1 initial load (median of 3, each into a new file, alternating with PostgreSQL's S1)"
+        } else {
+            "S1 initial load (median of 3, each into a new file)"
+        }
+        .into(),
         format!("{:.2}", r.wall),
         format!("{:.0}", r.rss_mb()),
         r.phase_summary(),
