@@ -306,6 +306,15 @@ async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>,
                 Outcome::Note,
                 format!("{shown}: nothing loaded there yet (the first run creates its tables)"),
             );
+            if let Some((building, size, in_use)) = crate::db::NewFile::look(&plan.target.url) {
+                let mb = size as f64 / 1_048_576.0;
+                let what = if in_use {
+                    format!("a first load is creating it now, in {} ({mb:.1} MB so far); the file appears when that run ends", building.display())
+                } else {
+                    format!("{} ({mb:.1} MB) was left by a first load that was stopped outright (killed); the next run removes it and starts over, or remove it yourself", building.display())
+                };
+                checks.push("first load", Outcome::Note, what);
+            }
             for name in ["rights to load", "target clock", "recorded columns", "lock"] {
                 checks.skip(name, "a loaded target");
             }

@@ -860,7 +860,7 @@ async fn earliest_or_latest(
         // (A scan is never stopped, nor held to an order.)
         Ok(()) | Err(PumpError::Stopped | PumpError::OutOfOrder) => Ok(best),
         Err(PumpError::Row(e)) => Err(e),
-        Err(PumpError::Stream(crate::db::StreamError::Db(e))) => Err(e.into()),
+        Err(PumpError::Stream(crate::db::StreamError::Db(e)) | PumpError::Write(e)) => Err(e.into()),
         Err(PumpError::Stream(crate::db::StreamError::NotText { key, column, bytes })) => {
             // The row is the value, then its key.
             let selected = Selected {

@@ -329,13 +329,16 @@ impl Error {
             Error::Extract(extract::ExtractError::Window(_)) => "window",
             Error::NotLoaded(_) => "not-loaded",
             Error::NotDistributable(_) | Error::Db(db::DbError::MixedLayout { .. }) => "not-distributable",
-            Error::Db(db::DbError::Locked { .. } | db::DbError::TableLocked { .. }) => "locked",
+            Error::Db(
+                db::DbError::Locked { .. } | db::DbError::TableLocked { .. } | db::DbError::NewFileBusy { .. },
+            ) => "locked",
             Error::Db(
                 db::DbError::Connect { .. }
                 | db::DbError::ConnectTimeout { .. }
                 | db::DbError::WouldCreateFiles { .. }
                 | db::DbError::NotWritable { .. }
-                | db::DbError::NotReadable { .. },
+                | db::DbError::NotReadable { .. }
+                | db::DbError::NameTooLong { .. },
             ) => "connect",
             Error::Db(_) => "database",
             Error::Extract(_) => "source",

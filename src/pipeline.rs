@@ -378,12 +378,13 @@ impl Session {
     /// where it belongs, and appears under its name only when
     /// [`Session::put_new_target_in_place`] puts it there (see [`crate::db::NewFile`]).
     /// Another process building it is waited for when `wait` (else it is
-    /// [`DbError::Locked`]); if it put the file in place meanwhile, that file is opened.
+    /// [`DbError::NewFileBusy`]); if it put the file in place meanwhile, that file is
+    /// opened.
     pub async fn create_target_aside(&mut self, plan: &Plan, wait: bool) -> Result<(), Error> {
         if self.deferred.is_none() {
             return Ok(());
         }
-        let Some(file) = crate::db::NewFile::claim(&plan.target.url, &plan.name, wait).await? else {
+        let Some(file) = crate::db::NewFile::claim(&plan.target.url, wait).await? else {
             return self.create_target(plan).await;
         };
         let building = match open_new_target(plan, self.target_need, &file).await {
@@ -410,9 +411,17 @@ impl Session {
         };
         let stand_in = Conn::open_empty(&plan.target.url).await?;
         let building = std::mem::replace(&mut self.target, stand_in);
-        if let Err(e) = building.put_in_place(file).await {
-            self.deferred = Some(plan.target.url.clone());
-            return Err(e.into());
+        match building.put_in_place(file).await {
+            Ok(true) => {}
+            // Nothing was made in it: the target is still to be created.
+            Ok(false) => {
+                self.deferred = Some(plan.target.url.clone());
+                return Ok(());
+            }
+            Err(e) => {
+                self.deferred = Some(plan.target.url.clone());
+                return Err(e.into());
+            }
         }
         let placed = open_target(plan, self.target_access, self.target_need).await?;
         let stand_in = std::mem::replace(&mut self.target, placed);
@@ -1670,6 +1679,7 @@ async fn first_load_pumped_into_log(session: &mut Session, step: &Step<'_>) -> R
             return Ok(None);
         }
         Err(crate::db::PumpError::Stream(e)) => return Err(read.fault(e).into()),
+        Err(crate::db::PumpError::Write(e)) => return Err(e.into()),
         Err(crate::db::PumpError::Row(e)) => return Err(e),
         Err(crate::db::PumpError::Stopped) => {
             // Dropped from here by whoever fired the interrupt (see `Session::interruptible`).
@@ -1909,6 +1919,7 @@ async fn stage_window_pumped(
     match pumped {
         Ok(_) => {}
         Err(crate::db::PumpError::Stream(e)) => return Err(read.fault(e).into()),
+        Err(crate::db::PumpError::Write(e)) => return Err(e.into()),
         Err(crate::db::PumpError::Row(e)) => return Err(e),
         Err(crate::db::PumpError::OutOfOrder) => {
             return Err(Error::Internal("staged rows were checked for their order".into()))

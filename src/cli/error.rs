@@ -28,7 +28,7 @@ pub fn hint(e: &Error) -> Option<String> {
                 .into(),
         );
     }
-    if let Error::Db(DbError::Locked { .. } | DbError::TableLocked { .. }) = e {
+    if let Error::Db(DbError::Locked { .. } | DbError::TableLocked { .. } | DbError::NewFileBusy { .. }) = e {
         return Some("try again later, or drop --no-wait to wait for it".into());
     }
     if let Error::Config(ConfigError::NotInSource { setting, .. }) = e {

@@ -158,6 +158,23 @@ pub enum DbError {
         /// The OS's error.
         source: std::io::Error,
     },
+    /// Another dimlog run is building the SQLite target file (a first load into a file
+    /// that does not exist yet, [`sqlite::new_file`]), and the caller would not wait.
+    #[error("another dimlog run is creating {} (a first load into the new file), and holds it until that load ends", path.display())]
+    NewFileBusy {
+        /// The target file.
+        path: std::path::PathBuf,
+    },
+    /// A SQLite file name too long for the files SQLite writes beside it.
+    #[error("the file name of {} is {bytes} bytes long: SQLite writes files named like it plus `-journal` or `-wal` beside it, and a file name may have at most {max} bytes here; choose a name of at most {} bytes", path.display(), max - 8)]
+    NameTooLong {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Its name's length in bytes.
+        bytes: usize,
+        /// The longest name the file system allows.
+        max: usize,
+    },
     /// Another process created the SQLite target file while a first load built it aside.
     #[error("{} was created by another process while this run loaded the dimension into a new file beside it; nothing of this run was kept (its source is unchanged): run again to load into that file", path.display())]
     TargetAppeared {
@@ -768,17 +785,31 @@ impl Conn {
     }
 
     /// Closes this connection, [`Conn::open_new_file`]'s, and puts `file` in place
-    /// ([`NewFile::put_in_place`]).
-    pub async fn put_in_place(mut self, file: NewFile) -> Result<(), DbError> {
+    /// ([`NewFile::put_in_place`]), unless it holds no table: then it is dropped. Returns
+    /// whether it was put in place.
+    pub async fn put_in_place(mut self, file: NewFile) -> Result<bool, DbError> {
+        // A run stopped before it made any table (in its first moments) leaves no file.
+        let tables = self
+            .query_text(
+                "looking at the new target file",
+                "SELECT count(*) FROM sqlite_schema",
+                &[],
+            )
+            .await;
+        if matches!(tables.as_deref(), Ok([row]) if row.first().and_then(|v| v.as_deref()) == Some("0")) {
+            let _ = self.close().await;
+            file.discard();
+            return Ok(false);
+        }
         let switched = self
             .execute_script("putting the new target file in WAL mode", "PRAGMA journal_mode = WAL")
             .await;
         match (self, switched) {
-            (Conn::Sqlite(c), Ok(_)) => file.put_in_place(c).await,
+            (Conn::Sqlite(c), Ok(_)) => file.put_in_place(c).await.map(|()| true),
             (other, switched) => {
                 let _ = other.close().await;
                 file.discard();
-                switched.map(drop)
+                switched.map(|()| false)
             }
         }
     }

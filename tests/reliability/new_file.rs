@@ -116,11 +116,11 @@ async fn a_second_first_load_waits_for_the_first_or_says_it_is_locked() {
     let held = cli::hold(&config, &["run", "--upper", UPPER], "after_append").await;
     let refused = cli::run(&config, &["run", "--no-wait", "--upper", UPPER]);
     assert_eq!(refused.code, Some(1), "{refused:?}");
-    assert!(refused.stderr.contains("a first load creating"), "{refused:?}");
+    assert!(refused.stderr.contains("another dimlog run is creating"), "{refused:?}");
     let waiting = cli::command(&config)
         .args(["run", "--upper", UPPER])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start dimlog");
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -129,7 +129,12 @@ async fn a_second_first_load_waits_for_the_first_or_says_it_is_locked() {
         .await
         .unwrap()
         .expect("wait");
-    assert_eq!(waited.status.code(), Some(0));
+    let said = String::from_utf8_lossy(&waited.stderr);
+    assert_eq!(waited.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("waiting for another dimlog run that is creating"),
+        "the wait was silent: {said}"
+    );
     assert!(!building(&own).exists(), "the building file is left behind");
     assert_eq!(outcome(&own).await, ("wal".to_string(), 3, "succeeded".to_string()));
 }
@@ -168,4 +173,41 @@ async fn a_target_file_created_meanwhile_is_not_replaced() {
         Some("someone_elses"),
         "the file created meanwhile was changed"
     );
+}
+
+/// A file name that leaves no room for the files SQLite writes beside it (`-journal`) is
+/// refused before anything is created, whatever its length past the limit.
+#[tokio::test]
+async fn a_target_name_too_long_for_sqlites_own_files_is_refused_up_front() {
+    let (mut fx, own) = new_target().await;
+    let config = fx.config_path();
+    let mut previous = own.clone();
+    for length in [248, 250, 255] {
+        let long = fx.dir().join(format!("{}.db", "n".repeat(length - 3)));
+        fx.edit_config(
+            &format!("sqlite://{}", previous.display()),
+            &format!("sqlite://{}", long.display()),
+        );
+        previous = long.clone();
+        let refused = cli::run(&config, &["run", "--json", "--upper", UPPER]);
+        assert_eq!(refused.code, Some(1), "{length} bytes: {refused:?}");
+        assert!(refused.all().contains("\"kind\":\"connect\""), "{refused:?}");
+        assert!(refused.all().contains("at most 247 bytes"), "{refused:?}");
+        let left: Vec<_> = std::fs::read_dir(fx.dir())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.contains("nnnn"))
+            .collect();
+        assert!(left.is_empty(), "{length} bytes: left {left:?}");
+    }
+    // The longest name that leaves that room loads.
+    let fits = fx.dir().join(format!("{}.db", "m".repeat(247 - 3)));
+    fx.edit_config(
+        &format!("sqlite://{}", previous.display()),
+        &format!("sqlite://{}", fits.display()),
+    );
+    let loaded = cli::run(&config, &["run", "--upper", UPPER]);
+    assert_eq!(loaded.code, Some(0), "{loaded:?}");
+    assert_eq!(outcome(&fits).await, ("wal".to_string(), 3, "succeeded".to_string()));
 }

@@ -28,6 +28,9 @@ const LOAD_CACHE: &str = "-16384";
 /// 4 KiB ones, and a few changed rows still touch a few pages.
 pub(crate) const NEW_FILE_PAGE_SIZE: u32 = 16384;
 
+/// The longest file name, in bytes, on the file systems dimlog meets (Linux's `NAME_MAX`).
+const NAME_MAX: usize = 255;
+
 /// Opens a SQLite file for `access` (see [`Access`]). A file that is written is put in
 /// WAL mode, so readers never block the run; a file that is only read keeps its journal
 /// mode (changing it is a write). Only [`Access::Create`] creates a missing file.
@@ -224,6 +227,19 @@ pub fn refuse_unwritable(url: &DbUrl, access: Access) -> Result<(), DbError> {
         return Ok(());
     };
     let path = std::path::absolute(&path).unwrap_or(path);
+    // A file to create: SQLite names the files it writes beside it after it (`-journal`
+    // the longest), and one it cannot create fails the run part-way with "unable to open
+    // database file", after creating the file itself.
+    let longest_name = NAME_MAX - "-journal".len();
+    if let Some(bytes) = path.file_name().map(|n| n.len()).filter(|&b| b > longest_name) {
+        if !path.exists() {
+            return Err(DbError::NameTooLong {
+                path,
+                bytes,
+                max: NAME_MAX,
+            });
+        }
+    }
     if path.exists() {
         if !may_write(&path) {
             return Err(DbError::NotWritable { path, folder: None });

@@ -34,20 +34,28 @@ pub struct NewFile {
     claim: std::fs::File,
 }
 
+/// A file dropped before it was put in place (a run stopped while it began, say) is
+/// removed: only a process that ends outright leaves one behind.
+impl Drop for NewFile {
+    fn drop(&mut self) {
+        // Once it was removed (put in place), the name may be another process's file.
+        if same_file(&self.claim, &self.building) {
+            let _ = std::fs::remove_file(&self.building);
+        }
+    }
+}
+
 /// How often a claim that another process holds is tried again.
 const CLAIM_RETRY: Duration = Duration::from_millis(100);
 
 impl NewFile {
     /// Claims the building file of `url`'s target, waiting for another process that
-    /// builds it when `wait` (else that is [`DbError::Locked`] for `dimension`). `None`
+    /// builds it when `wait` (else that is [`DbError::NewFileBusy`]). `None`
     /// when the target is to be created in place: it exists by the time the claim is held
     /// (another process put it in place meanwhile), `url` names no file, the name is a
-    /// link, or the building file cannot be made.
-    pub async fn claim(url: &DbUrl, dimension: &str, wait: bool) -> Result<Option<NewFile>, DbError> {
+    /// link, or the building file cannot be made or locked.
+    pub async fn claim(url: &DbUrl, wait: bool) -> Result<Option<NewFile>, DbError> {
         let Some(target) = url.sqlite_path() else {
-            return Ok(None);
-        };
-        let Some(name) = target.file_name() else {
             return Ok(None);
         };
         // A link to a file that does not exist yet: SQLite creates that file, where
@@ -55,11 +63,11 @@ impl NewFile {
         if std::fs::symlink_metadata(&target).is_ok() {
             return Ok(None);
         }
-        let mut hidden = std::ffi::OsString::from(".");
-        hidden.push(name);
-        hidden.push(".dimlog-new");
-        let building = target.with_file_name(hidden);
+        let Some(building) = building_path(&target) else {
+            return Ok(None);
+        };
         let since = Instant::now();
+        let mut said_so = false;
         let claim = loop {
             let file = {
                 use std::os::unix::fs::OpenOptionsExt;
@@ -83,15 +91,27 @@ impl NewFile {
                 Ok(()) if same_file(&file, &building) => break file,
                 Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) if wait && since.elapsed() < LOCK_WAIT => {
+                    if !said_so {
+                        tracing::warn!(
+                            "waiting for another dimlog run that is creating {} (a first load into the new file)",
+                            target.display()
+                        );
+                        said_so = true;
+                    }
                     tokio::time::sleep(CLAIM_RETRY).await;
                 }
                 Err(std::fs::TryLockError::WouldBlock) => {
-                    return Err(DbError::Locked {
-                        dimension: dimension.into(),
-                        holder: format!(" (a first load creating {})", target.display()),
+                    return Err(DbError::NewFileBusy {
+                        path: std::path::absolute(&target).unwrap_or_else(|_| target.clone()),
                     })
                 }
-                Err(std::fs::TryLockError::Error(e)) => return Err(io_error(&building, "locking", e)),
+                // A file system without locks: built in place, as files that exist are.
+                Err(std::fs::TryLockError::Error(_)) => {
+                    if file.metadata().is_ok_and(|m| m.len() == 0) {
+                        let _ = std::fs::remove_file(&building);
+                    }
+                    return Ok(None);
+                }
             }
         };
         // Another process put the target in place while this one waited.
@@ -113,6 +133,18 @@ impl NewFile {
             target,
             claim,
         }))
+    }
+
+    /// The building file of `url`'s target, if there is one: its path, its size in bytes,
+    /// and whether a process builds it now (else a process that ended outright left it,
+    /// and the next first load starts it again). Looks only: takes the claim and gives it
+    /// back at once.
+    pub fn look(url: &DbUrl) -> Option<(PathBuf, u64, bool)> {
+        let building = building_path(&url.sqlite_path()?)?;
+        let file = std::fs::File::open(&building).ok()?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        let in_use = matches!(file.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock));
+        Some((building, size, in_use))
     }
 
     /// A connection that builds the file: as [`super::connect`] opens a target for
@@ -188,7 +220,7 @@ impl NewFile {
 
     /// Drops the file (a run that put nothing in place); the claim goes with it.
     pub fn discard(self) {
-        let _ = std::fs::remove_file(&self.building);
+        drop(self);
     }
 
     /// Where the file is built, for messages.
@@ -203,6 +235,14 @@ fn io_error(path: &Path, doing: &'static str, source: std::io::Error) -> DbError
         doing,
         source,
     }
+}
+
+/// Where the file of `target` is built: `.<name>.dimlog-new` beside it.
+fn building_path(target: &Path) -> Option<PathBuf> {
+    let mut hidden = std::ffi::OsString::from(".");
+    hidden.push(target.file_name()?);
+    hidden.push(".dimlog-new");
+    Some(target.with_file_name(hidden))
 }
 
 /// Whether `file` is the file at `path` now.
@@ -223,5 +263,62 @@ fn sync_folder(file: &Path) {
     };
     if let Ok(f) = std::fs::File::open(folder) {
         let _ = f.sync_all();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn url_of(path: &Path) -> DbUrl {
+        DbUrl::parse("target.url", &format!("sqlite://{}", path.display()), None).expect("a URL")
+    }
+
+    #[tokio::test]
+    async fn a_claim_dropped_before_it_is_put_in_place_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url_of(&dir.path().join("t.db"));
+        let claimed = NewFile::claim(&url, false).await.unwrap().expect("claimed");
+        let building = claimed.building().to_path_buf();
+        assert!(building.exists());
+        assert!(NewFile::look(&url).expect("seen").2, "not seen as in use");
+        drop(claimed);
+        assert!(!building.exists(), "left behind");
+        assert!(NewFile::look(&url).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_second_claim_is_busy() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url_of(&dir.path().join("t.db"));
+        let first = NewFile::claim(&url, false).await.unwrap().expect("claimed");
+        assert!(matches!(
+            NewFile::claim(&url, false).await,
+            Err(DbError::NewFileBusy { .. })
+        ));
+        drop(first);
+        assert!(NewFile::claim(&url, false).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_file_left_by_a_killed_process_is_seen_and_started_over() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = url_of(&dir.path().join("t.db"));
+        // What a process killed outright leaves: the file, with no claim on it.
+        let building = dir.path().join(".t.db.dimlog-new");
+        std::fs::write(&building, b"half a database").unwrap();
+        assert_eq!(NewFile::look(&url).map(|l| (l.1, l.2)), Some((15, false)));
+        let again = NewFile::claim(&url, false).await.unwrap().expect("claimed");
+        assert_eq!(std::fs::metadata(&building).unwrap().len(), 0, "not started over");
+        drop(again);
+    }
+
+    #[tokio::test]
+    async fn a_target_that_exists_is_created_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.db");
+        std::fs::write(&path, b"").unwrap();
+        assert!(NewFile::claim(&url_of(&path), false).await.unwrap().is_none());
+        assert!(!dir.path().join(".t.db.dimlog-new").exists());
     }
 }

@@ -18,8 +18,11 @@ use sqlx::SqliteConnection;
 /// Why [`pump`] stopped early.
 #[derive(Debug)]
 pub enum PumpError<E> {
-    /// Reading the source, or writing the target, failed.
+    /// Reading the source failed.
     Stream(StreamError),
+    /// Writing the target failed (its disk full, say): the target's error, not the
+    /// source's.
+    Write(DbError),
     /// The caller refused a row.
     Row(E),
     /// `stop` said so.
@@ -177,10 +180,12 @@ where
         kinds,
         rising,
     } = into;
-    let mut into_lock = target
-        .lock_handle()
-        .await
-        .map_err(|e| locked("staging source rows", e))?;
+    let mut into_lock = target.lock_handle().await.map_err(|source| {
+        PumpError::Write(DbError::Query {
+            what: "writing the target".into(),
+            source,
+        })
+    })?;
     let from = Handle(from_lock.as_raw_handle().as_ptr());
     let into = Handle(into_lock.as_raw_handle().as_ptr());
     let insert = format!(
@@ -189,9 +194,15 @@ where
         vec!["?"; columns.len()].join(", ")
     );
     let pumped = blocking(move || {
-        let into = borrow(&into, "staging source rows")?;
-        let writing = |e: rusqlite::Error| failed::<E>("staging source rows", &e);
-        let mut write = into.prepare(&insert).map_err(writing)?;
+        let writing = |e: &rusqlite::Error| {
+            PumpError::<E>::Write(DbError::Sqlite {
+                what: "writing the target".into(),
+                message: e.to_string(),
+            })
+        };
+        // SAFETY: see `borrow`.
+        let into = unsafe { rusqlite::Connection::from_handle(into.0) }.map_err(|e| writing(&e))?;
+        let mut write = into.prepare(&insert).map_err(|e| writing(&e))?;
         std::thread::scope(|scope| {
             let (batches, arriving) = std::sync::mpsc::sync_channel::<Vec<TextRow>>(BATCHES_IN_FLIGHT);
             // Written batches go back to be freed where they were allocated: freeing
@@ -234,7 +245,7 @@ where
                         }
                     }
                     if let Err(e) = insert_row(&mut write, kinds, cells) {
-                        written = Err(writing(e));
+                        written = Err(writing(&e));
                         break 'batches;
                     }
                 }
