@@ -264,7 +264,13 @@ impl Session {
         if let Some(file) = self.new_file.take() {
             // The new file's only writer goes first (rolling back what it did not commit),
             // or the new one would wait on its lock.
-            let stand_in = Conn::open_empty(&plan.target.url).await?;
+            let stand_in = match Conn::open_empty(&plan.target.url).await {
+                Ok(c) => c,
+                Err(e) => {
+                    self.new_file = Some(file);
+                    return Err(e.into());
+                }
+            };
             std::mem::replace(&mut self.target, stand_in).abandon().await;
             let reopened = open_new_target(plan, self.target_need, &file).await;
             self.new_file = Some(file);

@@ -86,10 +86,21 @@ impl NewFile {
                 return Ok(None);
             };
             match file.try_lock() {
-                // Still the file under that name: a process that held it may have removed
-                // it (or put it in place) meanwhile, and another may have made a new one.
-                Ok(()) if same_file(&file, &building) => break file,
-                Ok(()) => {}
+                // No longer the file under that name: a process that held it may have
+                // removed it (or put it in place) meanwhile, and another may have made a
+                // new one.
+                Ok(()) if !same_file(&file, &building) => {}
+                // A second name of a file put in place by a process that ended between
+                // linking and unlinking it (the target may have been moved since): the
+                // name goes, the file is never emptied, and a new one is made.
+                Ok(())
+                    if file
+                        .metadata()
+                        .is_ok_and(|m| std::os::unix::fs::MetadataExt::nlink(&m) > 1) =>
+                {
+                    let _ = std::fs::remove_file(&building);
+                }
+                Ok(()) => break file,
                 Err(std::fs::TryLockError::WouldBlock) if wait && since.elapsed() < LOCK_WAIT => {
                     if !said_so {
                         tracing::warn!(
@@ -311,6 +322,21 @@ mod tests {
         let again = NewFile::claim(&url, false).await.unwrap().expect("claimed");
         assert_eq!(std::fs::metadata(&building).unwrap().len(), 0, "not started over");
         drop(again);
+    }
+
+    #[tokio::test]
+    async fn a_second_name_of_a_placed_file_is_never_emptied() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("t.db");
+        std::fs::write(&target, b"a whole database").unwrap();
+        // Killed between linking the file to its name and removing the building name;
+        // then the target was moved away.
+        std::fs::hard_link(&target, dir.path().join(".t.db.dimlog-new")).unwrap();
+        let moved = dir.path().join("moved.db");
+        std::fs::rename(&target, &moved).unwrap();
+        let claimed = NewFile::claim(&url_of(&target), false).await.unwrap().expect("claimed");
+        assert_eq!(std::fs::read(&moved).unwrap(), b"a whole database");
+        assert_eq!(std::fs::metadata(claimed.building()).unwrap().len(), 0);
     }
 
     #[tokio::test]
