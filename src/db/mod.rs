@@ -149,7 +149,7 @@ pub enum DbError {
     },
     /// The file a first load builds beside a SQLite target that does not exist yet
     /// ([`sqlite::new_file`]) could not be made or put in place.
-    #[error("{doing} {} failed: {source}; the target file was not created: check that this user may create and write files in its folder, and run again", path.display())]
+    #[error("{doing} {} failed: {source}; the target file was not created: check that its folder still exists and that this user may create and write files in it, and run again", path.display())]
     NewFile {
         /// The file.
         path: std::path::PathBuf,

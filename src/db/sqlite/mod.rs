@@ -29,7 +29,7 @@ const LOAD_CACHE: &str = "-16384";
 pub(crate) const NEW_FILE_PAGE_SIZE: u32 = 16384;
 
 /// The longest file name, in bytes, on the file systems dimlog meets (Linux's `NAME_MAX`).
-const NAME_MAX: usize = 255;
+pub(crate) const NAME_MAX: usize = 255;
 
 /// Opens a SQLite file for `access` (see [`Access`]). A file that is written is put in
 /// WAL mode, so readers never block the run; a file that is only read keeps its journal

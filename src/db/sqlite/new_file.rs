@@ -69,6 +69,13 @@ impl NewFile {
         let since = Instant::now();
         let mut said_so = false;
         let claim = loop {
+            // Anything but a regular file under that name (a link planted there, to a
+            // file it would overwrite) is removed, never opened through.
+            if std::fs::symlink_metadata(&building).is_ok_and(|m| !m.file_type().is_file()) {
+                if std::fs::remove_file(&building).is_err() {
+                    return Ok(None);
+                }
+            }
             let file = {
                 use std::os::unix::fs::OpenOptionsExt;
                 std::fs::OpenOptions::new()
@@ -78,13 +85,18 @@ impl NewFile {
                     .truncate(false)
                     // What SQLite gives a file it creates.
                     .mode(0o644)
+                    .custom_flags(libc::O_NOFOLLOW)
                     .open(&building)
             };
-            // (A name too long with the prefix, say.) Built in place, as files that exist
-            // are written: whatever stops this user creating files there is said then.
+            // (A link planted since the look above; a folder this user may not write.)
+            // Built in place, as files that exist are written: whatever stops this user
+            // creating files there is said then.
             let Ok(file) = file else {
                 return Ok(None);
             };
+            if !file.metadata().is_ok_and(|m| m.file_type().is_file()) {
+                return Ok(None);
+            }
             match file.try_lock() {
                 // No longer the file under that name: a process that held it may have
                 // removed it (or put it in place) meanwhile, and another may have made a
@@ -152,7 +164,15 @@ impl NewFile {
     /// back at once.
     pub fn look(url: &DbUrl) -> Option<(PathBuf, u64, bool)> {
         let building = building_path(&url.sqlite_path()?)?;
-        let file = std::fs::File::open(&building).ok()?;
+        // (A link there is not followed: a run removes it.)
+        let file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NOFOLLOW)
+                .open(&building)
+                .ok()?
+        };
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         let in_use = matches!(file.try_lock_shared(), Err(std::fs::TryLockError::WouldBlock));
         Some((building, size, in_use))
@@ -177,7 +197,18 @@ impl NewFile {
             .journal_mode(SqliteJournalMode::Memory)
             .synchronous(SqliteSynchronous::Off)
             .pragma("cache_size", super::LOAD_CACHE);
-        SqliteConn::new(opts.connect().await.map_err(err)?, url).await
+        let conn = SqliteConn::new(opts.connect().await.map_err(err)?, url).await?;
+        // SQLite opened the file by its name: still this claim's file, not a link put
+        // there meanwhile (it has written nothing yet).
+        if !same_file(&self.claim, &self.building) {
+            let _ = sqlx::Connection::close(conn.into_inner()).await;
+            return Err(DbError::NewFile {
+                path: self.building.clone(),
+                doing: "opening",
+                source: std::io::Error::other("another file was put under its name while it was opened"),
+            });
+        }
+        Ok(conn)
     }
 
     /// Puts the file in place under the target's name: synced, and named at once and whole (a hard link, which fails rather than
@@ -249,11 +280,25 @@ fn io_error(path: &Path, doing: &'static str, source: std::io::Error) -> DbError
 }
 
 /// Where the file of `target` is built: `.<name>.dimlog-new` beside it.
+///
+/// A name too long for that (the building file's own name, with SQLite's `-journal`
+/// after it, must fit in a file name) keeps its first bytes and a hash of the whole.
 fn building_path(target: &Path) -> Option<PathBuf> {
-    let mut hidden = std::ffi::OsString::from(".");
-    hidden.push(target.file_name()?);
-    hidden.push(".dimlog-new");
-    Some(target.with_file_name(hidden))
+    use std::os::unix::ffi::{OsStrExt, OsStringExt};
+    const SUFFIX: &[u8] = b".dimlog-new";
+    let name = target.file_name()?.as_bytes();
+    let longest = super::NAME_MAX - "-journal".len() - 1 - SUFFIX.len();
+    let mut hidden = vec![b'.'];
+    if name.len() <= longest {
+        hidden.extend_from_slice(name);
+    } else {
+        let hash = blake3::hash(name).to_hex();
+        let tag = format!("-{}", &hash[..16]);
+        hidden.extend_from_slice(&name[..longest - tag.len()]);
+        hidden.extend_from_slice(tag.as_bytes());
+    }
+    hidden.extend_from_slice(SUFFIX);
+    Some(target.with_file_name(std::ffi::OsString::from_vec(hidden)))
 }
 
 /// Whether `file` is the file at `path` now.
@@ -337,6 +382,61 @@ mod tests {
         let claimed = NewFile::claim(&url_of(&target), false).await.unwrap().expect("claimed");
         assert_eq!(std::fs::read(&moved).unwrap(), b"a whole database");
         assert_eq!(std::fs::metadata(claimed.building()).unwrap().len(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_link_at_the_building_name_is_removed_never_written_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let precious = dir.path().join("precious.db");
+        std::fs::write(&precious, b"someone's data").unwrap();
+        let building = dir.path().join(".t.db.dimlog-new");
+        std::os::unix::fs::symlink(&precious, &building).unwrap();
+        assert!(NewFile::look(&url_of(&dir.path().join("t.db"))).is_none());
+        let claimed = NewFile::claim(&url_of(&dir.path().join("t.db")), false)
+            .await
+            .unwrap()
+            .expect("claimed");
+        assert_eq!(std::fs::read(&precious).unwrap(), b"someone's data");
+        let placed = std::fs::symlink_metadata(claimed.building()).unwrap();
+        assert!(placed.file_type().is_file(), "still a link");
+        assert_eq!(placed.len(), 0);
+    }
+
+    #[test]
+    fn every_building_name_leaves_room_for_sqlites_own_files() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = Path::new("/some/folder");
+        // Names of every length a target may have, in one-, two- and three-byte
+        // characters (cut at a character's end).
+        let mut names = std::collections::BTreeSet::new();
+        for length in 1..=(super::super::NAME_MAX - "-journal".len()) {
+            for fill in ["a", "é", "日"] {
+                let whole = fill.repeat(length);
+                let end = whole
+                    .char_indices()
+                    .map(|(i, c)| i + c.len_utf8())
+                    .take_while(|&e| e <= length)
+                    .last()
+                    .unwrap_or(0);
+                names.insert(whole[..end].to_string());
+            }
+        }
+        names.remove("");
+        let mut buildings = std::collections::HashSet::new();
+        for name in &names {
+            let building = building_path(&dir.join(name)).unwrap();
+            let bytes = building.file_name().unwrap().as_bytes().len();
+            assert!(
+                bytes + "-journal".len() <= super::super::NAME_MAX,
+                "{name}: {bytes} bytes"
+            );
+            assert_eq!(building.parent(), Some(dir));
+            assert!(buildings.insert(building), "two names share a building file");
+        }
+        assert_eq!(
+            building_path(Path::new("/f/t.db")).unwrap(),
+            Path::new("/f/.t.db.dimlog-new")
+        );
     }
 
     #[tokio::test]
