@@ -71,10 +71,10 @@ impl NewFile {
         let claim = loop {
             // Anything but a regular file under that name (a link planted there, to a
             // file it would overwrite) is removed, never opened through.
-            if std::fs::symlink_metadata(&building).is_ok_and(|m| !m.file_type().is_file()) {
-                if std::fs::remove_file(&building).is_err() {
-                    return Ok(None);
-                }
+            if std::fs::symlink_metadata(&building).is_ok_and(|m| !m.file_type().is_file())
+                && std::fs::remove_file(&building).is_err()
+            {
+                return Ok(None);
             }
             let file = {
                 use std::os::unix::fs::OpenOptionsExt;
