@@ -52,8 +52,9 @@ impl NewFile {
     /// Claims the building file of `url`'s target, waiting for another process that
     /// builds it when `wait` (else that is [`DbError::NewFileBusy`]). `None`
     /// when the target is to be created in place: it exists by the time the claim is held
-    /// (another process put it in place meanwhile), `url` names no file, the name is a
-    /// link, or the building file cannot be made or locked.
+    /// (another process put it in place meanwhile), `url` names no file, the target's
+    /// name is a link, or the building file cannot be made or locked. Anything but a
+    /// regular file under the building name (a link planted there) is removed first.
     pub async fn claim(url: &DbUrl, wait: bool) -> Result<Option<NewFile>, DbError> {
         let Some(target) = url.sqlite_path() else {
             return Ok(None);
@@ -211,10 +212,11 @@ impl NewFile {
         Ok(conn)
     }
 
-    /// Puts the file in place under the target's name: synced, and named at once and whole (a hard link, which fails rather than
-    /// replace a file another process created there meanwhile: [`DbError::TargetAppeared`],
-    /// and this file is dropped). `conn` is [`NewFile::connect`]'s, put in WAL mode
-    /// (as every file dimlog writes) by [`crate::db::Conn::put_in_place`], and closed here.
+    /// Puts the file in place under the target's name: synced, and named at once and
+    /// whole (a hard link, which fails rather than replace a file another process created
+    /// there meanwhile: [`DbError::TargetAppeared`], and this file is dropped). `conn` is
+    /// [`NewFile::connect`]'s, put in WAL mode (as every file dimlog writes) by
+    /// [`crate::db::Conn::put_in_place`], and closed here.
     pub async fn put_in_place(self, conn: SqliteConn) -> Result<(), DbError> {
         // The last connection to close removes the -wal and -shm files.
         let closed = sqlx::Connection::close(conn.into_inner()).await;
