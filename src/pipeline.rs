@@ -1127,7 +1127,7 @@ async fn load(
     };
     let loaded = match read {
         Some(read) => write_changes(session, &step, read, migration, (first_load, owner), one_row_per_key).await?,
-        None if pumped_into_log => match first_load_pumped_into_log(session, &step).await? {
+        None if pumped_into_log => match first_load_pumped_into_log(session, &step, bounds).await? {
             Some(loaded) => loaded,
             None => {
                 // Rows out of order may be keys the log stores alike (`1` and `'1'` in a
@@ -1622,7 +1622,11 @@ async fn logged_straight(
 /// them: a row that does not (a collation of the source's, keys whose values the log
 /// stores otherwise, a key twice) undoes the load back to its savepoint, and `None` sends
 /// the run to the general path, which sorts and deduplicates.
-async fn first_load_pumped_into_log(session: &mut Session, step: &Step<'_>) -> Result<Option<Loaded>, Error> {
+async fn first_load_pumped_into_log(
+    session: &mut Session,
+    step: &Step<'_>,
+    bounds: &mut RunBounds,
+) -> Result<Option<Loaded>, Error> {
     const SAVEPOINT: &str = "dimlog_first_load";
     let loaded_at = now();
     session
@@ -1696,6 +1700,8 @@ async fn first_load_pumped_into_log(session: &mut Session, step: &Step<'_>) -> R
     if let Some(e) = admission.null_key_error(layout) {
         return Err(e.into());
     }
+    // Every row read is kept (one per key): known now, for a run stopped after this.
+    bounds.rows_after_dedupe = Some(admission.rows_read);
     let loaded = logged_straight(session, step, &admission, loaded_at, dropped).await?;
     session
         .target

@@ -79,6 +79,13 @@ async fn a_new_file_appears_only_when_the_first_load_ends() {
     assert_eq!(exit.code(), Some(130), "{stderr}");
     assert!(!building(&own).exists(), "the building file is left behind");
     assert_eq!(outcome(&own).await, ("wal".to_string(), 0, "interrupted".to_string()));
+    // Stopped after its read, it records the rows it read and kept (one per key).
+    let counted = value(
+        &own,
+        "SELECT rows_read || '/' || rows_after_dedupe FROM dimlog_runs ORDER BY run_id DESC LIMIT 1",
+    )
+    .await;
+    assert_eq!(counted.as_deref(), Some("3/3"));
     let again = cli::run(&config, &["run", "--upper", UPPER]);
     assert_eq!(again.code, Some(0), "{again:?}");
     assert_eq!(outcome(&own).await, ("wal".to_string(), 3, "succeeded".to_string()));
