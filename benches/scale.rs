@@ -848,11 +848,7 @@ async fn sqlite_section(b: &SqliteBench) {
     let r = median(first_loads);
     // A no-change run, medians of three: with the change column's plain index (the window
     // read by a scan), then with the indexes `dimlog doctor` advises (read by index).
-    let median3 = |config: &Path| {
-        let mut runs: Vec<ChildResult> = (0..3).map(|_| run_child(&run_job(config, U3, false))).collect();
-        runs.sort_by(|a, b| a.wall.total_cmp(&b.wall));
-        runs.swap_remove(1)
-    };
+    let median3 = |config: &Path| median((0..3).map(|_| run_child(&run_job(config, U3, false))).collect());
     let r3 = median3(config);
     let report = dimlog::Dimension::load(config).expect("the config").doctor().await;
     let advice: Vec<String> = report

@@ -788,6 +788,12 @@ impl Conn {
     /// ([`NewFile::put_in_place`]), unless it holds no table: then it is dropped. Returns
     /// whether it was put in place.
     pub async fn put_in_place(mut self, file: NewFile) -> Result<bool, DbError> {
+        // Only a SQLite target is ever built aside.
+        if !matches!(self, Conn::Sqlite(_)) {
+            let _ = self.close().await;
+            file.discard();
+            return Ok(false);
+        }
         // A run stopped before it made any table (in its first moments) leaves no file.
         let tables = self
             .query_text(
@@ -805,9 +811,9 @@ impl Conn {
             .execute_script("putting the new target file in WAL mode", "PRAGMA journal_mode = WAL")
             .await;
         match (self, switched) {
-            (Conn::Sqlite(c), Ok(_)) => file.put_in_place(c).await.map(|()| true),
-            (other, switched) => {
-                let _ = other.close().await;
+            (Conn::Sqlite(c), Ok(())) => file.put_in_place(c).await.map(|()| true),
+            (conn, switched) => {
+                let _ = conn.close().await;
                 file.discard();
                 switched.map(|()| false)
             }

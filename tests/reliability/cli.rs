@@ -142,29 +142,21 @@ impl Held {
 
     /// Sends `signal` (`INT`, `TERM`, …) and waits (at most `limit`) for the process to
     /// exit; its status and all it wrote to stderr. Panics if it is still running then.
-    pub fn signal(mut self, signal: &str, limit: Duration) -> (ExitStatus, String) {
+    pub fn signal(self, signal: &str, limit: Duration) -> (ExitStatus, String) {
         let pid = self.pid().to_string();
         let sent = Command::new("kill").args(["-s", signal, &pid]).status().expect("kill");
         assert!(sent.success(), "kill -s {signal} {pid} failed");
-        let deadline = Instant::now() + limit;
-        let child = self.child.as_mut().expect("running");
-        loop {
-            if let Some(status) = child.try_wait().expect("try_wait") {
-                self.child = None;
-                return (status, self.stderr_text());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "still running {limit:?} after SIG{signal}:\n{}",
-                self.stderr_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        self.exited_within(limit, &format!("{limit:?} after SIG{signal}"))
     }
 
     /// Waits (at most `limit`) for the process to exit by itself; its status and all it
     /// wrote to stderr. Panics if it is still running then.
-    pub fn wait(mut self, limit: Duration) -> (ExitStatus, String) {
+    pub fn wait(self, limit: Duration) -> (ExitStatus, String) {
+        self.exited_within(limit, &format!("after {limit:?}"))
+    }
+
+    /// The exit within `limit`, else a panic saying the process is still running `when`.
+    fn exited_within(mut self, limit: Duration, when: &str) -> (ExitStatus, String) {
         let deadline = Instant::now() + limit;
         let child = self.child.as_mut().expect("running");
         loop {
@@ -174,8 +166,7 @@ impl Held {
             }
             assert!(
                 Instant::now() < deadline,
-                "still running after {limit:?}:
-{}",
+                "still running {when}:\n{}",
                 self.stderr_text()
             );
             std::thread::sleep(Duration::from_millis(20));

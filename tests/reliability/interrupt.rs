@@ -241,7 +241,7 @@ async fn prepare(fx: &mut Fixture) {
 }
 
 /// The source's first rows.
-async fn prepare_source(fx: &mut Fixture) {
+pub(super) async fn prepare_source(fx: &mut Fixture) {
     fx.exec(
         "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
              (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z'),

@@ -16,19 +16,14 @@ use crate::support::fixture::Fixture;
 const UPPER: &str = "2026-03-02T10:00:00Z";
 
 /// A SQLite fixture whose config names a target file that does not exist (the fixture
-/// keeps its own target open), with three source rows; the file's path.
+/// keeps its own target open), with the three source rows of the interrupt tests; the
+/// file's path.
 async fn new_target() -> (Fixture, PathBuf) {
     let mut fx = Fixture::sqlite().await;
     let own = fx.dir().join("own.db");
     let target = fx.target_url.clone();
     fx.edit_config(&target, &format!("sqlite://{}", own.display()));
-    fx.exec(
-        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
-             (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z'),
-             (2, 'bob@example.com', 'pro', 'DE', '2026-03-02T09:00:00Z'),
-             (3, 'cyd@example.com', 'pro', 'NL', '2026-03-02T09:20:00Z')",
-    )
-    .await;
+    super::interrupt::prepare_source(&mut fx).await;
     (fx, own)
 }
 

@@ -144,9 +144,11 @@ impl NewFile {
             return Ok(None);
         }
         // Left by a process that ended before putting it in place: started again.
-        claim
-            .set_len(0)
-            .map_err(|source| io_error(&building, "emptying", source))?;
+        claim.set_len(0).map_err(|source| DbError::NewFile {
+            path: building.clone(),
+            doing: "emptying",
+            source,
+        })?;
         for suffix in ["-journal", "-wal", "-shm"] {
             let mut companion = building.clone().into_os_string();
             companion.push(suffix);
@@ -270,14 +272,6 @@ impl NewFile {
     /// Where the file is built, for messages.
     pub fn building(&self) -> &Path {
         &self.building
-    }
-}
-
-fn io_error(path: &Path, doing: &'static str, source: std::io::Error) -> DbError {
-    DbError::NewFile {
-        path: path.to_path_buf(),
-        doing,
-        source,
     }
 }
 
