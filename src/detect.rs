@@ -65,6 +65,14 @@ pub struct Settled {
 /// find. Between the two a load may carry earlier versions over to a new Type 2 column
 /// set (see [`crate::log::find_stale_versions`]), against those predecessors.
 pub async fn settle(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<Settled, DbError> {
+    if ctx.unique_key {
+        // Rows equal to their key's newest version (a window's lookback rereads them) go
+        // before the history is read: only the rest need it.
+        let unchanged = sql::statement(conn.backend(), "classify", "drop_unchanged", ctx)?;
+        if !unchanged.is_empty() {
+            conn.execute("classify/drop_unchanged", &unchanged, &[]).await?;
+        }
+    }
     // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`)
     // where the engine's rebuild reads it.
     run_named(conn, "classify", &["history"], ctx).await?;

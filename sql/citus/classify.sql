@@ -8,3 +8,7 @@
 JOIN (SELECT DISTINCT {{ keys|cols }} FROM dimlog_stage) dimlog_t ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
 WHERE
 {% endmacro %}
+{# Not on Citus: the statement probes per staged row through a correlated subquery with
+   a LIMIT and deletes by `ctid`, neither of which Citus pushes down to its shards; each
+   shard joins its own history instead. #}
+-- statement: drop_unchanged

@@ -325,5 +325,9 @@ WHERE {{ keys|eqs("dimlog_s", "dimlog_r") }} AND NOT dimlog_r.dimlog_newest_dele
 DELETE FROM dimlog_stage
 WHERE dimlog_stage.valid_from <= ?1
   AND EXISTS (SELECT 1 FROM {{ log }} dimlog_l WHERE {{ keys|eqs("dimlog_l", "dimlog_stage") }})
+{# Not on this engine: SQLite's classify reads the staged keys' rows through the key
+   index within its one statement, with no history table to spare (a no-change run at
+   1M rows takes 0.03 s). #}
+-- statement: drop_unchanged
 -- statement: history
 {# Not needed on this engine: the rebuild reads the staged keys' history from the log itself. #}

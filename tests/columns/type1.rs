@@ -13,6 +13,7 @@ on_both_backends!(
     type1_and_type2_change_in_one_load_make_one_version,
     current_columns_show_the_current_value_on_every_row,
     adding_type1_and_current_columns_later_opens_no_version,
+    a_row_like_an_observation_behind_a_late_delete_opens_a_version,
 );
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, name, updated_at) VALUES";
@@ -350,5 +351,40 @@ async fn adding_type1_and_current_columns_later_opens_no_version(mut fx: Fixture
     );
     let r = fx.run("2026-03-02T13:05:00Z").await;
     assert_eq!((no_versions(&r), r.type1_updates), ((0, 0, 0), 0));
+    assert_verified(&fx, true).await;
+}
+
+/// A late delete lands between a version and the Type 1 observation after it: the key is
+/// deleted from then on (an observation is no version). A later row with the observation's
+/// values brings the key back as a new version; it must not pass for "the same as the
+/// key's newest row" (that row is the observation, not a version it could equal).
+async fn a_row_like_an_observation_behind_a_late_delete_opens_a_version(mut fx: Fixture) {
+    fx.with_type1_name().await;
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'free', 'FR', 'Ann', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    assert_eq!(fx.run("2026-03-02T10:00:00Z").await.counts.versions, 1);
+    fx.exec("UPDATE src_customers SET name = 'Annie', updated_at = '2026-03-02T10:30:00Z'")
+        .await;
+    let r = fx.run("2026-03-02T11:00:00Z").await;
+    assert_eq!((no_versions(&r), r.type1_updates), ((0, 0, 0), 1));
+    // The delete, stamped before the observation: read by a full refresh.
+    fx.exec("UPDATE src_customers SET is_deleted = true, updated_at = '2026-03-02T10:15:00Z'")
+        .await;
+    let r = fx
+        .run_with(RunOptions {
+            kind: RunKind::FullRefresh,
+            upper: Some(ts("2026-03-02T12:00:00Z")),
+            ..RunOptions::incremental()
+        })
+        .await;
+    assert_eq!(no_versions(&r), (0, 0, 1), "{r:?}");
+    fx.exec("UPDATE src_customers SET is_deleted = false, updated_at = '2026-03-02T12:30:00Z'")
+        .await;
+    let r = fx.run("2026-03-02T13:00:00Z").await;
+    assert_eq!((no_versions(&r), r.type1_updates), ((1, 0, 0), 0), "{r:?}");
+    assert_eq!(column_of(&mut fx, "1", "is_current").await, some(&["false", "true"]));
+    assert_eq!(column_of(&mut fx, "1", "name").await, some(&["Annie", "Annie"]));
     assert_verified(&fx, true).await;
 }
