@@ -45,9 +45,14 @@ pub struct Changes {
 
 /// Classifies the staged rows into `dimlog_changes` and counts them. With
 /// `history = "latest"` it first settles the rows of restored keys (see `settle_restored`),
-/// whose new versions open at `upper`.
-pub async fn classify(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<Changes, DbError> {
-    let settled = settle(conn, ctx, upper).await?;
+/// whose new versions open at `upper`. `read_through`: see [`settle`].
+pub async fn classify(
+    conn: &mut Conn,
+    ctx: &SqlContext,
+    upper: Micros,
+    read_through: Option<Micros>,
+) -> Result<Changes, DbError> {
+    let settled = settle(conn, ctx, upper, read_through).await?;
     compare(conn, ctx, settled, false).await
 }
 
@@ -64,13 +69,21 @@ pub struct Settled {
 /// of restored keys), so that each staged row's predecessor is the one [`compare`] will
 /// find. Between the two a load may carry earlier versions over to a new Type 2 column
 /// set (see [`crate::log::find_stale_versions`]), against those predecessors.
-pub async fn settle(conn: &mut Conn, ctx: &SqlContext, upper: Micros) -> Result<Settled, DbError> {
-    if ctx.unique_key {
-        // Rows equal to their key's newest version (a window's lookback rereads them) go
-        // before the history is read: only the rest need it.
+///
+/// `read_through`: the watermark before this load. Rows stamped up to it were most likely
+/// read before (a window's lookback reads them again); those equal to their predecessor
+/// are dropped first, so that only the rest need their keys' history.
+pub async fn settle(
+    conn: &mut Conn,
+    ctx: &SqlContext,
+    upper: Micros,
+    read_through: Option<Micros>,
+) -> Result<Settled, DbError> {
+    if let (true, Some(read_through)) = (ctx.unique_key, read_through) {
         let unchanged = sql::statement(conn.backend(), "classify", "drop_unchanged", ctx)?;
         if !unchanged.is_empty() {
-            conn.execute("classify/drop_unchanged", &unchanged, &[]).await?;
+            conn.execute("classify/drop_unchanged", &unchanged, &[Param::Ts(read_through)])
+                .await?;
         }
     }
     // The staged keys' history, kept for the rebuild (see `rebuild::rebuild_touched`)

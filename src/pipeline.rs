@@ -1435,7 +1435,7 @@ async fn write_changes(
             None,
         )
     } else {
-        let settled = detect::settle(&mut session.target, &session.ctx, step.window.high).await?;
+        let settled = detect::settle(&mut session.target, &session.ctx, step.window.high, step.read_through).await?;
         let stale = match stale_before {
             Some(before) => find_stale(session, step, before).await?,
             None => None,

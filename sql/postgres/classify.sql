@@ -44,9 +44,11 @@ WHERE
            END AS dimlog_change_kind
 {% endmacro %}
 {# One staged row per key (`unique_key`) that equals its predecessor changes nothing,
-   and is dropped before the history is read: most rows a window rereads (its lookback)
-   are such rows, and two probes of the key index per row cost less than reading the
-   key's whole history and classifying it (at 1M log rows, 3k rereads: 13 ms against 30).
+   and is dropped before the history is read: most rows a window rereads (its lookback,
+   stamped up to the last watermark, $1) are such rows, and two probes of the key index
+   per row cost less than reading the key's whole history and classifying it (at 1M log
+   rows, 3k rereads: 13 ms against 30). Rows stamped after the watermark are mostly
+   changes, which would pay for the probes and then for their history too.
    The predecessor P is the key's newest log row at or before the row's instant. The row
    is dropped when P is live, a version (not a Type 1 observation: a late delete may lie
    between it and its version), with the same hash and the same Type 1 values, and no
@@ -60,7 +62,7 @@ WHERE
 DELETE FROM dimlog_stage dimlog_d
 WHERE dimlog_d.ctid = ANY (ARRAY(
     SELECT dimlog_s.ctid
-    FROM (SELECT ctid, {{ keys|cols }}, valid_from, row_hash{% for c in t1 %}, {{ c }}{% endfor %} FROM dimlog_stage WHERE NOT is_deleted{{ in_key_order() }}) dimlog_s
+    FROM (SELECT ctid, {{ keys|cols }}, valid_from, row_hash{% for c in t1 %}, {{ c }}{% endfor %} FROM dimlog_stage WHERE NOT is_deleted AND valid_from <= $1::timestamptz{{ in_key_order() }}) dimlog_s
     CROSS JOIN LATERAL (
         SELECT dimlog_l.is_deleted, dimlog_l.{{ sk }}, dimlog_l.row_hash{% for c in t1 %}, dimlog_l.{{ c }}{% endfor %}
         FROM {{ log }} dimlog_l

@@ -355,9 +355,10 @@ async fn adding_type1_and_current_columns_later_opens_no_version(mut fx: Fixture
 }
 
 /// A late delete lands between a version and the Type 1 observation after it: the key is
-/// deleted from then on (an observation is no version). A later row with the observation's
-/// values brings the key back as a new version; it must not pass for "the same as the
-/// key's newest row" (that row is the observation, not a version it could equal).
+/// deleted from then on (an observation is no version). A row read again later with the
+/// observation's values, stamped after the delete and before the watermark, brings the
+/// key back as a new version; it must not pass for "the same as the key's newest row at
+/// its instant" (that row is the observation, not a version it could equal).
 async fn a_row_like_an_observation_behind_a_late_delete_opens_a_version(mut fx: Fixture) {
     fx.with_type1_name().await;
     fx.exec(&format!(
@@ -369,20 +370,24 @@ async fn a_row_like_an_observation_behind_a_late_delete_opens_a_version(mut fx: 
         .await;
     let r = fx.run("2026-03-02T11:00:00Z").await;
     assert_eq!((no_versions(&r), r.type1_updates), ((0, 0, 0), 1));
-    // The delete, stamped before the observation: read by a full refresh.
+    // The delete, stamped before the observation, read by a full refresh; another key's
+    // row moves the watermark to 11:00.
     fx.exec("UPDATE src_customers SET is_deleted = true, updated_at = '2026-03-02T10:15:00Z'")
         .await;
-    let r = fx
-        .run_with(RunOptions {
-            kind: RunKind::FullRefresh,
-            upper: Some(ts("2026-03-02T12:00:00Z")),
-            ..RunOptions::incremental()
-        })
+    fx.exec(&format!(
+        "{INSERT} (2, 'bob@example.com', 'pro', 'DE', 'Bob', '2026-03-02T11:00:00Z')"
+    ))
+    .await;
+    let full_refresh = |upper: &str| RunOptions {
+        kind: RunKind::FullRefresh,
+        upper: Some(ts(upper)),
+        ..RunOptions::incremental()
+    };
+    let r = fx.run_with(full_refresh("2026-03-02T12:00:00Z")).await;
+    assert_eq!(no_versions(&r), (1, 0, 1), "{r:?}");
+    fx.exec("UPDATE src_customers SET is_deleted = false, updated_at = '2026-03-02T10:40:00Z' WHERE customer_id = 1")
         .await;
-    assert_eq!(no_versions(&r), (0, 0, 1), "{r:?}");
-    fx.exec("UPDATE src_customers SET is_deleted = false, updated_at = '2026-03-02T12:30:00Z'")
-        .await;
-    let r = fx.run("2026-03-02T13:00:00Z").await;
+    let r = fx.run_with(full_refresh("2026-03-02T13:00:00Z")).await;
     assert_eq!((no_versions(&r), r.type1_updates), ((1, 0, 0), 0), "{r:?}");
     assert_eq!(column_of(&mut fx, "1", "is_current").await, some(&["false", "true"]));
     assert_eq!(column_of(&mut fx, "1", "name").await, some(&["Annie", "Annie"]));
