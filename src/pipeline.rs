@@ -460,25 +460,50 @@ impl Session {
     async fn open_checked(plan: &Plan, target: Access, need: Need) -> Result<Session, Error> {
         let access = target;
         crate::db::refuse_unwritable(&plan.target.url, target)?;
-        let mut source = open_source(plan).await?;
-        let layout = async {
-            let schema = SourceSchema::load(&mut source, &plan.source.relation).await?;
-            Ok::<_, Error>(schema.layout(plan, plan.target.url.backend)?)
-        }
-        .await;
-        let layout = match layout {
-            Ok(l) => l,
-            Err(e) => {
-                let _ = source.close().await;
-                return Err(e);
+        let source_side = async {
+            let mut source = open_source(plan).await?;
+            let layout = async {
+                let schema = SourceSchema::load(&mut source, &plan.source.relation).await?;
+                Ok::<_, Error>(schema.layout(plan, plan.target.url.backend)?)
+            }
+            .await;
+            match layout {
+                Ok(l) => Ok((source, l)),
+                Err(e) => {
+                    let _ = source.close().await;
+                    Err(e)
+                }
             }
         };
         let deferred = (target == Access::Create && crate::db::file_not_there_yet(&plan.target.url))
             .then(|| plan.target.url.clone());
-        let target = match &deferred {
-            Some(url) => Conn::open_empty(url).await.map_err(Error::from),
-            None => open_target(plan, target, need).await,
+        let new_file = deferred.clone();
+        let target_side = async move {
+            match new_file {
+                Some(url) => Conn::open_empty(&url).await.map_err(Error::from),
+                None => open_target(plan, target, need).await,
+            }
         };
+        // Both databases are reached at once: each connection's round trips hide behind
+        // the other's. The source's error comes first, as if it had been reached alone: a
+        // target still connecting is given up rather than waited for.
+        let (mut source_side, mut target_side) = (std::pin::pin!(source_side), std::pin::pin!(target_side));
+        let (source_side, target) = tokio::select! {
+            s = &mut source_side => match s {
+                Ok(s) => (s, target_side.await),
+                Err(e) => return Err(e),
+            },
+            t = &mut target_side => match source_side.await {
+                Ok(s) => (s, t),
+                Err(e) => {
+                    if let Ok(t) = t {
+                        let _ = t.close().await;
+                    }
+                    return Err(e);
+                }
+            },
+        };
+        let (source, layout) = source_side;
         let target = match target {
             Ok(t) => t,
             Err(e) => {
