@@ -113,14 +113,18 @@ RETURNING {{ keys|cols("dimlog_s") }}, dimlog_s.valid_from
 SELECT {% for k in key_names %}{{ k }}::text, {% endfor %}{{ "valid_from"|pgts }} FROM dimlog_dropped
 {# Restored keys (spec 1.4, "Revival"; history = "latest", where a staged row is the key's
    state now). For each staged key with a tombstone in its history: its newest effective
-   row, the newest tombstone, and the first row after that tombstone (the key's return).
-   The three statements below settle a staged live row stamped behind its key's tombstone
-   once, against this summary, before classify compares anything. #}
+   row, the newest tombstone, and the first row after that tombstone (the key's return)
+   if it was logged after the tombstone: a version logged before a late tombstone (a
+   delete whose stamp moved back behind it) is no return, and a reread of that delete is
+   one P already holds, not the key's state after a return. The three statements below
+   settle a staged live row stamped behind its key's tombstone once, against this
+   summary, before classify compares anything. #}
 -- statement: restored
 CREATE TEMP TABLE dimlog_restored ON COMMIT DROP AS
 WITH dimlog_ordered AS {{ reused() }} (
     SELECT dimlog_h.*,
            LAG(dimlog_h.is_deleted) OVER (PARTITION BY {{ keys|cols("dimlog_h") }} ORDER BY dimlog_h.valid_from) AS dimlog_after_tombstone,
+           LAG(dimlog_h.log_id) OVER (PARTITION BY {{ keys|cols("dimlog_h") }} ORDER BY dimlog_h.valid_from) AS dimlog_before_log_id,
            ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_h") }} ORDER BY dimlog_h.valid_from DESC) AS dimlog_rn
     FROM dimlog_history dimlog_h
     {# Only keys with a tombstone can be restored: the window functions sort those alone
@@ -130,7 +134,7 @@ WITH dimlog_ordered AS {{ reused() }} (
 dimlog_marks AS (
     SELECT {{ keys|cols }},
            MAX(CASE WHEN is_deleted THEN valid_from END) AS dimlog_tombstone_at,
-           MAX(CASE WHEN NOT is_deleted AND dimlog_after_tombstone THEN valid_from END) AS dimlog_return_at
+           MAX(CASE WHEN NOT is_deleted AND dimlog_after_tombstone AND log_id > dimlog_before_log_id THEN valid_from END) AS dimlog_return_at
     FROM dimlog_ordered
     GROUP BY {{ keys|cols }}
     HAVING bool_or(is_deleted)

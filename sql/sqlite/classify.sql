@@ -240,9 +240,12 @@ SELECT count(*) FROM dimlog_stale
 {# Not needed on this engine: `classify` reads the log, and looks the carried-over versions' hashes up in `dimlog_stale`; the rebuild reads the log after the append. #}
 {# Restored keys (spec 1.4, "Revival"; history = "latest", where a staged row is the key's
    state now). For each staged key with a tombstone in its history: its newest effective
-   row, the newest tombstone, and the first row after that tombstone (the key's return).
-   The three statements below settle a staged live row stamped behind its key's tombstone
-   once, against this summary, before classify compares anything. #}
+   row, the newest tombstone, and the first row after that tombstone (the key's return)
+   if it was logged after the tombstone: a version logged before a late tombstone (a
+   delete whose stamp moved back behind it) is no return, and a reread of that delete is
+   one P already holds, not the key's state after a return. The three statements below
+   settle a staged live row stamped behind its key's tombstone once, against this
+   summary, before classify compares anything. #}
 -- statement: restored
 CREATE TEMP TABLE dimlog_restored AS
 WITH dimlog_staged_keys AS (
@@ -250,7 +253,7 @@ WITH dimlog_staged_keys AS (
 ),
 dimlog_effective AS (
     SELECT * FROM (
-        SELECT {{ keys|cols("dimlog_l") }}{% for c in t1 %}, dimlog_l.{{ c }}{% endfor %}, dimlog_l.valid_from, dimlog_l.is_deleted, dimlog_l.row_hash,
+        SELECT {{ keys|cols("dimlog_l") }}{% for c in t1 %}, dimlog_l.{{ c }}{% endfor %}, dimlog_l.valid_from, dimlog_l.is_deleted, dimlog_l.row_hash, dimlog_l.log_id,
                ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_l") }}, dimlog_l.valid_from ORDER BY dimlog_l.log_id DESC) AS dimlog_rn
         FROM dimlog_staged_keys dimlog_t
         CROSS JOIN {{ log }} dimlog_l ON {{ keys|eqs("dimlog_l", "dimlog_t") }}
@@ -261,13 +264,14 @@ dimlog_effective AS (
 dimlog_ordered AS (
     SELECT dimlog_e.*,
            LAG(dimlog_e.is_deleted) OVER (PARTITION BY {{ keys|cols("dimlog_e") }} ORDER BY dimlog_e.valid_from) AS dimlog_after_tombstone,
+           LAG(dimlog_e.log_id) OVER (PARTITION BY {{ keys|cols("dimlog_e") }} ORDER BY dimlog_e.valid_from) AS dimlog_before_log_id,
            ROW_NUMBER() OVER (PARTITION BY {{ keys|cols("dimlog_e") }} ORDER BY dimlog_e.valid_from DESC) AS dimlog_newest_rn
     FROM dimlog_effective dimlog_e
 ),
 dimlog_marks AS (
     SELECT {{ keys|cols }},
            MAX(CASE WHEN is_deleted THEN valid_from END) AS dimlog_tombstone_at,
-           MAX(CASE WHEN NOT is_deleted AND dimlog_after_tombstone THEN valid_from END) AS dimlog_return_at
+           MAX(CASE WHEN NOT is_deleted AND dimlog_after_tombstone AND log_id > dimlog_before_log_id THEN valid_from END) AS dimlog_return_at
     FROM dimlog_ordered
     GROUP BY {{ keys|cols }}
     HAVING MAX(CASE WHEN is_deleted THEN valid_from END) IS NOT NULL

@@ -25,6 +25,7 @@ on_both_backends!(
     a_delete_stamped_between_the_tombstone_and_the_revival_is_the_state_now,
     a_change_feed_keeps_an_earlier_row_as_a_late_version,
     reconciliation_loads_a_key_stamped_behind_the_window,
+    a_late_delete_read_again_appends_nothing,
 );
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
@@ -610,4 +611,36 @@ async fn reconciliation_closes_a_key_flagged_deleted_behind_every_window(mut fx:
     assert_eq!(fx.count("customer_versions").await, log_rows, "{}", fx.dump_log().await);
     fx.assert_dimension_derives_from_log().await;
     assert_verify_passes(&fx, true);
+}
+
+/// A key's row flagged deleted with its stamp moved back behind the key's newest version
+/// (found by the new-user trial): the delete is a late tombstone at its own time, and the
+/// version after it stays (spec 1.4). Read again, by the same run repeated or by the next
+/// run's lookback, it is a delete already logged and appends nothing: the version logged
+/// before the tombstone is no return of the key after it.
+async fn a_late_delete_read_again_appends_nothing(mut fx: Fixture) {
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-02T09:30:00Z").await;
+    fx.exec("UPDATE src_customers SET tier = 'pro', updated_at = '2026-03-02T10:00:00Z'")
+        .await;
+    assert_eq!(fx.run("2026-03-02T10:05:00Z").await.counts.versions, 1);
+    fx.exec("UPDATE src_customers SET is_deleted = true, updated_at = '2026-03-02T09:59:30Z'")
+        .await;
+    let r = fx.run("2026-03-02T10:10:00Z").await;
+    assert_eq!((r.counts.tombstones, r.counts.versions), (1, 0), "{r:?}");
+    let rows = rows_of(&mut fx, "1").await;
+    let log_rows = fx.count("customer_versions").await;
+    for upper in ["2026-03-02T10:10:00Z", "2026-03-02T10:12:00Z"] {
+        let r = fx.run(upper).await;
+        assert_eq!(
+            (r.counts.rows_read, r.counts.tombstones, r.counts.versions),
+            (1, 0, 0),
+            "read again at {upper}: {r:?}"
+        );
+        assert_eq!(rows_of(&mut fx, "1").await, rows, "at {upper}");
+        assert_eq!(fx.count("customer_versions").await, log_rows, "at {upper}");
+    }
 }
