@@ -477,9 +477,9 @@ impl Session {
         };
         let deferred = (target == Access::Create && crate::db::file_not_there_yet(&plan.target.url))
             .then(|| plan.target.url.clone());
-        let new_file = deferred.clone();
+        let deferred_url = deferred.clone();
         let target_side = async move {
-            match new_file {
+            match deferred_url {
                 Some(url) => Conn::open_empty(&url).await.map_err(Error::from),
                 None => open_target(plan, target, need).await,
             }
