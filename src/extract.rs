@@ -800,6 +800,15 @@ pub async fn source_oldest(
     earliest_or_latest(conn, plan, layout, std::cmp::Ordering::Less, zones).await
 }
 
+/// Whether a first load's read from `conn` (a window with no lower bound) makes the
+/// checks [`source_oldest`] does as it goes: an engine whose change values are each read
+/// by dimlog's rule ([`ChangeTime::ByValue`]) reads every row then, and parses every
+/// value, so a time without a zone or a value with no instant fails that read too, and a
+/// read of nothing from a source with rows is one whose upper bound is before them all.
+pub fn first_read_checks_every_change(conn: &Conn, layout: &Layout) -> bool {
+    conn.dialect().change_time(layout.updated_at_kind) == ChangeTime::ByValue
+}
+
 /// A change value read with its row's key: its instant, or the error naming both.
 pub(crate) fn parse_with_key(plan: &Plan, text: &str, key: &[Option<String>]) -> Result<Micros, ExtractError> {
     Micros::parse_change(text, plan.source.timezone.as_ref())

@@ -435,6 +435,22 @@ impl Session {
         Ok(())
     }
 
+    /// Drops the file [`Session::create_target_aside`] built, whatever is in it, and
+    /// leaves the target to be created (a no-op when no file is being built): for a
+    /// first load refused after its read, as it would have been before anything was
+    /// created (see [`run`]).
+    async fn discard_new_target(&mut self, plan: &Plan) -> Result<(), Error> {
+        let Some(file) = self.new_file.take() else {
+            return Ok(());
+        };
+        let stand_in = Conn::open_empty(&plan.target.url).await?;
+        let building = std::mem::replace(&mut self.target, stand_in);
+        let _ = building.close().await;
+        file.discard();
+        self.deferred = Some(plan.target.url.clone());
+        Ok(())
+    }
+
     /// Refuses a SQLite change column holding times without a zone when
     /// `source.timezone` is not set ([`extract::check_zone`]): `init` and a backfill check
     /// it before they create the tables, as [`run`] does on a never-loaded target.
@@ -800,9 +816,12 @@ pub async fn run(
         inner: observer,
         rows: Default::default(),
     };
+    // Set when the run is refused after its read for what the pre-pass it skipped would
+    // have refused before creating anything: the file it built is dropped.
+    let mut refused = false;
     let outcome = session
         .interruptible(plan, opts.interrupt.as_ref(), async |s: &mut Session| {
-            run_to_the_end(s, plan, opts, observer, started, &mut bounds).await
+            run_to_the_end(s, plan, opts, observer, started, (&mut bounds, &mut refused)).await
         })
         .await;
     if outcome.is_err() {
@@ -825,7 +844,12 @@ pub async fn run(
             tracing::info!("could not record the interrupted run: {failed}");
         }
     }
-    match (outcome, session.put_new_target_in_place(plan).await) {
+    let placed = if refused {
+        session.discard_new_target(plan).await
+    } else {
+        session.put_new_target_in_place(plan).await
+    };
+    match (outcome, placed) {
         (Ok(report), Ok(())) => Ok(report),
         (Ok(_), Err(e)) => Err(e),
         (Err(e), placed) => {
@@ -844,7 +868,7 @@ async fn run_to_the_end(
     opts: &RunOptions,
     observer: &CountingRows<'_>,
     started: Micros,
-    bounds: &mut RunBounds,
+    (bounds, refused): (&mut RunBounds, &mut bool),
 ) -> Result<RunReport, Error> {
     session
         .under_lock(plan, opts.wait, async |session: &mut Session| {
@@ -880,15 +904,28 @@ async fn run_to_the_end(
             // And a first load whose upper bound is before the source's oldest row (read
             // in the same pass over the change column as the zones).
             let first_window_checked = never_loaded && source_clock.is_some();
-            if let (true, Some(clock)) = (first_window_checked, source_clock) {
+            // That pass costs a scan of the source. Where the first load's own read makes
+            // the same checks as it goes (it reads every row's change value by dimlog's
+            // rule) into a file nobody sees yet, the pass is left for a read that fails or
+            // reads nothing, and gives its refusal then, the file dropped.
+            let first_window = source_clock.map(|clock| {
                 let upper = opts.upper.unwrap_or(clock.plus(-plan.source.safety_lag_micros));
                 let zones = if zone_unchecked {
                     extract::Zones::Check
                 } else {
                     extract::Zones::Checked
                 };
-                check_first_window(session, plan, (upper, clock, opts.upper.is_some()), zones).await?;
-            } else if zone_unchecked {
+                ((upper, clock, opts.upper.is_some()), zones)
+            });
+            let check_after_reading = first_window_checked
+                && session.target_deferred()
+                && session
+                    .source
+                    .as_ref()
+                    .is_some_and(|source| extract::first_read_checks_every_change(source, &session.layout));
+            if let (true, false, Some((bounds, zones))) = (first_window_checked, check_after_reading, first_window) {
+                check_first_window(session, plan, bounds, zones).await?;
+            } else if zone_unchecked && !check_after_reading {
                 session.check_zone(plan).await?;
             }
             // A dry run writes nothing, not even the tables or a SQLite file: it creates the
@@ -960,8 +997,23 @@ async fn run_to_the_end(
                 in_transaction,
             )
             .await;
+            let loaded = match (loaded, first_window) {
+                (Ok(report), Some((bounds, zones))) if check_after_reading && report.counts.rows_read == 0 => {
+                    refusal_after_reading(session, plan, bounds, zones, refused)
+                        .await
+                        .map_or(Ok(report), Err)
+                }
+                (Err(e), Some((bounds, zones))) if check_after_reading && !matches!(e, Error::Interrupted { .. }) => {
+                    session.target.rollback().await;
+                    Err(refusal_after_reading(session, plan, bounds, zones, refused)
+                        .await
+                        .unwrap_or(e))
+                }
+                (loaded, _) => loaded,
+            };
             match loaded {
                 Ok(report) => Ok(report),
+                Err(e) if *refused => Err(e),
                 Err(e) => {
                     session.target.rollback().await;
                     // A crash simulated after commit has nothing to record: the run committed.
@@ -1759,6 +1811,25 @@ async fn check_first_window(
     let oldest = extract::source_oldest(source, plan, &session.layout, zones).await?;
     extract::check_first_window(plan, upper, clock, explicit_upper, oldest).map_err(extract::ExtractError::from)?;
     Ok(())
+}
+
+/// The refusal [`check_first_window`] gives a first load whose read failed or read
+/// nothing, if any (then `refused` is set); its own failure to read is no refusal, and
+/// leaves the read's outcome as it was.
+async fn refusal_after_reading(
+    session: &mut Session,
+    plan: &Plan,
+    bounds: (Micros, Micros, bool),
+    zones: extract::Zones,
+    refused: &mut bool,
+) -> Option<Error> {
+    match check_first_window(session, plan, bounds, zones).await {
+        Err(e) if matches!(&e, Error::Extract(x) if !matches!(x, extract::ExtractError::Db(_))) => {
+            *refused = true;
+            Some(e)
+        }
+        _ => None,
+    }
 }
 
 /// Streams the window from the source into the staging table (created by

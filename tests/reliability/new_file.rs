@@ -213,3 +213,106 @@ async fn a_target_name_too_long_for_sqlites_own_files_is_refused_up_front() {
     assert_eq!(loaded.code, Some(0), "{loaded:?}");
     assert_eq!(outcome(&fits).await, ("wal".to_string(), 3, "succeeded".to_string()));
 }
+
+/// A first load refused for its change column (a time without a zone, a value that is no
+/// instant, wherever the row lies among many) or because its upper bound is before every
+/// row leaves no file, dry run or not, and says what it says on a target that exists: a
+/// zone is a config error (exit 2) found before any other fault of the column; a value
+/// with no instant names its key (exit 1). A load that reads one row among many after its
+/// upper bound is no refusal. Then the fixed source loads. (The first load's
+/// read makes these checks as it goes, into a file it drops when they refuse it.)
+#[tokio::test]
+async fn a_first_load_refused_for_its_change_column_leaves_no_file() {
+    let (mut fx, own) = new_target().await;
+    let config = fx.config_path();
+    fx.create_source_table("src_checked", true, false).await;
+    fx.set_setting("table", "\"src_checked\"");
+    const ROWS: i64 = 300;
+    let good = "2026-03-02T09:00:00Z";
+    // (The faults: key and value; the exit code, JSON kind and words the refusal has.)
+    type Case = (Vec<(i64, Option<&'static str>)>, i32, &'static str, Vec<&'static str>);
+    let mut cases: Vec<Case> = Vec::new();
+    for at in [1, ROWS / 2, ROWS] {
+        for zone_less in ["2026-03-02 09:00:00", "2026-03-02T09:00:00", "2026-03-02"] {
+            cases.push((
+                vec![(at, Some(zone_less))],
+                2,
+                "config",
+                vec!["source.timezone", zone_less],
+            ));
+        }
+        for no_instant in [
+            "garbage",
+            "",
+            "2026-13-45T99:00:00Z",
+            "2026-02-30T09:00:00Z",
+            "Infinity",
+        ] {
+            let key: &'static str = Box::leak(at.to_string().into_boxed_str());
+            cases.push((vec![(at, Some(no_instant))], 1, "source", vec!["updated_at", key]));
+        }
+        // A value with no instant before a time without a zone, or a NULL: the zone first.
+        let before = if at == 1 { ROWS } else { 1 };
+        for other in [Some("garbage"), None] {
+            cases.push((
+                vec![(before, other), (at, Some("2026-03-02 09:00:00"))],
+                2,
+                "config",
+                vec!["source.timezone"],
+            ));
+        }
+        // One row in the window, the others after the upper bound: no refusal.
+        cases.push((vec![(at, Some(good))], 0, "", vec![]));
+    }
+    // Every row after the upper bound: the first load would read nothing.
+    cases.push((vec![], 2, "window", vec!["oldest", "2026-03-02T11:00:00"]));
+    for (faults, code, kind, words) in cases {
+        let late = code == 0 || faults.is_empty();
+        let stamp = if late { "2026-03-02T11:00:00Z" } else { good };
+        fx.exec(&format!(
+            "DELETE FROM src_checked;
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {ROWS})
+             INSERT INTO src_checked (customer_id, email, tier, country, updated_at)
+             SELECT i, 'user' || i || '@example.com', 'pro', 'FR', '{stamp}' FROM n"
+        ))
+        .await;
+        for (key, value) in &faults {
+            let value = value.map_or("NULL".to_string(), |v| format!("'{v}'"));
+            fx.exec(&format!(
+                "UPDATE src_checked SET updated_at = {value} WHERE customer_id = {key}"
+            ))
+            .await;
+        }
+        for dry in [false, true] {
+            let mut args = vec!["run", "--json", "--upper", UPPER];
+            if dry {
+                args.push("--dry-run");
+            }
+            let out = cli::run(&config, &args);
+            let what = format!("{faults:?}{}", if dry { " (dry run)" } else { "" });
+            assert!(!building(&own).exists(), "{what}: the building file is left behind");
+            if code == 0 {
+                assert_eq!(out.code, Some(0), "{what}: {out:?}");
+                continue;
+            }
+            assert_eq!(out.code, Some(code), "{what}: {out:?}");
+            assert!(!own.exists(), "{what}: the refused first load left a target: {out:?}");
+            let json: serde_json::Value =
+                serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{what}: {e}: {out:?}"));
+            assert_eq!(json["error"]["kind"], kind, "{what}: {json}");
+            let message = json["error"]["message"].as_str().unwrap_or_default();
+            for word in &words {
+                assert!(message.contains(word), "{what}: {word:?} missing: {message}");
+            }
+        }
+        if code == 0 {
+            // A load that read the one row in the window: the file is there (and goes).
+            assert_eq!(outcome(&own).await, ("wal".to_string(), 1, "succeeded".to_string()));
+            std::fs::remove_file(&own).unwrap();
+        }
+    }
+    fx.exec(&format!("UPDATE src_checked SET updated_at = '{good}'")).await;
+    let loaded = cli::run(&config, &["run", "--upper", UPPER]);
+    assert_eq!(loaded.code, Some(0), "{loaded:?}");
+    assert_eq!(outcome(&own).await, ("wal".to_string(), ROWS, "succeeded".to_string()));
+}
