@@ -63,17 +63,17 @@ fn url_for_file(flag: &str, raw: &str, config_dir: &Path) -> Result<(String, boo
                 "{flag} {raw:?}: give the path of a SQLite file, e.g. sqlite://source.db"
             )));
         }
-        let full = absolute(Path::new(path))?;
+        let file = crate::db::url::sqlite_file_of(path).map_err(|_| {
+            Error::Usage(format!(
+                "{flag} {raw:?}: the path is not UTF-8 once its %-escapes are decoded"
+            ))
+        })?;
+        let full = absolute(&file)?;
         let shown = match full.strip_prefix(config_dir) {
             Ok(rel) if !rel.as_os_str().is_empty() => rel.to_path_buf(),
             _ => full,
         };
-        let mut url = format!("sqlite://{}", shown.display());
-        if let Some(q) = query {
-            url.push('?');
-            url.push_str(q);
-        }
-        return Ok(crate::secret::strip(&url));
+        return Ok(crate::secret::strip(&crate::db::url::sqlite_url_of(&shown, query)));
     }
     Ok(crate::secret::strip(raw))
 }

@@ -4,6 +4,31 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, CONTROLS};
+
+/// What a SQLite URL's path may not hold as it is: sqlx cuts the URL at `?` and decodes
+/// `%xx` when it opens the file, and `#` begins a fragment for URL parsers.
+const SQLITE_PATH_ESCAPES: &AsciiSet = &CONTROLS.add(b'%').add(b'?').add(b'#');
+
+/// The file a SQLite URL's path names: its `%xx` escapes decoded, as sqlx decodes them
+/// when it opens the file, so that dimlog and SQLite mean one file by it.
+pub fn sqlite_file_of(path: &str) -> Result<PathBuf, std::str::Utf8Error> {
+    Ok(PathBuf::from(percent_decode_str(path).decode_utf8()?.into_owned()))
+}
+
+/// The `sqlite://` URL of `file` (and `query`), escaped so that sqlx opens that very file.
+pub fn sqlite_url_of(file: &Path, query: Option<&str>) -> String {
+    let mut url = format!(
+        "sqlite://{}",
+        utf8_percent_encode(&file.to_string_lossy(), SQLITE_PATH_ESCAPES)
+    );
+    if let Some(q) = query {
+        url.push('?');
+        url.push_str(q);
+    }
+    url
+}
+
 /// A URL that cannot be used, naming the setting it came from and the fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("setting `{setting}`: {message}")]
@@ -129,22 +154,25 @@ impl DbUrl {
                     "the SQLite URL has no file path, e.g. sqlite://warehouse.db",
                 ));
             }
-            let mut full = if path == ":memory:" || Path::new(path).is_absolute() {
-                PathBuf::from(path)
+            let file = sqlite_file_of(path).map_err(|_| {
+                UrlError::new(
+                    setting,
+                    "the SQLite file path is not UTF-8 once its %-escapes are decoded: write the path as it is, with %25 for a % sign",
+                )
+            })?;
+            let full = if path == ":memory:" || file.is_absolute() {
+                file
             } else {
                 match base {
-                    Some(b) => b.join(path),
-                    None => PathBuf::from(path),
+                    Some(b) => b.join(&file),
+                    None => file,
                 }
             };
-            if full.as_os_str().is_empty() {
-                full = PathBuf::from(path);
-            }
-            let mut url = format!("sqlite://{}", full.display());
-            if let Some(q) = query {
-                url.push('?');
-                url.push_str(q);
-            }
+            let url = if path == ":memory:" {
+                format!("sqlite://{path}{}", query.map(|q| format!("?{q}")).unwrap_or_default())
+            } else {
+                sqlite_url_of(&full, query)
+            };
             return Ok(DbUrl {
                 shown: redact(&url),
                 url,
@@ -200,10 +228,11 @@ impl DbUrl {
         sqlx::Error::Configuration(shown.into())
     }
 
-    /// The SQLite file path, for `sqlite://` URLs.
+    /// The SQLite file path, for `sqlite://` URLs: the file sqlx opens for this URL.
     pub fn sqlite_path(&self) -> Option<PathBuf> {
         let rest = self.url.strip_prefix("sqlite://")?;
-        Some(PathBuf::from(rest.split('?').next().unwrap_or(rest)))
+        let path = rest.split('?').next().unwrap_or(rest);
+        Some(PathBuf::from(percent_decode_str(path).decode_utf8_lossy().into_owned()))
     }
 }
 
@@ -289,6 +318,49 @@ pub fn same_database(a: &DbUrl, b: &DbUrl) -> bool {
                 (Some(x), Some(y)) => x == y,
                 _ => a.expose() == b.expose(),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{sqlite_url_of, DbUrl};
+    use sqlx::sqlite::SqliteConnectOptions;
+    use std::path::{Path, PathBuf};
+    use std::str::FromStr;
+
+    /// The file sqlx opens for `url`.
+    fn sqlx_file(url: &str) -> PathBuf {
+        SqliteConnectOptions::from_str(url)
+            .expect("sqlx parses the URL")
+            .get_filename()
+            .to_path_buf()
+    }
+
+    proptest::proptest! {
+        /// Whatever a config's SQLite path holds (escapes, `%` signs that are none, spaces,
+        /// `#`, letters of any script), dimlog's file is the one sqlx opens for the URL, as
+        /// it was written and as dimlog keeps it.
+        #[test]
+        fn dimlog_and_sqlx_mean_one_file_by_a_sqlite_url(
+            path in "(/[a-z]{0,3})?([a-zA-Z0-9 é#_.-]|%20|%25|%3F|%3f|%23|%zz|%|%2)+",
+            query in proptest::option::of("mode=rwc"),
+        ) {
+            let written = format!("sqlite://{path}{}", query.as_ref().map(|q| format!("?{q}")).unwrap_or_default());
+            let base = Path::new("/cfg dir%/x?y#");
+            let url = DbUrl::parse("target.url", &written, Some(base)).expect("a SQLite URL");
+            let kept = url.sqlite_path().expect("a file");
+            proptest::prop_assert_eq!(&kept, &sqlx_file(url.expose()));
+            let as_written = sqlx_file(&written);
+            let expected = if as_written.is_absolute() { as_written } else { base.join(as_written) };
+            proptest::prop_assert_eq!(kept, expected);
+        }
+
+        /// The URL dimlog writes for a file opens that file.
+        #[test]
+        fn the_url_of_a_file_opens_it(name in "[a-zA-Z0-9 %?#é_.-]{1,20}") {
+            let file = Path::new("/data").join(&name);
+            proptest::prop_assert_eq!(sqlx_file(&sqlite_url_of(&file, None)), file);
         }
     }
 }

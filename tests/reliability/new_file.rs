@@ -316,3 +316,67 @@ async fn a_first_load_refused_for_its_change_column_leaves_no_file() {
     assert_eq!(loaded.code, Some(0), "{loaded:?}");
     assert_eq!(outcome(&own).await, ("wal".to_string(), ROWS, "succeeded".to_string()));
 }
+
+/// A target file's name written with URL escapes (`%20`), or in a folder whose name has
+/// `%`, `#` or `?` in it, names one file for every command: the first load's, the next
+/// run's (an incremental one, with the first's history), `status`'s and `doctor`'s.
+#[tokio::test]
+async fn a_target_path_with_url_escapes_names_one_file() {
+    let (mut fx, own) = new_target().await;
+    let config = fx.config_path();
+    let odd = fx.dir().join("a%b #c?d");
+    std::fs::create_dir(&odd).unwrap();
+    let escaped = |s: &str| s.replace('%', "%25").replace('#', "%23").replace('?', "%3F");
+    // (Written as a config holds them: the escapes decoded, the files named so.)
+    let cases = [
+        ("w%20h.db".to_string(), fx.dir().join("w h.db")),
+        (
+            format!("{}/x%2525.db", escaped(&odd.display().to_string())),
+            odd.join("x%25.db"),
+        ),
+    ];
+    let mut previous = format!("sqlite://{}", own.display());
+    for (written, file) in cases {
+        let url = format!("sqlite://{written}");
+        fx.edit_config(&previous, &url);
+        previous = url;
+        let before: Vec<_> = std::fs::read_dir(file.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        let first = cli::run(&config, &["run", "--upper", UPPER]);
+        assert_eq!(first.code, Some(0), "{written}: {first:?}");
+        assert_eq!(
+            outcome(&file).await,
+            ("wal".to_string(), 3, "succeeded".to_string()),
+            "{written}"
+        );
+        for command in [&["status"][..], &["doctor"][..], &["verify"][..]] {
+            let out = cli::run(&config, command);
+            assert_eq!(out.code, Some(0), "{written}: {command:?}: {out:?}");
+        }
+        fx.exec("UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-02T10:30:00Z' WHERE customer_id = 1")
+            .await;
+        let next = cli::run(&config, &["run", "--json", "--upper", "2026-03-02T11:00:00Z"]);
+        assert_eq!(next.code, Some(0), "{written}: {next:?}");
+        let report: serde_json::Value = serde_json::from_str(&next.stdout).unwrap();
+        assert_eq!(
+            report["watermark_before"], "2026-03-02T09:20:00.000000Z",
+            "{written}: not incremental: {report}"
+        );
+        assert_eq!(report["versions"], 1, "{written}: {report}");
+        assert_eq!(
+            outcome(&file).await,
+            ("wal".to_string(), 4, "succeeded".to_string()),
+            "{written}"
+        );
+        let after: Vec<_> = std::fs::read_dir(file.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        let new: Vec<_> = after.iter().filter(|n| !before.contains(n)).collect();
+        assert_eq!(new, vec![file.file_name().unwrap()], "{written}: files made: {after:?}");
+        fx.exec("UPDATE src_customers SET tier = 'free', updated_at = '2026-03-02T09:00:00Z' WHERE customer_id = 1")
+            .await;
+    }
+}
