@@ -66,10 +66,12 @@ pub enum ExtractError {
     #[error(transparent)]
     Window(#[from] WindowError),
     /// A source value that is not UTF-8 text: it could not be loaded unchanged.
-    #[error("source column `{column}` of key ({key}) holds text that is not valid UTF-8 (bytes {bytes}); dimlog loads text unchanged or not at all: fix the value at the source, or declare the column BLOB (or cast it to BLOB in source.query) to load it as bytes")]
+    #[error("source column `{column}` of key ({key}) holds text that is not valid UTF-8 (bytes {bytes}); dimlog loads text unchanged or not at all: {fix}")]
     NotUtf8 {
         /// The column.
         column: String,
+        /// What to do: a change column must hold a time; another may be loaded as bytes.
+        fix: &'static str,
         /// The key of the row, as text.
         key: String,
         /// The first bytes of the value, in hex.
@@ -877,6 +879,7 @@ async fn earliest_or_latest(
                     .chain(layout.keys.iter().map(|c| c.bare.clone()))
                     .collect(),
                 key_count: layout.keys.len(),
+                change_at: Some(0),
             };
             Err(selected.not_utf8(&key[1..], column, &bytes))
         }
@@ -980,6 +983,8 @@ pub type RowBatches = mpsc::Receiver<Result<Vec<SourceRow>, ExtractError>>;
 struct Selected {
     names: Vec<String>,
     key_count: usize,
+    /// Where the change column is among `names`, if it is read.
+    change_at: Option<usize>,
 }
 
 impl Selected {
@@ -997,6 +1002,11 @@ impl Selected {
         crate::db::push_hex(&mut hex, &bytes[..bytes.len().min(32)]);
         ExtractError::NotUtf8 {
             column: self.names.get(column).cloned().unwrap_or_default(),
+            fix: if self.change_at == Some(column) {
+                "the change column (source.updated_at) must hold a time: fix the value at the source, or leave the row out with source.query"
+            } else {
+                "fix the value at the source, or declare the column BLOB (or cast it to BLOB in source.query) to load it as bytes"
+            },
             key: key
                 .iter()
                 .take(self.key_count)
@@ -1163,6 +1173,7 @@ impl WindowRead {
         }
         params.push(Param::Ts(window.high));
         let mut names: Vec<String> = layout.read_columns().iter().map(|c| c.bare.clone()).collect();
+        let change_at = Some(names.len());
         names.push(plan.source.updated_at.name().into());
         names.extend(plan.source.deleted_flag.iter().map(|d| d.name().to_string()));
         Ok(WindowRead {
@@ -1171,6 +1182,7 @@ impl WindowRead {
             selected: Selected {
                 names,
                 key_count: layout.keys.len(),
+                change_at,
             },
         })
     }
@@ -1211,6 +1223,7 @@ pub fn spawn_key_reader(
     let selected = Selected {
         names,
         key_count: layout.keys.len(),
+        change_at: None,
     };
     Ok(spawn_stream(conn, sql, Vec::new(), selected))
 }

@@ -917,6 +917,8 @@ async fn run_to_the_end(
                 };
                 ((upper, clock, opts.upper.is_some()), zones)
             });
+            // (A first load into a new SQLite file, which nobody sees until the run ends.)
+            let into_new_file = session.target_deferred() && !opts.dry_run;
             let check_after_reading = first_window_checked
                 && session.target_deferred()
                 && session
@@ -1011,6 +1013,11 @@ async fn run_to_the_end(
                 }
                 (loaded, _) => loaded,
             };
+            // A NULL change column (found before the read) is the column's fault too: as
+            // refused, it leaves no new file.
+            if into_new_file && matches!(loaded, Err(Error::Extract(extract::ExtractError::NullUpdatedAt { .. }))) {
+                *refused = true;
+            }
             match loaded {
                 Ok(report) => Ok(report),
                 Err(e) if *refused => Err(e),

@@ -215,7 +215,7 @@ async fn a_target_name_too_long_for_sqlites_own_files_is_refused_up_front() {
 }
 
 /// A first load refused for its change column (a time without a zone, a value that is no
-/// instant, wherever the row lies among many) or because its upper bound is before every
+/// instant or not UTF-8, a NULL, wherever the row lies among many) or because its upper bound is before every
 /// row leaves no file, dry run or not, and says what it says on a target that exists: a
 /// zone is a config error (exit 2) found before any other fault of the column; a value
 /// with no instant names its key (exit 1). A load that reads one row among many after its
@@ -251,6 +251,16 @@ async fn a_first_load_refused_for_its_change_column_leaves_no_file() {
             let key: &'static str = Box::leak(at.to_string().into_boxed_str());
             cases.push((vec![(at, Some(no_instant))], 1, "source", vec!["updated_at", key]));
         }
+        // A NULL alone (found before the read).
+        let key: &'static str = Box::leak(at.to_string().into_boxed_str());
+        cases.push((vec![(at, None)], 1, "source", vec!["NULL", "source.updated_at", key]));
+        // Text that is not UTF-8 (written as SQL, not quoted).
+        cases.push((
+            vec![(at, Some("CAST(X'FF00FE' AS TEXT)"))],
+            1,
+            "source",
+            vec!["not valid UTF-8", "must hold a time", key],
+        ));
         // A value with no instant before a time without a zone, or a NULL: the zone first.
         let before = if at == 1 { ROWS } else { 1 };
         for other in [Some("garbage"), None] {
@@ -277,7 +287,11 @@ async fn a_first_load_refused_for_its_change_column_leaves_no_file() {
         ))
         .await;
         for (key, value) in &faults {
-            let value = value.map_or("NULL".to_string(), |v| format!("'{v}'"));
+            let value = match value {
+                None => "NULL".to_string(),
+                Some(sql) if sql.starts_with("CAST(") => sql.to_string(),
+                Some(v) => format!("'{v}'"),
+            };
             fx.exec(&format!(
                 "UPDATE src_checked SET updated_at = {value} WHERE customer_id = {key}"
             ))
