@@ -337,6 +337,7 @@ impl Error {
                 | db::DbError::ConnectTimeout { .. }
                 | db::DbError::WouldCreateFiles { .. }
                 | db::DbError::NotWritable { .. }
+                | db::DbError::NoFolder { .. }
                 | db::DbError::NotReadable { .. }
                 | db::DbError::NameTooLong { .. },
             ) => "connect",

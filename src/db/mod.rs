@@ -147,6 +147,15 @@ pub enum DbError {
         /// created.
         folder: Option<std::path::PathBuf>,
     },
+    /// A SQLite file to create in a folder that does not exist: SQLite would say only
+    /// that it is "unable to open database file".
+    #[error("cannot create {}: its folder {} does not exist; create the folder, or correct the file's path in the URL", path.display(), folder.display())]
+    NoFolder {
+        /// The database file.
+        path: std::path::PathBuf,
+        /// Its folder, missing.
+        folder: std::path::PathBuf,
+    },
     /// The file a first load builds beside a SQLite target that does not exist yet
     /// ([`sqlite::new_file`]) could not be made or put in place.
     #[error("{doing} {} failed: {source}; the target file was not created: check that its folder still exists and that this user may create and write files in it, and run again", path.display())]

@@ -394,3 +394,37 @@ async fn a_target_path_with_url_escapes_names_one_file() {
             .await;
     }
 }
+
+/// A target file in a folder that does not exist (one level or several missing): the run
+/// says so, naming the folder (exit 1, kind `connect`), and creates nothing; with the
+/// folder made, it loads.
+#[tokio::test]
+async fn a_target_in_a_missing_folder_is_named_as_such() {
+    let (mut fx, own) = new_target().await;
+    let config = fx.config_path();
+    let mut previous = format!("sqlite://{}", own.display());
+    for missing in ["nosuch", "nosuch/deeper/still"] {
+        let folder = fx.dir().join(missing);
+        let file = folder.join("w.db");
+        let url = format!("sqlite://{}", file.display());
+        fx.edit_config(&previous, &url);
+        previous = url;
+        let out = cli::run(&config, &["run", "--json", "--upper", UPPER]);
+        assert_eq!(out.code, Some(1), "{missing}: {out:?}");
+        let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+        assert_eq!(json["error"]["kind"], "connect", "{json}");
+        let message = json["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("does not exist") && message.contains(&folder.display().to_string()),
+            "{missing}: {message}"
+        );
+        assert!(!fx.dir().join("nosuch").exists(), "{missing}: a folder was made");
+    }
+    std::fs::create_dir_all(fx.dir().join("nosuch/deeper/still")).unwrap();
+    let loaded = cli::run(&config, &["run", "--upper", UPPER]);
+    assert_eq!(loaded.code, Some(0), "{loaded:?}");
+    assert_eq!(
+        outcome(&fx.dir().join("nosuch/deeper/still/w.db")).await,
+        ("wal".to_string(), 3, "succeeded".to_string())
+    );
+}

@@ -265,6 +265,9 @@ pub fn refuse_unwritable(url: &DbUrl, access: Access) -> Result<(), DbError> {
         }
     } else if access == Access::Create {
         let folder = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+        if !folder.as_os_str().is_empty() && folder.try_exists().is_ok_and(|there| !there) {
+            return Err(DbError::NoFolder { path, folder });
+        }
         if folder.is_dir() && !may_write(&folder) {
             return Err(DbError::NotWritable {
                 path,
