@@ -119,6 +119,15 @@ pub async fn doctor(plan: &Plan) -> DoctorReport {
                         |t| format!("{t}"),
                     )
                     .map(Reading::now);
+                if let Some(conn) = source.as_mut() {
+                    checks.result(
+                        "NULL change values",
+                        extract::check_null_updated_at(conn, plan, layout)
+                            .await
+                            .map_err(Error::from),
+                        |()| "no source row has a NULL change column".to_string(),
+                    );
+                }
                 if let (Some(Reading { clock, .. }), Some(conn)) = (source_clock, source.take()) {
                     source = check_future_rows(&mut checks, plan, conn, layout, clock).await;
                     if let (Some(advice), Some(conn)) = (extract::index_advice(plan, layout), source.as_mut()) {
@@ -315,7 +324,18 @@ async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>,
                 };
                 checks.push("first load", Outcome::Note, what);
             }
-            for name in ["rights to load", "target clock", "recorded columns", "lock"] {
+            // A SQLite file to create: whether this user may create it there (its folder
+            // exists and takes new files, its name leaves room for SQLite's own files).
+            if crate::db::file_not_there_yet(&plan.target.url) {
+                checks.result(
+                    "rights to load",
+                    crate::db::refuse_unwritable(&plan.target.url, Access::Create).map_err(Error::from),
+                    |_| "the first run may create the file".to_string(),
+                );
+            } else {
+                checks.skip("rights to load", "a loaded target");
+            }
+            for name in ["target clock", "recorded columns", "lock"] {
                 checks.skip(name, "a loaded target");
             }
             return;

@@ -7,6 +7,7 @@ use crate::support::fixture::{on_both_backends, Fixture};
 use dimlog::config::Backend;
 
 on_both_backends!(doctor_checks_the_setup_and_writes_nothing);
+on_both_backends!(doctor_fails_what_would_fail_a_first_load);
 
 /// The clocks are compared as of one moment: the source's is read before the source's
 /// checks, which read every row and take seconds on a large table, and the others after.
@@ -308,4 +309,56 @@ async fn doctor_checks_the_setup_and_writes_nothing(mut fx: Fixture) {
     let out = dimlog(fx.dir(), &["--config", bad.to_str().unwrap(), "doctor"]);
     assert_eq!(out.status.code(), Some(2), "as every command's config error");
     assert!(text(&out.stdout).contains("FAIL  config: "), "{}", text(&out.stdout));
+}
+
+/// What makes a first load fail is a failed check before it runs (a trial's `doctor`
+/// passed each): a SQLite target file to create in a folder that does not exist
+/// ("rights to load", naming the folder), and a source row with a NULL change column
+/// ("NULL change values", naming its key), on both backends' sources. With each fixed,
+/// the check passes and the first load runs.
+async fn doctor_fails_what_would_fail_a_first_load(mut fx: Fixture) {
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')",
+    )
+    .await;
+    let config = fx.config_path();
+    let args = ["--config", config.to_str().unwrap(), "doctor", "--json"];
+    if fx.backend == Backend::Sqlite {
+        let target = fx.target_url.clone();
+        let missing = fx.dir().join("nosuch");
+        fx.edit_config(&target, &format!("sqlite://{}/w.db", missing.display()));
+        let out = dimlog(fx.dir(), &args);
+        let report = json(&out, "doctor --json");
+        assert_eq!(out.status.code(), Some(1), "{report}");
+        assert_eq!(outcome(&outcomes(&report), "rights to load"), "fail", "{report}");
+        assert!(
+            report
+                .to_string()
+                .contains(&format!("{} does not exist", missing.display())),
+            "{report}"
+        );
+        std::fs::create_dir(&missing).unwrap();
+        let out = dimlog(fx.dir(), &args);
+        let report = json(&out, "doctor --json");
+        assert_eq!(outcome(&outcomes(&report), "rights to load"), "ok", "{report}");
+    }
+    fx.set_setting("table", "\"src_nullable\"");
+    fx.create_source_table("src_nullable", true, false).await;
+    fx.exec(
+        "INSERT INTO src_nullable (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z'), (7, 'n@example.com', 'free', 'FR', NULL)",
+    )
+    .await;
+    let out = dimlog(fx.dir(), &args);
+    let report = json(&out, "doctor --json");
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    assert_eq!(outcome(&outcomes(&report), "NULL change values"), "fail", "{report}");
+    assert!(report.to_string().contains("key (7)"), "{report}");
+    fx.exec("DELETE FROM src_nullable WHERE customer_id = 7").await;
+    let out = dimlog(fx.dir(), &args);
+    let report = json(&out, "doctor --json");
+    assert_eq!(outcome(&outcomes(&report), "NULL change values"), "ok", "{report}");
+    let run = cli::run(&config, &["run", "--upper", "2026-03-02T10:00:00Z"]);
+    assert_eq!(run.code, Some(0), "{run:?}");
 }
