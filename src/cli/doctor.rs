@@ -57,10 +57,10 @@ pub async fn run(global: &GlobalArgs, _args: DoctorArgs, out: &Output) -> Result
     if out.json {
         let mut value = serde_json::to_value(&report).expect("a report serialises");
         if let Some(checks) = value["checks"].as_array_mut() {
+            // Every check has the key, null where there is no command to give (a failed
+            // check's own detail then says what to do).
             for (check, hint) in checks.iter_mut().zip(&hints) {
-                if let Some(hint) = hint {
-                    check["hint"] = hint.clone().into();
-                }
+                check["hint"] = hint.clone().into();
             }
         }
         out.print_json(&value);

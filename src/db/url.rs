@@ -154,13 +154,36 @@ impl DbUrl {
                     "the SQLite URL has no file path, e.g. sqlite://warehouse.db",
                 ));
             }
+            // An in-memory database holds nothing another process wrote, and keeps nothing
+            // once the command ends: a run into it would succeed and leave nothing.
+            let params: Vec<(String, String)> = query
+                .map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+                .unwrap_or_default();
+            if path == ":memory:" || params.iter().any(|(k, v)| k == "mode" && v == "memory") {
+                return Err(UrlError::new(
+                    setting,
+                    "an in-memory SQLite database keeps nothing once the command ends (and holds nothing another process wrote): give a file path, e.g. sqlite://warehouse.db",
+                ));
+            }
+            // sqlx's own parameters; any other is a mistake, often a `?` meant in a name.
+            if let Some((k, _)) = params
+                .iter()
+                .find(|(k, _)| !["mode", "cache", "immutable", "vfs"].contains(&k.as_str()))
+            {
+                return Err(UrlError::new(
+                    setting,
+                    format!(
+                        "unknown SQLite URL parameter `{k}` (after the `?`): SQLite URLs take mode, cache, immutable and vfs; a `?` in a file name is written %3F"
+                    ),
+                ));
+            }
             let file = sqlite_file_of(path).map_err(|_| {
                 UrlError::new(
                     setting,
                     "the SQLite file path is not UTF-8 once its %-escapes are decoded: write the path as it is, with %25 for a % sign",
                 )
             })?;
-            let full = if path == ":memory:" || file.is_absolute() {
+            let full = if file.is_absolute() {
                 file
             } else {
                 match base {
@@ -168,11 +191,7 @@ impl DbUrl {
                     None => file,
                 }
             };
-            let url = if path == ":memory:" {
-                format!("sqlite://{path}{}", query.map(|q| format!("?{q}")).unwrap_or_default())
-            } else {
-                sqlite_url_of(&full, query)
-            };
+            let url = sqlite_url_of(&full, query);
             return Ok(DbUrl {
                 shown: redact(&url),
                 url,
@@ -335,6 +354,31 @@ mod tests {
             .expect("sqlx parses the URL")
             .get_filename()
             .to_path_buf()
+    }
+
+    /// A SQLite URL that names no file to keep (in memory), or has a parameter sqlx does
+    /// not take (often a `?` meant in a file name), is the setting's error.
+    #[test]
+    fn sqlite_urls_that_keep_nothing_or_mistake_a_name_are_refused() {
+        for (raw, words) in [
+            ("sqlite::memory:", "in-memory"),
+            ("sqlite://:memory:", "in-memory"),
+            ("sqlite://w.db?mode=memory", "in-memory"),
+            ("sqlite://w.db?mode=memory&cache=shared", "in-memory"),
+            ("sqlite://x?y.db", "unknown SQLite URL parameter `y.db`"),
+            ("sqlite://w.db?moed=ro", "unknown SQLite URL parameter `moed`"),
+        ] {
+            let e = DbUrl::parse("target.url", raw, None).expect_err(raw);
+            assert_eq!(e.setting, "target.url", "{raw}");
+            assert!(e.message.contains(words), "{raw}: {e}");
+        }
+        for raw in [
+            "sqlite://w.db?mode=ro",
+            "sqlite://w.db?mode=rwc&cache=private",
+            "sqlite://x%3Fy.db",
+        ] {
+            DbUrl::parse("target.url", raw, None).unwrap_or_else(|e| panic!("{raw}: {e}"));
+        }
     }
 
     proptest::proptest! {

@@ -338,6 +338,31 @@ async fn doctor_fails_what_would_fail_a_first_load(mut fx: Fixture) {
                 .contains(&format!("{} does not exist", missing.display())),
             "{report}"
         );
+        let checks = report["checks"].as_array().expect("checks");
+        assert!(
+            checks.iter().all(|c| c.get("hint").is_some()),
+            "a check without a hint key: {report}"
+        );
+        // A target that keeps nothing (in memory), or a `?` meant in a name: the setting's
+        // error (exit 2), for `run` as for `doctor`.
+        let mut previous = format!("sqlite://{}/w.db", missing.display());
+        for (url, words) in [
+            ("sqlite::memory:", "in-memory"),
+            ("sqlite://w.db?mode=memory", "in-memory"),
+            ("sqlite://x?y.db", "unknown SQLite URL parameter `y.db`"),
+        ] {
+            fx.edit_config(&previous, url);
+            previous = url.to_string();
+            for command in [&["run", "--json"][..], &["doctor", "--json"][..]] {
+                let out = cli::run(&config, command);
+                assert_eq!(out.code, Some(2), "{url}: {command:?}: {out:?}");
+                assert!(
+                    out.stdout.contains("target.url") && out.stdout.contains(words),
+                    "{url}: {out:?}"
+                );
+            }
+        }
+        fx.edit_config(&previous, &format!("sqlite://{}/w.db", missing.display()));
         std::fs::create_dir(&missing).unwrap();
         let out = dimlog(fx.dir(), &args);
         let report = json(&out, "doctor --json");
