@@ -495,3 +495,41 @@ async fn new_on_an_inheritance_parent_names_the_children() {
     assert!(!message.contains("has no primary key"), "{report}");
     assert!(message.contains("ONLY"), "{report}");
 }
+
+/// A change column kept as text or as a number on PostgreSQL (a trial's table): `new`
+/// names it and its type and says to cast it in `source.query`, instead of "no timestamp
+/// column", and `--updated-at` naming it is refused before a config `run` would refuse
+/// is written.
+#[tokio::test]
+async fn new_names_a_change_column_that_is_not_a_timestamp() {
+    let mut fx = Fixture::postgres().await;
+    for (table, kind, value) in [
+        ("text_stamped", "text", "'2026-10-01T09:00:00Z'"),
+        ("epoch_stamped", "bigint", "1790000000"),
+    ] {
+        fx.exec(&format!(
+            "CREATE TABLE {table} (id integer PRIMARY KEY, email text, updated_at {kind});
+             INSERT INTO {table} VALUES (1, 'ann@example.com', {value})"
+        ))
+        .await;
+        let out = new(&fx, table, &format!("{table}.toml"), &["--json"]);
+        assert_code(&out, 2, "new on a table whose change column is not a timestamp");
+        let report = json(&out, "new --json");
+        let message = report["todo"][0]["message"].as_str().unwrap_or_default().to_string();
+        for words in ["`updated_at`", kind, "source.query", "\"updated_at\"::timestamptz"] {
+            assert!(message.contains(words), "the message must say {words}: {report}");
+        }
+
+        let out_file = format!("{table}_flag.toml");
+        let out = new(&fx, table, &out_file, &["--updated-at", "updated_at"]);
+        assert_code(&out, 2, "new --updated-at naming a column that is not a timestamp");
+        let stderr = text(&out.stderr);
+        for words in ["--updated-at updated_at", kind, "not a timestamp", "source.query"] {
+            assert!(stderr.contains(words), "the error must say {words}: {stderr}");
+        }
+        assert!(
+            !fx.dir().join(&out_file).exists(),
+            "a config run would refuse was written"
+        );
+    }
+}

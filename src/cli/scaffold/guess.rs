@@ -440,10 +440,15 @@ pub fn change_column<'a>(
         .collect();
     let names = |cs: &[&SourceColumn]| cs.iter().map(|c| c.name.clone()).collect::<Vec<_>>();
     let (column, reason) = if let Some(u) = &request.updated_at {
-        (
-            Some(find(profile, "source.updated_at", "--updated-at", u)?),
-            ChangeReason::Flag,
-        )
+        let column = find(profile, "source.updated_at", "--updated-at", u)?;
+        if profile.backend.dialect().change_time(column.kind) == ChangeTime::NotATime {
+            return Err(Error::Usage(format!(
+                "--updated-at {u}: column `{u}` is `{}`, not a timestamp, so `dimlog run` would refuse it (for source.updated_at); {}",
+                column.type_name,
+                cast_advice(u)
+            )));
+        }
+        (Some(column), ChangeReason::Flag)
     } else {
         let named: Vec<&SourceColumn> = candidates.iter().copied().filter(|c| change_named(&c.name)).collect();
         let exact = named.iter().copied().find(|c| lower(&c.name) == "updated_at");
@@ -455,7 +460,21 @@ pub fn change_column<'a>(
         } else {
             let pool = if named.len() > 1 { named } else { candidates.clone() };
             let message = if pool.is_empty() {
-                "choose the change column: the table has no timestamp column; dimlog needs one that every change moves (add one, or read through source.query)".to_string()
+                // A change column kept as text (or a number) is the usual cause: say which.
+                let untyped: Vec<&SourceColumn> = profile
+                    .columns
+                    .iter()
+                    .filter(|c| !is_key(c) && change_named(&c.name))
+                    .collect();
+                match untyped.first() {
+                    Some(c) => format!(
+                        "choose the change column: the table has no timestamp column, and `{}` is `{}`; {}",
+                        c.name,
+                        c.type_name,
+                        cast_advice(&c.name)
+                    ),
+                    None => "choose the change column: the table has no timestamp column; dimlog needs one that every change moves (add one, or read through source.query)".to_string(),
+                }
             } else {
                 format!(
                     "choose the change column, the timestamp every change to a row moves: candidates {}",
@@ -479,6 +498,14 @@ pub fn change_column<'a>(
         reason,
         null_rows,
     })
+}
+
+/// What to do with a change column whose type holds no time: cast it in `source.query`.
+fn cast_advice(column: &str) -> String {
+    let quoted = quote_any(column);
+    format!(
+        "read the table through source.query with the column cast, e.g. `SELECT …, {quoted}::timestamptz AS {quoted} FROM …` (or add a timestamptz column that every change moves)"
+    )
 }
 
 /// `source.timezone`.
