@@ -10,17 +10,22 @@ SELECT CASE WHEN max(log_id) IS NULL THEN '1' ELSE '0' END FROM {{ log }}
    changes and versions. dimlog adds them up into each key's first log id and surrogate
    key, and sends them back as arrays ($5…), with which each shard numbers its own keys'
    changes (in valid_from order, as `append` does); the numbers are the same. #}
+{# The key's text is selected under another name: `ORDER BY k` names an output column
+   before an input one, and would sort the keys by their text. #}
 -- statement: key_offsets
-SELECT {% for k in keys %}{{ k }}::text, {% endfor %}count(*)::text, sum(CASE WHEN dimlog_change_kind = 'version' THEN 1 ELSE 0 END)::text
+SELECT {% for k in keys %}{{ k }}::text AS dimlog_k{{ loop.index }}, {% endfor %}count(*)::text, sum(CASE WHEN dimlog_change_kind = 'version' THEN 1 ELSE 0 END)::text
 FROM dimlog_changes
 GROUP BY {{ keys|cols }}
 ORDER BY {{ key_order|join(", ") }}
+{# A searched CASE, never `CASE x WHEN …`: with that form, this statement fails on the
+   shards of a table distributed by a date ("operator does not exist: text = boolean",
+   Citus 13.2), so every incremental load of such a dimension did. #}
 -- statement: append_by_offsets
 INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
 SELECT $1 + dimlog_u.dimlog_off + ROW_NUMBER() OVER dimlog_w - 1,
-       CASE dimlog_c.dimlog_change_kind
-           WHEN 'version' THEN $2 + dimlog_u.dimlog_voff + SUM(CASE WHEN dimlog_c.dimlog_change_kind = 'version' THEN 1 ELSE 0 END) OVER dimlog_w - 1
-           WHEN 'correction' THEN dimlog_c.dimlog_p_sk
+       CASE
+           WHEN dimlog_c.dimlog_change_kind = 'version' THEN $2 + dimlog_u.dimlog_voff + SUM(CASE WHEN dimlog_c.dimlog_change_kind = 'version' THEN 1 ELSE 0 END) OVER dimlog_w - 1
+           WHEN dimlog_c.dimlog_change_kind = 'correction' THEN dimlog_c.dimlog_p_sk
        END,
        {{ keys|cols("dimlog_c") }},
 {% for a in attrs %}

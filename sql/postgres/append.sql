@@ -14,9 +14,9 @@ FROM {{ log }} WITH NO DATA
 WITH dimlog_inserted AS (
 INSERT INTO {{ log }} (log_id, {{ sk }}, {{ keys|cols }}{% if attrs %}, {{ attrs|cols }}{% endif %}, valid_from, is_deleted, row_hash, load_id, loaded_at)
 SELECT $1 + ROW_NUMBER() OVER dimlog_w - 1,
-       CASE dimlog_change_kind
-           WHEN 'version' THEN $2 + SUM(CASE WHEN dimlog_change_kind = 'version' THEN 1 ELSE 0 END) OVER dimlog_w - 1
-           WHEN 'correction' THEN dimlog_p_sk
+       CASE
+           WHEN dimlog_change_kind = 'version' THEN $2 + SUM(CASE WHEN dimlog_change_kind = 'version' THEN 1 ELSE 0 END) OVER dimlog_w - 1
+           WHEN dimlog_change_kind = 'correction' THEN dimlog_p_sk
        END,
        {{ keys|cols }},
 {% for a in attrs %}

@@ -537,6 +537,9 @@ async fn one_key_by_value(mut fx: Fixture, create: &str, key: &[&str], rows: &st
     assert_eq!(citus, pg, "Citus and PostgreSQL hold different dimensions or logs");
     let current = pg.0.iter().filter(|r| r.last() == Some(&Some("true".into()))).count();
     assert_eq!(current, keys, "keys equal by value are one key: {:?}", pg.0);
+    if key.len() == 1 {
+        return;
+    }
     let mut target = connect("target.url", &lease.url).await;
     let hashed = target
         .query_text(
@@ -547,6 +550,57 @@ async fn one_key_by_value(mut fx: Fixture, create: &str, key: &[&str], rows: &st
         .await
         .expect("pg_dist_partition");
     assert_eq!(hashed, vec![vec![Some("dimlog_key_hash".to_string())]]);
+}
+
+/// An incremental load numbers its new surrogate keys and log ids in the key's order by
+/// value on Citus as on PostgreSQL, for keys of each kind whose text sorts otherwise, of
+/// one column and of several. (A trial's Citus load numbered key 10 before key 2: the
+/// shards' offsets were sorted by the key's text, the name they were selected under. And
+/// a date key failed every incremental load on Citus: see `append_by_offsets`.)
+#[tokio::test]
+async fn an_incremental_load_numbers_keys_by_value_as_postgresql_does() {
+    let kinds: [(&str, &[&str]); 6] = [
+        ("bigint", &["10", "2", "100", "-1", "20", "3", "-20"]),
+        ("numeric", &["10.5", "9", "100", "-2.25", "1000", "-10"]),
+        (
+            "date",
+            &["'2026-01-10'", "'2025-12-31'", "'2026-01-09'", "'0999-01-01'"],
+        ),
+        (
+            "timestamptz",
+            &[
+                "'2026-01-02T00:00:00+05'",
+                "'2026-01-01T23:00:00Z'",
+                "'2026-01-01T20:00:00-05'",
+            ],
+        ),
+        (
+            "uuid",
+            &[
+                "'ffffffff-0000-0000-0000-000000000000'",
+                "'0000000a-0000-0000-0000-000000000000'",
+                "'a0000000-0000-0000-0000-000000000000'",
+            ],
+        ),
+        ("text", &["'b'", "'B'", "'a b'", "'é'", "''", "'10'", "'9'"]),
+    ];
+    for (kind, values) in kinds {
+        for key in [&["k"][..], &["k", "id"][..]] {
+            let rows: Vec<String> = values
+                .iter()
+                .map(|v| format!("({v}, 1, 'free', '2026-03-02T09:00:00Z')"))
+                .collect();
+            one_key_by_value(
+                Fixture::postgres().await,
+                &format!("CREATE TABLE src_k (k {kind} NOT NULL, id integer NOT NULL, tier text, updated_at timestamptz NOT NULL)"),
+                key,
+                &rows.join(", "),
+                "UPDATE src_k SET tier = 'pro', updated_at = '2026-03-02T10:30:00Z'",
+                values.len(),
+            )
+            .await;
+        }
+    }
 }
 
 /// A key's values that the source spells differently but its type in the target holds
