@@ -155,9 +155,12 @@ WHERE NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= $1 AND dimlog_s.valid_f
 -- statement: table_columns
 SELECT dimlog_a.attname::text, format_type(dimlog_a.atttypid, dimlog_a.atttypmod)
 FROM pg_attribute dimlog_a WHERE dimlog_a.attrelid = to_regclass($1) AND dimlog_a.attnum > 0 AND NOT dimlog_a.attisdropped ORDER BY dimlog_a.attnum
+{# The last run's, not the greatest: a run with an earlier `--upper` leaves what is
+   stamped after it to the next run, whose window starts at or before it. #}
 -- statement: last_upper
-SELECT {{ "max(upper_bound)"|pgts }} FROM dimlog_runs
+SELECT {{ "upper_bound"|pgts }} FROM dimlog_runs
 WHERE dimension = $1 AND status = 'succeeded' AND kind IN ('incremental', 'full-refresh')
+ORDER BY run_id DESC LIMIT 1
 {# `rebuilt`, when the check compares with a fresh rebuild: rebuild.sql's `rebuilt`. #}
 -- statement: counted
 WITH {% if rebuilt %}{{ rebuilt }},

@@ -159,9 +159,12 @@ WHERE NOT dimlog_s.is_deleted AND dimlog_s.valid_from <= ?1 AND dimlog_s.valid_f
 CREATE INDEX temp.dimlog_stage_key ON dimlog_stage ({{ keys|cols }})
 -- statement: table_columns
 SELECT name, type FROM pragma_table_info(?1, ?2) ORDER BY cid
+{# The last run's, not the greatest: a run with an earlier `--upper` leaves what is
+   stamped after it to the next run, whose window starts at or before it. #}
 -- statement: last_upper
-SELECT max(upper_bound) FROM dimlog_runs
+SELECT upper_bound FROM dimlog_runs
 WHERE dimension = ?1 AND status = 'succeeded' AND kind IN ('incremental', 'full-refresh')
+ORDER BY run_id DESC LIMIT 1
 {# `rebuilt`, when the check compares with a fresh rebuild: rebuild.sql's `rebuilt`. #}
 -- statement: counted
 WITH {% if rebuilt %}{{ rebuilt }},

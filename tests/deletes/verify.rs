@@ -14,6 +14,7 @@ on_both_backends!(
     corrupted_dimension_found_by_verify_and_repaired_by_rebuild,
     a_source_row_stamped_before_its_current_version_is_reported_apart,
     rows_no_run_has_read_yet_are_a_notice,
+    rows_after_the_last_upper_bound_are_ahead_below_an_earlier_one,
 );
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
@@ -306,4 +307,35 @@ async fn rows_no_run_has_read_yet_are_a_notice(mut fx: Fixture) {
         .await;
     let (code, failing) = verify_cli(&fx, true);
     assert_eq!(code, 3, "{failing:#?}");
+}
+
+/// "Not read yet" is measured from the last run's upper bound, not the greatest one: a
+/// run with an earlier `--upper` (a scheduler catching up after a manual run) leaves rows
+/// stamped after it for the next run, which reads them. A trial's `verify` called such
+/// rows `source_different` and advised a full refresh.
+async fn rows_after_the_last_upper_bound_are_ahead_below_an_earlier_one(mut fx: Fixture) {
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'pro', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    fx.run("2026-03-02T12:00:00Z").await;
+    fx.run("2026-03-02T10:00:00Z").await;
+    fx.exec(&format!(
+        "{INSERT} (2, 'bob@example.com', 'free', 'DE', '2026-03-02T10:30:00Z')"
+    ))
+    .await;
+    fx.exec("UPDATE src_customers SET country = 'LU', updated_at = '2026-03-02T10:45:00Z' WHERE customer_id = 1")
+        .await;
+    let (code, failing) = verify_cli(&fx, true);
+    assert_eq!(code, 0, "{failing:#?}");
+    let mut ahead = keys(&failing["source_ahead"]);
+    ahead.sort();
+    assert_eq!(ahead, ["1", "2"], "{failing:#?}");
+    assert_eq!(failing.len(), 1, "only rows not read yet: {failing:#?}");
+
+    // The next run reads them, and then nothing is ahead or different.
+    let report = fx.run("2026-03-02T11:00:00Z").await;
+    assert_eq!(report.counts.versions, 2, "{report:?}");
+    let (code, failing) = verify_cli(&fx, true);
+    assert_eq!((code, failing.len()), (0, 0), "{failing:#?}");
 }
