@@ -1241,7 +1241,7 @@ pub enum RawRead<'a> {
 }
 
 /// Pieces of the source's COPY text output (about 1 MiB each, whole rows, escapes intact).
-pub type RawChunks = mpsc::Receiver<Result<Vec<u8>, DbError>>;
+pub type RawChunks = mpsc::Receiver<Result<Vec<u8>, ExtractError>>;
 
 /// Size of the pieces [`spawn_raw_reader`] sends.
 const RAW_CHUNK: usize = 1 << 20;
@@ -1274,7 +1274,8 @@ pub fn spawn_raw_reader(
     let handle = tokio::spawn(async move {
         let result = conn.stream_copy_text(&sql, RAW_CHUNK, &tx).await;
         if let Err(e) = result {
-            let _ = tx.send(Err(e)).await;
+            // The source's error, so that it is reported as one (its role, its rights).
+            let _ = tx.send(Err(ExtractError::Db(e))).await;
         }
         conn
     });

@@ -408,7 +408,7 @@ fn protocol(message: &str) -> ExtractError {
 /// Pipes COPY text pieces from the source into `table` of a PostgreSQL target, through
 /// `transform` (which appends what to send for each piece); one `COPY … FROM STDIN` for
 /// the whole stream, sent in pieces of about 1 MiB. On any error the COPY is cancelled.
-pub async fn copy_into<E: From<DbError>>(
+pub async fn copy_into<E: From<DbError> + From<ExtractError>>(
     target: &mut Conn,
     what: &str,
     table: &str,

@@ -271,6 +271,75 @@ async fn a_source_without_select_names_the_source_grant() {
     }
 }
 
+/// SELECT granted on some of the source's columns only (a role that may read the key and
+/// the change column, not the rest): whichever column is missing, and on every read (the
+/// first load, an incremental run, a reconciliation of hard deletes), the run is told to
+/// GRANT SELECT on the source table to the role of `source.url`, never to grant write
+/// rights on the source to the target's role (a trial was, after a column-level REVOKE),
+/// and nothing is written. `doctor` fails on it too.
+#[tokio::test]
+async fn a_source_readable_in_part_names_the_source_grant() {
+    let mut fx = Fixture::postgres().await;
+    let (_, loader) = initialised(&mut fx).await;
+    fx.target_exec(&documented_grants(&loader)).await;
+    let loader_url = url_as(&fx, &loader);
+    connect_as(&mut fx, &loader_url);
+    let columns = ["customer_id", "email", "tier", "country", "is_deleted", "updated_at"];
+    let reads: [(&str, &[&str]); 3] = [
+        ("a first load", &["run", "--upper", "2026-03-02T10:00:00Z"]),
+        ("an incremental run", &["run", "--upper", "2026-03-02T11:00:00Z"]),
+        (
+            "a reconciliation",
+            &["run", "--upper", "2026-03-02T11:00:00Z", "--reconcile-deletes"],
+        ),
+    ];
+    for (i, (what, args)) in reads.into_iter().enumerate() {
+        if i == 1 {
+            // Loaded once, with every right, for the incremental reads.
+            cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 0);
+            fx.exec(
+                "UPDATE src_customers SET tier = 'gold', updated_at = '2026-03-02T10:30:00Z' WHERE customer_id = 1",
+            )
+            .await;
+        }
+        let log_before = fx.count("dimlog.customer_versions").await;
+        for missing in columns {
+            let readable: Vec<&str> = columns.iter().copied().filter(|c| *c != missing).collect();
+            fx.target_exec(&format!(
+                "REVOKE SELECT ON public.src_customers FROM \"{loader}\";
+                 GRANT SELECT ({}) ON public.src_customers TO \"{loader}\"",
+                readable.join(", ")
+            ))
+            .await;
+            let stderr = cli_exits(&fx, args, 1);
+            assert!(
+                stderr.contains("GRANT SELECT ON src_customers TO the role of source.url"),
+                "{what}, SELECT on all but {missing}: {stderr}"
+            );
+            assert!(
+                !stderr.contains("INSERT") && !stderr.contains("target.url"),
+                "{what}, SELECT on all but {missing}: {stderr}"
+            );
+            if i == 0 {
+                let out = fx.cli(&["doctor"]);
+                assert_eq!(out.status.code(), Some(1), "doctor, SELECT on all but {missing}");
+            }
+        }
+        assert_eq!(
+            fx.count("dimlog.customer_versions").await,
+            log_before,
+            "{what}: nothing logged"
+        );
+        fx.target_exec(&format!("GRANT SELECT ON public.src_customers TO \"{loader}\""))
+            .await;
+    }
+    cli_exits(
+        &fx,
+        &["run", "--upper", "2026-03-02T11:00:00Z", "--reconcile-deletes"],
+        0,
+    );
+}
+
 /// Points the config's `source.query` at the customers' columns of `from` (SQL text).
 fn read_through_query(fx: &mut Fixture, from: &str) {
     let text = fx.config().to_string();
