@@ -762,14 +762,24 @@ impl Plan {
             roles.push((c, "track.type1"));
         }
         for (c, setting) in roles {
-            if let Some((_, other)) = seen.iter().find(|(s, _)| s.name().eq_ignore_ascii_case(c.name())) {
-                return Err(ConfigError::invalid(
-                    setting,
+            if let Some((earlier, other)) = seen.iter().find(|(s, _)| s.name().eq_ignore_ascii_case(c.name())) {
+                let message = if earlier.name() == c.name() {
                     format!(
                         "column `{}` is already used by `{other}`; a column can play one role only",
                         c.name()
-                    ),
-                ));
+                    )
+                } else {
+                    // Two columns of the source, one name to the target (SQLite's columns,
+                    // and the dimension's, are named regardless of case).
+                    format!(
+                        "columns `{}` ({other}) and `{}` differ only in case, and dimlog compares column names regardless of case; read one under another name with `source.query`, e.g. SELECT …, \"{}\" AS {}_2 FROM …",
+                        earlier.name(),
+                        c.name(),
+                        c.name(),
+                        c.name().to_ascii_lowercase()
+                    )
+                };
+                return Err(ConfigError::invalid(setting, message));
             }
             seen.push((c, setting));
         }

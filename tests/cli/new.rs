@@ -533,3 +533,60 @@ async fn new_names_a_change_column_that_is_not_a_timestamp() {
         );
     }
 }
+
+/// Columns whose names differ only in case (`Email`, `email`, `EMAIL`: PostgreSQL keeps
+/// them apart, dimlog and SQLite do not): `new` reads all but the first renamed, and the
+/// config runs as written, every column tracked (a trial's config was refused by `run`).
+/// A config written by hand that names two of them is told why, and how to rename one.
+#[tokio::test]
+async fn new_renames_columns_that_differ_only_in_case() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec(
+        "CREATE TABLE cased (id integer PRIMARY KEY, \"Email\" text, email text, \"EMAIL\" text, \"Id\" integer, updated_at timestamptz NOT NULL);
+         INSERT INTO cased VALUES (1, 'A@x', 'a@x', 'A@X', 10, '2026-10-01T09:00:00Z'), (2, 'B@x', 'b@x', 'B@X', 20, '2026-10-01T10:00:00Z')",
+    )
+    .await;
+    let out = new(&fx, "cased", "cased.toml", &["--json"]);
+    assert_code(&out, 0, "new on names that differ only in case");
+    let report = json(&out, "new --json");
+    assert_eq!(report["ready"], true, "{report}");
+    let tracked: Vec<String> = report["tracked_columns"]
+        .as_array()
+        .expect("tracked columns")
+        .iter()
+        .map(|c| c.as_str().unwrap_or_default().to_lowercase())
+        .collect();
+    let mut distinct = tracked.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!((tracked.len(), distinct.len()), (4, 4), "{report}");
+    runs_twice(&fx, "cased.toml", 2);
+
+    let by_hand = format!(
+        r#"name = "cased"
+
+[source]
+url = "{url}"
+table = "cased"
+key = ["id"]
+updated_at = "updated_at"
+
+[target]
+url = "{url}"
+log = "cased_versions"
+dimension = "dim_cased"
+surrogate_key = "cased_sk"
+
+[track]
+columns = ["Email", "email"]
+"#,
+        url = fx.source_url
+    );
+    std::fs::write(fx.dir().join("by_hand.toml"), by_hand).expect("write");
+    let out = dimlog(fx.dir(), &["--config", "by_hand.toml", "run", "--upper", UPPER]);
+    assert_code(&out, 2, "a config naming two columns that differ only in case");
+    let stderr = text(&out.stderr);
+    for words in ["`Email`", "`email`", "differ only in case", "source.query"] {
+        assert!(stderr.contains(words), "the error must say {words}: {stderr}");
+    }
+}

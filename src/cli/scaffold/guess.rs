@@ -147,9 +147,10 @@ pub struct Rename {
     pub to: String,
 }
 
-/// Columns whose names are not plain (`Cust No`, `Last Modified`) are read renamed
-/// through `source.query`, so that every column can take a role and the config runs as
-/// written; every other guess sees the plain names.
+/// Columns whose names are not plain (`Cust No`, `Last Modified`), or that differ from an
+/// earlier column's only in case, are read renamed through `source.query`, so that every
+/// column can take a role and the config runs as written; every other guess sees the
+/// plain names.
 #[derive(Clone, Debug, Serialize)]
 pub struct Renaming {
     /// The renamed columns, in table order; none when every name is plain.
@@ -163,8 +164,13 @@ impl Renaming {
     pub fn of(request: &Request, profile: &Profile) -> Renaming {
         let mut renames = Vec::new();
         let mut taken: Vec<String> = profile.columns.iter().map(|c| c.name.clone()).collect();
-        for c in &profile.columns {
-            if Ident::column(&c.name).is_err() {
+        for (i, c) in profile.columns.iter().enumerate() {
+            // dimlog compares column names regardless of case (SQLite does): of `Email`
+            // and `email`, the later one is read renamed.
+            let clashes = profile.columns[..i]
+                .iter()
+                .any(|e| e.name.eq_ignore_ascii_case(&c.name));
+            if clashes || Ident::column(&c.name).is_err() {
                 let plain = plain_name(&c.name, &taken);
                 taken.push(plain.clone());
                 renames.push(Rename {
