@@ -142,7 +142,13 @@ impl Micros {
     /// year 1 and before the far-future sentinel that closes open versions (a row stamped
     /// at or after it could never be current). The same bounds on both backends.
     pub fn parse_change(text: &str, zone: Option<&chrono_tz::Tz>) -> Result<Micros, TimestampError> {
-        Micros::parse(text, zone)?.check_change(text)
+        match Micros::parse(text, zone) {
+            Ok(t) => t.check_change(text),
+            // PostgreSQL's spellings of times no version can start at: its infinities and
+            // the years before year 1 (`0044-03-15 12:00:00 BC`).
+            Err(TimestampError::Unparsable(s)) if beyond_the_years(&s, zone) => Err(TimestampError::OutOfRange(s)),
+            Err(e) => Err(e),
+        }
     }
 
     #[doc(hidden)]
@@ -302,6 +308,20 @@ impl fmt::Display for Micros {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_text())
     }
+}
+
+/// Whether `text` is a time PostgreSQL can hold and dimlog cannot: `infinity`,
+/// `-infinity`, or a time before year 1 (suffixed ` BC`).
+fn beyond_the_years(text: &str, zone: Option<&chrono_tz::Tz>) -> bool {
+    let lower = text.trim().to_ascii_lowercase();
+    if matches!(lower.as_str(), "infinity" | "-infinity") {
+        return true;
+    }
+    // Its zone does not matter: any instant before year 1 is out of range.
+    let zone = zone.unwrap_or(&chrono_tz::UTC);
+    lower
+        .strip_suffix(" bc")
+        .is_some_and(|before| Micros::parse(before, Some(zone)).is_ok())
 }
 
 /// Why a timestamp text could not become a [`Micros`].
@@ -574,6 +594,28 @@ mod tests {
             Micros::parse_change("9999-12-31", Some(&ny)),
             Err(TimestampError::OutOfRange(_))
         ));
+        // PostgreSQL's spellings of times before year 1, and its infinities.
+        for bad in [
+            "0044-03-15 12:00:00+00 BC",
+            "0001-12-31 23:59:59.5+00 BC",
+            "0044-03-15 BC",
+            "infinity",
+            "-Infinity",
+        ] {
+            assert!(
+                matches!(Micros::parse_change(bad, Some(&ny)), Err(TimestampError::OutOfRange(_))),
+                "{bad}"
+            );
+        }
+        for unreadable in ["BC", "yesterday BC", "2026-02-30 BC"] {
+            assert!(
+                matches!(
+                    Micros::parse_change(unreadable, None),
+                    Err(TimestampError::Unparsable(_))
+                ),
+                "{unreadable}"
+            );
+        }
     }
 
     #[test]

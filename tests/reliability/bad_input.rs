@@ -708,6 +708,43 @@ async fn an_unreachable_host_is_never_printed_with_its_password() {
     assert_connect_error_hides_password(&fx.config_path(), &redacted, "Connection refused");
 }
 
+/// PostgreSQL's times that no version can start at (its infinities, and years before
+/// year 1, printed with ` BC`) are named as such by a first load, which reads every row,
+/// with the key and the fix that fits, and nothing is loaded (a trial's `BC` value was
+/// told to "store RFC 3339 timestamps", advice for SQLite text).
+#[tokio::test]
+async fn a_postgresql_time_beyond_the_years_is_named_as_such() {
+    for value in [
+        "0044-03-15 12:00:00+00 BC",
+        "0001-12-31 23:59:59+00 BC",
+        "infinity",
+        "-infinity",
+    ] {
+        let mut fx = Fixture::postgres().await;
+        fx.exec(&format!(
+            "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+                 (1, 'ann@example.com', 'free', 'FR', '{value}'),
+                 (2, 'bob@example.com', 'free', 'FR', '2026-03-01T09:00:00Z')"
+        ))
+        .await;
+        let out = cli::run(&fx.config_path(), &["run", "--upper", "2026-03-01T10:00:00Z"]);
+        assert_eq!(out.code, Some(1), "{value}: {out:?}");
+        let named: &[&str] = if value.contains("infinity") {
+            &["is no instant in time", "of key (1)", "fix them at the source"]
+        } else {
+            &[
+                "outside the times a version can start at",
+                "of key (1)",
+                "set that row's updated_at at the source",
+            ]
+        };
+        for words in named {
+            assert!(out.stderr.contains(words), "{value}: {words}: {out:?}");
+        }
+        assert!(!out.stderr.contains("store RFC 3339"), "{value}: {out:?}");
+    }
+}
+
 /// Each kind of bad change time gets the fix that fits it (found by an outside trial: an
 /// impossible date was told to "store RFC 3339", which it already was).
 #[tokio::test]
