@@ -67,6 +67,19 @@ pub fn hint(e: &Error) -> Option<String> {
     if let Error::MassDelete { .. } = e {
         return Some("if the source really lost them, rerun with --allow-mass-delete".into());
     }
+    // The source's database failed a read it accepted (a division by zero, a bad cast in
+    // a view or in source.query): the fault is in what it runs, not in dimlog's settings.
+    if let Error::Extract(crate::extract::ExtractError::Db(DbError::Query { .. })) = e {
+        // SQLSTATE class 22: data exceptions, which only the rows' values raise.
+        if let Some(db) = database_error(e).filter(|db| db.code().is_some_and(|c| c.starts_with("22"))) {
+            return Some(format!(
+                "the source's database failed on a row's value while dimlog read from it (SQLSTATE {}): with source.query, run that \
+                 query on its own to see the row at fault (dimlog reads it as SELECT … FROM (query) AS dimlog_source); \
+                 with source.table, the table or view it names",
+                db.code().as_deref().unwrap_or("unknown")
+            ));
+        }
+    }
     if let Error::Config(ConfigError::NeedsStep { step, .. }) = e {
         return Some(match step {
             NextStep::AcceptConfigChange => "to migrate, rerun with `dimlog run --accept-config-change`".into(),

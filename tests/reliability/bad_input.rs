@@ -745,6 +745,46 @@ async fn a_postgresql_time_beyond_the_years_is_named_as_such() {
     }
 }
 
+/// A `source.query` that the source's database fails on a row's value (a division by
+/// zero): the run fails as the source's read (kind `source`, exit 1), says so, points at
+/// `source.query`, and writes nothing (a trial got kind `database` and no word of it).
+#[tokio::test]
+async fn a_source_query_failing_on_a_value_is_the_sources_fault() {
+    let mut fx = Fixture::postgres().await;
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+             (1, 'ann@example.com', 'free', 'FR', '2026-03-01T09:00:00Z'),
+             (2, 'bob@example.com', 'free', 'FR', '2026-03-01T09:00:00Z')",
+    )
+    .await;
+    fx.run("2026-03-01T10:00:00Z").await;
+    fx.edit_config(
+        "table = \"src_customers\"\n",
+        "query = \"SELECT customer_id, email, tier, country, is_deleted, updated_at FROM src_customers WHERE 10 / (customer_id - 2) <> 0\"\n",
+    );
+    fx.exec("UPDATE src_customers SET tier = 'pro', updated_at = '2026-03-01T10:30:00Z'")
+        .await;
+    let out = cli::run(&fx.config_path(), &["run", "--json", "--upper", "2026-03-01T11:00:00Z"]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    let report: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(report["error"]["kind"], "source", "{report}");
+    assert!(
+        report["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("division by zero"),
+        "{report}"
+    );
+    assert!(
+        report["error"]["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("source.query"),
+        "{report}"
+    );
+    assert_eq!(fx.count("customer_versions").await, 2, "nothing written");
+}
+
 /// Each kind of bad change time gets the fix that fits it (found by an outside trial: an
 /// impossible date was told to "store RFC 3339", which it already was).
 #[tokio::test]
