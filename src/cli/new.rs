@@ -218,7 +218,9 @@ pub async fn run(global: &GlobalArgs, args: NewArgs, out: &Output) -> Result<i32
     for t in &generated.todo {
         super::output::eprint_line("todo", &format!("{}: {}", t.setting, t.message));
         if !t.flag.is_empty() {
-            let example = t.candidates.first().map(String::as_str).unwrap_or("C");
+            // A candidate when there is one, else a placeholder that reads as one.
+            let placeholder = if t.flag == "--timezone" { "ZONE" } else { "COLUMN" };
+            let example = t.candidates.first().map(String::as_str).unwrap_or(placeholder);
             super::output::eprint_text(&format!(
                 "      pick one: rerun with {} {example} --force, or edit {} in {}",
                 t.flag,

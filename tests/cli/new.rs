@@ -310,7 +310,11 @@ async fn new_on_a_timestamp_without_time_zone_asks_for_the_zone(mut fx: Fixture)
     assert_code(&out, 2, "new without --timezone");
     let toml = generated(&fx, "accounts.toml");
     assert!(toml.contains("timezone = \"TODO_zone\""), "{toml}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--timezone"), "{out:?}");
+    // With a placeholder that reads as one, not a letter that reads as a value.
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("rerun with --timezone ZONE --force"),
+        "{out:?}"
+    );
     let out = new(&fx, "accounts", "accounts.toml", &["--timezone", "UTC", "--force"]);
     assert_code(&out, 0, "new --timezone UTC");
     let toml = generated(&fx, "accounts.toml");
