@@ -775,8 +775,9 @@ async fn resolve_state_schema(conn: &mut Conn, plan: &Plan) -> Result<String, Er
     Err(ConfigError::invalid(
         "target.state_schema",
         format!(
-            "dimlog's tables ({tables}) are in several schemas of the target ({}), made by sessions with different search_paths; \
-             set target.state_schema to the one that holds dimension `{}`",
+            "dimlog's tables ({tables}) are in several schemas of the target ({}): each set is shared by the dimensions \
+             whose target.state_schema names it (or was put where an older dimlog's search_path pointed); set \
+             target.state_schema to the one that holds dimension `{}`",
             holders.join(", "),
             plan.name
         ),

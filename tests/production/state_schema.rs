@@ -123,4 +123,24 @@ async fn explicit_state_schema_and_older_targets() {
     for needle in ["state_schema", "ops", "etl"] {
         assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
     }
+
+    // A second set, of another dimension's config that names its own schema: a config
+    // that names none is told to choose, without a guess at how they came to be (a
+    // trial was told of "sessions with different search_paths").
+    for table in ["dimlog_state", "dimlog_runs", "dimlog_dimensions"] {
+        fx.target_exec(&format!("CREATE TABLE ops.{table} (LIKE etl.{table})"))
+            .await;
+    }
+    fx.edit_config("\nstate_schema = \"ops\"", "");
+    let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T12:00:00Z"], 2);
+    for needle in [
+        "several schemas",
+        "ops",
+        "etl",
+        "target.state_schema",
+        "dimension `customer`",
+    ] {
+        assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
+    }
+    assert!(!stderr.contains("search_paths"), "{stderr}");
 }
