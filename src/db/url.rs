@@ -183,6 +183,12 @@ impl DbUrl {
                     "the SQLite file path is not UTF-8 once its %-escapes are decoded: write the path as it is, with %25 for a % sign",
                 )
             })?;
+            if file.as_os_str().as_encoded_bytes().contains(&0) {
+                return Err(UrlError::new(
+                    setting,
+                    "the SQLite file path holds a NUL byte (%00), which no file name can: remove it",
+                ));
+            }
             let full = if file.is_absolute() {
                 file
             } else {
@@ -367,6 +373,8 @@ mod tests {
             ("sqlite://w.db?mode=memory&cache=shared", "in-memory"),
             ("sqlite://x?y.db", "unknown SQLite URL parameter `y.db`"),
             ("sqlite://w.db?moed=ro", "unknown SQLite URL parameter `moed`"),
+            ("sqlite://n%00.db", "NUL byte"),
+            ("sqlite:///tmp/a%00/b.db", "NUL byte"),
         ] {
             let e = DbUrl::parse("target.url", raw, None).expect_err(raw);
             assert_eq!(e.setting, "target.url", "{raw}");

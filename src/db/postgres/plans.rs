@@ -69,9 +69,13 @@ pub async fn record(c: &mut PgConnection, in_transaction: bool, what: &str, sql:
         // Citus can answer an EXPLAIN whose task failed on a worker with a plan (that says
         // "Could not get remote plan"), leaving the transaction aborted: roll it back to
         // the savepoint then, as after an EXPLAIN that failed outright.
-        let planned = explained
-            .as_ref()
-            .is_ok_and(|rows| !rows.iter().flatten().flatten().any(|l| l.contains("Could not get remote plan")));
+        let planned = explained.as_ref().is_ok_and(|rows| {
+            !rows
+                .iter()
+                .flatten()
+                .flatten()
+                .any(|l| l.contains("Could not get remote plan"))
+        });
         if !planned || execute(c, "RELEASE SAVEPOINT dimlog_explain", &[]).await.is_err() {
             let _ = execute(c, "ROLLBACK TO SAVEPOINT dimlog_explain", &[]).await;
         }
