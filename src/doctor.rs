@@ -7,6 +7,7 @@
 //! is skipped rather than failed again.
 
 use crate::config::Plan;
+use crate::db::dialect::ChangeTime;
 use crate::db::{Access, Conn};
 use crate::extract::{self, Layout, SourceSchema};
 use crate::pipeline;
@@ -182,7 +183,9 @@ async fn check_future_rows(
             return None;
         }
     };
-    let (mut count, mut latest, mut failure) = (0_i64, None::<Micros>, None::<Error>);
+    // A read that fails is this check's; a value that names no instant is the change
+    // values' (a run fails on it wherever it lies).
+    let (mut count, mut latest, mut failure, mut bad_value) = (0_i64, None::<Micros>, None::<Error>, None::<Error>);
     while let Some(batch) = batches.recv().await {
         let rows = match batch {
             Ok(rows) => rows,
@@ -200,17 +203,45 @@ async fn check_future_rows(
                 }
                 Ok(_) => {}
                 Err(e) => {
-                    failure.get_or_insert(e.into());
+                    bad_value.get_or_insert(e.into());
                 }
             }
         }
     }
     drop(batches);
     let source = handle.await.ok();
-    match failure {
-        Some(e) => checks.fail("future rows", e),
-        None if count == 0 => checks.push("future rows", Outcome::Ok, "no source row is stamped after the source's clock"),
-        None => checks.push(
+    match (failure, bad_value) {
+        (Some(e), _) => {
+            checks.skip("change values", "the source's rows");
+            checks.fail("future rows", e);
+        }
+        (None, Some(e)) => {
+            checks.fail("change values", e);
+            checks.skip("future rows", "the change values");
+        }
+        (None, None) => {
+            // Where the engine keeps times as values of any form (SQLite), the read above
+            // parsed every value that names no instant, wherever it lies; elsewhere the
+            // column's type vouches for its values.
+            let by_value = plan.source.url.backend.dialect().change_time(layout.updated_at_kind) == ChangeTime::ByValue;
+            if by_value {
+                checks.push(
+                    "change values",
+                    Outcome::Ok,
+                    "every source row's change column names an instant",
+                );
+            }
+            future_rows(checks, count, latest, clock);
+        }
+    }
+    source
+}
+
+/// The "future rows" line: `count` source rows stamped after the source's `clock`.
+fn future_rows(checks: &mut Checks, count: i64, latest: Option<Micros>, clock: Micros) {
+    match count {
+        0 => checks.push("future rows", Outcome::Ok, "no source row is stamped after the source's clock"),
+        _ => checks.push(
             "future rows",
             Outcome::Note,
             format!(
@@ -221,7 +252,6 @@ async fn check_future_rows(
             ),
         ),
     }
-    source
 }
 
 /// How an incremental run reads its window, where the engine can read it either way
