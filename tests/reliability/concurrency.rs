@@ -362,3 +362,34 @@ async fn a_run_and_a_backfill_at_once_equal_them_in_sequence() {
         assert_eq!(fx.watermark().await, expected_watermark, "round {round}");
     }
 }
+
+/// On SQLite, the lock is the file's write transaction, anyone's: a `sqlite3` shell with a
+/// transaction open on the target makes `--no-wait` exit 1 with a message that says it
+/// may be such a process, not only "another run" (a trial looked for a run that was not
+/// there). Once the shell commits, the run loads.
+#[tokio::test]
+async fn no_wait_names_a_foreign_write_transaction_on_a_sqlite_target() {
+    use sqlx::{ConnectOptions, Connection, Executor};
+    let mut fx = Fixture::sqlite().await;
+    load_source(&mut fx, 20).await;
+    let config = fx.config_path();
+    assert_eq!(cli::run(&config, &["run", "--upper", UPPER]).code, Some(0));
+    let mut shell = fx
+        .target_url
+        .parse::<sqlx::sqlite::SqliteConnectOptions>()
+        .expect("target URL")
+        .connect()
+        .await
+        .expect("a second connection to the target");
+    shell.execute("BEGIN IMMEDIATE").await.expect("a write transaction");
+    let out = cli::run(&config, &["run", "--no-wait", "--upper", UPPER]);
+    assert_eq!(out.code, Some(1), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("another process has a write transaction open on the target file"),
+        "{out:?}"
+    );
+    shell.execute("COMMIT").await.expect("commit");
+    shell.close().await.expect("close");
+    assert_eq!(cli::run(&config, &["run", "--no-wait", "--upper", UPPER]).code, Some(0));
+}
