@@ -165,6 +165,39 @@ impl DbUrl {
                     "an in-memory SQLite database keeps nothing once the command ends (and holds nothing another process wrote): give a file path, e.g. sqlite://warehouse.db",
                 ));
             }
+            // Without its locks, two runs write one file at once and corrupt it; an
+            // in-memory VFS keeps nothing.
+            if let Some((_, vfs)) = params
+                .iter()
+                .find(|(k, v)| k == "vfs" && matches!(v.as_str(), "unix-none" | "win32-none" | "memdb"))
+            {
+                return Err(UrlError::new(
+                    setting,
+                    format!(
+                        "the SQLite VFS `{vfs}` {}: leave `vfs` out (or use unix, unix-excl or unix-dotfile)",
+                        if vfs == "memdb" {
+                            "keeps the database in memory, and nothing once the command ends"
+                        } else {
+                            "takes no locks, so two runs (or a run and a reader) could write the file at once and corrupt it"
+                        }
+                    ),
+                ));
+            }
+            // The target is written: read-only there would fail every load, or (`mode=ro`)
+            // be overridden; dimlog opens it read-only itself for the commands that read.
+            if setting == "target.url" {
+                if let Some((k, v)) = params
+                    .iter()
+                    .find(|(k, v)| (k == "mode" && v == "ro") || (k == "immutable" && v != "0"))
+                {
+                    return Err(UrlError::new(
+                        setting,
+                        format!(
+                            "`{k}={v}` makes the target read-only, and dimlog writes it: leave it out (dimlog opens the target read-only itself for status, history, lookup and verify)"
+                        ),
+                    ));
+                }
+            }
             // sqlx's own parameters; any other is a mistake, often a `?` meant in a name.
             if let Some((k, _)) = params
                 .iter()
@@ -374,6 +407,10 @@ mod tests {
             ("sqlite://x?y.db", "unknown SQLite URL parameter `y.db`"),
             ("sqlite://w.db?moed=ro", "unknown SQLite URL parameter `moed`"),
             ("sqlite://n%00.db", "NUL byte"),
+            ("sqlite://w.db?vfs=unix-none", "takes no locks"),
+            ("sqlite://w.db?vfs=memdb", "in memory"),
+            ("sqlite://w.db?mode=ro", "read-only"),
+            ("sqlite://w.db?immutable=1", "read-only"),
             ("sqlite:///tmp/a%00/b.db", "NUL byte"),
         ] {
             let e = DbUrl::parse("target.url", raw, None).expect_err(raw);
@@ -381,12 +418,17 @@ mod tests {
             assert!(e.message.contains(words), "{raw}: {e}");
         }
         for raw in [
-            "sqlite://w.db?mode=ro",
             "sqlite://w.db?mode=rwc&cache=private",
+            "sqlite://w.db?vfs=unix-excl",
             "sqlite://x%3Fy.db",
         ] {
             DbUrl::parse("target.url", raw, None).unwrap_or_else(|e| panic!("{raw}: {e}"));
         }
+        // A source may be read-only, but never unlocked.
+        for raw in ["sqlite://w.db?mode=ro", "sqlite://w.db?immutable=1"] {
+            DbUrl::parse("source.url", raw, None).unwrap_or_else(|e| panic!("{raw}: {e}"));
+        }
+        assert!(DbUrl::parse("source.url", "sqlite://w.db?vfs=unix-none", None).is_err());
     }
 
     proptest::proptest! {
@@ -399,6 +441,9 @@ mod tests {
             query in proptest::option::of("mode=rwc"),
         ) {
             let written = format!("sqlite://{path}{}", query.as_ref().map(|q| format!("?{q}")).unwrap_or_default());
+            // Bytes that are not UTF-8, or a NUL, name no file dimlog takes: refused (above).
+            let opened = SqliteConnectOptions::from_str(&written).ok().map(|o| o.get_filename().to_path_buf());
+            proptest::prop_assume!(opened.is_some_and(|f| !f.as_os_str().as_encoded_bytes().contains(&0)));
             let base = Path::new("/cfg dir%/x?y#");
             let url = DbUrl::parse("target.url", &written, Some(base)).expect("a SQLite URL");
             let kept = url.sqlite_path().expect("a file");
