@@ -371,6 +371,24 @@ pub async fn check_tables_present(
         let exists = sql::statement(backend, "tables", "table_exists", &names)?;
         let found = conn.query_count("looking for dimlog's tables", &exists, &[]).await?;
         if found > 0 {
+            if !registered {
+                // A table no dimension is recorded with: its rows would be taken for
+                // dimlog's (a dimension's rows with surrogate keys it never issued, a
+                // log's versions numbered over by a counter that starts again).
+                let any = sql::statement(backend, "tables", "table_has_rows", &names)?;
+                if conn.query_count("looking into an existing table", &any, &[]).await? > 0 {
+                    return Err(ConfigError::invalid(
+                        setting,
+                        format!(
+                            "{table} already exists and holds rows, but dimension `{name}` is not recorded in this target \
+                             (dimlog_dimensions), so they are not rows dimlog made for it: name a new table in {setting}, \
+                             or drop that one if it is a leftover; a dimension whose `name` changed keeps its old name",
+                            name = plan.name,
+                        ),
+                    )
+                    .into());
+                }
+            }
             continue;
         }
         let owner = sql::statement(backend, "tables", "index_owner", &names)?;

@@ -139,6 +139,10 @@ SELECT COALESCE(max({{ sk }}), 0)::text FROM {{ dim }}
 SELECT COALESCE(max({{ sk }}), 0)::text FROM {{ log }}
 -- statement: log_row_count
 SELECT count(*)::text FROM {{ log }}
+{# Whether a table holds a row (one of a config's that no dimension is recorded with:
+   dimlog would take its rows for its own). #}
+-- statement: table_has_rows
+SELECT count(*)::text FROM (SELECT 1 FROM {{ table }} LIMIT 1) dimlog_any
 -- statement: table_exists
 SELECT (to_regclass('{{ table }}') IS NOT NULL)::int::text
 -- statement: index_owner

@@ -99,6 +99,10 @@ SELECT CAST(COALESCE(max({{ sk }}), 0) AS TEXT) FROM {{ dim }}
 SELECT CAST(COALESCE(max({{ sk }}), 0) AS TEXT) FROM {{ log }}
 -- statement: log_row_count
 SELECT CAST(count(*) AS TEXT) FROM {{ log }}
+{# Whether a table holds a row (one of a config's that no dimension is recorded with:
+   dimlog would take its rows for its own). #}
+-- statement: table_has_rows
+SELECT CAST(count(*) AS TEXT) FROM (SELECT 1 FROM {{ table }} LIMIT 1)
 -- statement: table_exists
 SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name = '{{ plain }}' COLLATE NOCASE
 -- statement: index_owner

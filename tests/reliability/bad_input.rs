@@ -21,6 +21,7 @@ on_both_backends!(
     injected_identifiers_are_refused,
     a_dropped_tracked_column_is_named,
     a_retyped_tracked_column_names_the_migration,
+    a_table_no_dimension_is_recorded_with_is_not_taken_over,
 );
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
@@ -812,4 +813,70 @@ async fn a_bad_change_time_gets_the_fix_that_fits() {
         assert!(out.stderr.contains(fix), "{value}: {out:?}");
         assert!(out.stderr.contains("of key (1)"), "{value}: {out:?}");
     }
+}
+
+/// A log or dimension table that exists with rows, but that no dimension of this name is
+/// recorded with, is refused (exit 2, naming the setting), nothing written: dimlog would
+/// take its rows for its own (a trial's `audit` table became a dimension with a surrogate
+/// key dimlog never issued, which `lookup` then returned). Both ways to get there: a table
+/// of the user's, and a dimension whose `name` changed.
+async fn a_table_no_dimension_is_recorded_with_is_not_taken_over(mut fx: Fixture) {
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    // The dimension's table made by hand, the shape dimlog makes, with a row of its own.
+    let made = cli::run(&fx.config_path(), &["init"]);
+    assert_eq!(made.code, Some(0), "{made:?}");
+    let (log, dim) = ("customer_versions", "dim_customer");
+    let hash = match fx.backend {
+        Backend::Sqlite => "X'00'",
+        Backend::Postgres | Backend::Citus => "'\\x00'::bytea",
+    };
+    for (table, setting) in [(dim, "target.dimension"), (log, "target.log")] {
+        for t in [log, dim] {
+            fx.target_exec(&format!("CREATE TABLE hand_{t} AS SELECT * FROM {t}"))
+                .await;
+        }
+        fx.target_exec(&format!(
+            "INSERT INTO hand_{dim} (customer_sk, customer_id, email, tier, country, valid_from, valid_to, is_current, row_hash, load_id) \
+             VALUES (77, 1, 'x', 'y', 'z', '2026-01-01T00:00:00Z', '9999-12-31T00:00:00Z', true, {hash}, 1)"
+        ))
+        .await;
+        fx.target_exec(&format!(
+            "INSERT INTO hand_{log} (log_id, customer_sk, customer_id, email, tier, country, valid_from, is_deleted, row_hash, load_id, loaded_at) \
+             VALUES (5, 77, 1, 'x', 'y', 'z', '2026-01-01T00:00:00Z', false, {hash}, 1, '2026-01-01T00:00:00Z')"
+        ))
+        .await;
+        fx.set_setting("name", &format!("\"by_hand_{}\"", setting.replace('.', "_")));
+        fx.set_setting(&setting["target.".len()..], &format!("\"hand_{table}\""));
+        let other = if table == dim { ("log", log) } else { ("dimension", dim) };
+        fx.set_setting(other.0, &format!("\"fresh_{}\"", other.1));
+        let out = cli::run(&fx.config_path(), &["run", "--upper", "2026-03-02T10:00:00Z"]);
+        assert_eq!(out.code, Some(2), "{setting}: {out:?}");
+        for words in [setting, &format!("hand_{table}"), "holds rows", "is not recorded"] {
+            assert!(out.stderr.contains(words), "{setting}: {words}: {out:?}");
+        }
+        assert_eq!(
+            fx.count(&format!("hand_{table}")).await,
+            1,
+            "{setting}: nothing written"
+        );
+        for t in [log, dim] {
+            fx.target_exec(&format!("DROP TABLE hand_{t}")).await;
+        }
+        fx.target_exec(&format!("DROP TABLE IF EXISTS fresh_{}", other.1)).await;
+    }
+
+    // The dimension loaded, then its `name` changed: its tables are not taken over (a
+    // check of its own names the dimension they belong to).
+    fx.set_setting("name", "\"customer\"");
+    fx.set_setting("log", &format!("\"{log}\""));
+    fx.set_setting("dimension", &format!("\"{dim}\""));
+    let out = cli::run(&fx.config_path(), &["run", "--upper", "2026-03-02T10:00:00Z"]);
+    assert_eq!(out.code, Some(0), "{out:?}");
+    fx.set_setting("name", "\"customers\"");
+    let out = cli::run(&fx.config_path(), &["run", "--upper", "2026-03-02T10:00:00Z"]);
+    assert_eq!(out.code, Some(2), "{out:?}");
+    assert!(out.stderr.contains("is the log of dimension `customer`"), "{out:?}");
 }
