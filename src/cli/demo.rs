@@ -13,7 +13,8 @@ use std::path::PathBuf;
 /// the history of each key. No server needed.
 #[derive(Debug, clap::Args)]
 pub struct DemoArgs {
-    /// Folder for the demo's files (source.db, warehouse.db, dimlog.toml); recreated.
+    /// Folder for the demo's files (source.db, warehouse.db, dimlog.toml): recreated when
+    /// it is the demo's own, refused when it holds such files of anyone else's.
     #[arg(long, default_value = "dimlog-demo")]
     pub dir: PathBuf,
 }
@@ -84,6 +85,21 @@ fn nights() -> Vec<(&'static str, &'static str, Vec<&'static str>)> {
 pub async fn run(_global: &GlobalArgs, args: DemoArgs, out: &Output) -> Result<i32, Error> {
     let io = |e: std::io::Error| Error::Usage(format!("cannot prepare demo folder {}: {e}", args.dir.display()));
     std::fs::create_dir_all(&args.dir).map_err(io)?;
+    // The demo remakes its own folder only: one whose dimlog.toml is the demo's, or that
+    // holds none of its files (their names are `dimlog new`'s too).
+    let config_path = args.dir.join("dimlog.toml");
+    let own = std::fs::read_to_string(&config_path).is_ok_and(|text| text == CONFIG);
+    let theirs: Vec<&str> = ["dimlog.toml", "source.db", "warehouse.db"]
+        .into_iter()
+        .filter(|f| args.dir.join(f).exists())
+        .collect();
+    if !own && !theirs.is_empty() {
+        return Err(Error::Usage(format!(
+            "{} holds {} that the demo did not make, and the demo would replace: give it a folder of its own with --dir",
+            args.dir.display(),
+            theirs.join(", ")
+        )));
+    }
     for f in [
         "source.db",
         "source.db-wal",
@@ -94,7 +110,6 @@ pub async fn run(_global: &GlobalArgs, args: DemoArgs, out: &Output) -> Result<i
     ] {
         let _ = std::fs::remove_file(args.dir.join(f));
     }
-    let config_path = args.dir.join("dimlog.toml");
     std::fs::write(&config_path, CONFIG).map_err(io)?;
     let plan = Plan::load(&config_path, &Overrides::default())?;
     let mut source = Conn::connect(&plan.source.url).await?;

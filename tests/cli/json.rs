@@ -208,6 +208,24 @@ fn commands_without_a_dimension_print_one_object() {
     assert_code(&demo, 0, "demo --json");
     let demo = json(&demo, "demo --json");
     assert_eq!(demo["runs"].as_array().map(Vec::len), Some(4), "{demo}");
+    // Its own folder it makes again; a folder holding someone else's files of those
+    // names (`dimlog new`'s too) it refuses, touching nothing (a trial lost a database).
+    let again = dimlog(dir.path(), &["--json", "demo", "--dir", "demo"]);
+    assert_code(&again, 0, "demo again in its own folder");
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir_all(&theirs).expect("a folder");
+    for (file, text) in [("dimlog.toml", "name = \"mine\"\n"), ("warehouse.db", "precious")] {
+        std::fs::write(theirs.join(file), text).expect("write");
+        let refused = dimlog(dir.path(), &["--json", "demo", "--dir", "theirs"]);
+        assert_code(&refused, 2, "demo into a folder with someone else's files");
+        let message = json(&refused, "demo refused")["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(message.contains(file) && message.contains("--dir"), "{message}");
+        assert_eq!(std::fs::read_to_string(theirs.join(file)).expect("kept"), text);
+        assert!(!theirs.join("source.db").exists());
+    }
 
     // A usage error is a JSON error too, exit 2.
     let bad = dimlog(dir.path(), &["--json", "run", "--no-such-flag"]);
