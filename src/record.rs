@@ -139,6 +139,36 @@ pub async fn existing_record(conn: &mut Conn, plan: &Plan) -> Result<DimensionRe
     .into())
 }
 
+/// The config's `target.surrogate_key` against the column the dimension was built with
+/// (its tables have that one; a renamed setting would be read as a column that does not
+/// exist, by SQLite as a string): the refusal, when they differ.
+pub async fn surrogate_key_refusal(conn: &mut Conn, plan: &Plan) -> Result<Option<ConfigError>, DbError> {
+    let sql = sql::statement(
+        conn.backend(),
+        "state",
+        "dimension_surrogate_key",
+        &serde_json::json!({}),
+    )?;
+    let built_with = conn
+        .query_text("reading dimlog_dimensions", &sql, &[Param::Text(plan.name.clone())])
+        .await?
+        .into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next().flatten());
+    let configured = plan.target.surrogate_key.name();
+    Ok(built_with.filter(|built| !built.eq_ignore_ascii_case(configured)).map(|built| {
+        ConfigError::invalid(
+            "target.surrogate_key",
+            format!(
+                "is `{configured}`, but dimension `{}` was built with surrogate key column `{built}`, which its log and \
+                 dimension hold (and facts may hold its values): set surrogate_key = \"{built}\" again; a surrogate key \
+                 column is not renamed",
+                plan.name
+            ),
+        )
+    }))
+}
+
 /// [`NotLoaded`] for a target whose SQLite file does not exist.
 pub fn not_loaded_file(plan: &Plan, path: std::path::PathBuf) -> NotLoaded {
     NotLoaded {
@@ -152,6 +182,9 @@ pub fn not_loaded_file(plan: &Plan, path: std::path::PathBuf) -> NotLoaded {
 /// no change of the column sets (which only `run` may migrate).
 pub async fn check_registered(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Result<DimensionRecord, RecordError> {
     let stored = existing_record(conn, plan).await?;
+    if let Some(refusal) = surrogate_key_refusal(conn, plan).await? {
+        return Err(refusal.into());
+    }
     let wanted = DimensionRecord::from_layout(layout);
     check_compatible(&stored, &wanted, plan, conn.backend())?;
     if let Some(c) = ConfigChange::between(&stored, &wanted) {

@@ -240,6 +240,11 @@ async fn init_with(
         crate::db::migrate::migrate(conn, &plan.target.url.redacted()).await?;
         check_tables_unowned(conn, plan).await?;
         let registered = read_record(conn, plan).await?.is_some();
+        if registered {
+            if let Some(refusal) = crate::record::surrogate_key_refusal(conn, plan).await? {
+                return Err(refusal.into());
+            }
+        }
         check_tables_present(conn, plan, registered, dimension_may_be_missing).await?;
         if registered && !dimension_may_be_missing {
             // A load allocates surrogate keys: its counter must be past every one held.

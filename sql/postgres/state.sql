@@ -52,6 +52,9 @@ FROM dimlog_runs dimlog_r WHERE dimension = $1 ORDER BY dimlog_r.run_id DESC LIM
 SELECT key_columns, tracked_columns, type1_columns, column_types, hash_version::text,
        next_surrogate_key::text, next_log_id::text, built_through_load::text
 FROM dimlog_dimensions WHERE dimension = $1
+{# The surrogate-key column the dimension was built with (its tables keep it). #}
+-- statement: dimension_surrogate_key
+SELECT surrogate_key FROM dimlog_dimensions WHERE dimension = $1
 -- statement: dimension_own_tables
 SELECT log_table, dimension_table FROM dimlog_dimensions WHERE dimension = $1
 -- statement: dimension_tables

@@ -33,6 +33,9 @@ FROM dimlog_runs WHERE dimension = ?1 ORDER BY run_id DESC LIMIT ?2
 SELECT key_columns, tracked_columns, type1_columns, column_types, hash_version,
        next_surrogate_key, next_log_id, built_through_load
 FROM dimlog_dimensions WHERE dimension = ?1
+{# The surrogate-key column the dimension was built with (its tables keep it). #}
+-- statement: dimension_surrogate_key
+SELECT surrogate_key FROM dimlog_dimensions WHERE dimension = ?1
 -- statement: dimension_own_tables
 SELECT log_table, dimension_table FROM dimlog_dimensions WHERE dimension = ?1
 -- statement: dimension_tables

@@ -22,6 +22,7 @@ on_both_backends!(
     a_dropped_tracked_column_is_named,
     a_retyped_tracked_column_names_the_migration,
     a_table_no_dimension_is_recorded_with_is_not_taken_over,
+    a_renamed_surrogate_key_setting_is_refused_by_every_command,
 );
 
 const INSERT: &str = "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES";
@@ -879,4 +880,41 @@ async fn a_table_no_dimension_is_recorded_with_is_not_taken_over(mut fx: Fixture
     let out = cli::run(&fx.config_path(), &["run", "--upper", "2026-03-02T10:00:00Z"]);
     assert_eq!(out.code, Some(2), "{out:?}");
     assert!(out.stderr.contains("is the log of dimension `customer`"), "{out:?}");
+}
+
+/// `target.surrogate_key` changed after the dimension was built: every command that uses
+/// the tables refuses it (exit 2, naming the setting and the column the tables hold),
+/// writing nothing. A trial got a decoding error from `run` (SQLite read the new name as
+/// a string), "restore the log from a backup" from `verify`, and advice from `rebuild`
+/// to drop the real surrogate-key column.
+async fn a_renamed_surrogate_key_setting_is_refused_by_every_command(mut fx: Fixture) {
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    let loaded = cli::run(&fx.config_path(), &["run", "--upper", "2026-03-02T10:00:00Z"]);
+    assert_eq!(loaded.code, Some(0), "{loaded:?}");
+    let before = fx.dimension().await;
+    for renamed in ["csk", "Customer_SK_2"] {
+        fx.set_setting("surrogate_key", &format!("\"{renamed}\""));
+        for command in [
+            &["run", "--upper", "2026-03-02T11:00:00Z"][..],
+            &["run", "--full-refresh", "--upper", "2026-03-02T11:00:00Z"],
+            &["verify"],
+            &["rebuild"],
+            &["doctor"],
+        ] {
+            let out = cli::run(&fx.config_path(), command);
+            let expected = if command[0] == "doctor" { 1 } else { 2 };
+            assert_eq!(out.code, Some(expected), "{renamed}, {command:?}: {out:?}");
+            let said = format!("{}{}", out.stdout, out.stderr);
+            for words in ["target.surrogate_key", "customer_sk", renamed] {
+                assert!(said.contains(words), "{renamed}, {command:?}: {words}: {out:?}");
+            }
+            assert!(!said.contains("restore"), "{renamed}, {command:?}: {out:?}");
+        }
+    }
+    fx.set_setting("surrogate_key", "\"customer_sk\"");
+    assert_eq!(fx.dimension().await, before, "nothing written");
+    assert_eq!(cli::run(&fx.config_path(), &["verify"]).code, Some(0));
 }
