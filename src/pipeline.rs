@@ -736,14 +736,16 @@ async fn ready_target(mut conn: Conn, plan: &Plan, access: Access, need: Need) -
     Ok(conn)
 }
 
-/// The schema of dimlog's own tables on a PostgreSQL target: where they are if that is
-/// [`crate::config::TargetPlan::state_schema`] (or they are nowhere yet); else, without
-/// `target.state_schema`, the one schema an older dimlog put them in (where its
-/// `search_path` pointed), so such a target keeps working from any session. Refused
-/// (exit 2), naming the schemas: tables elsewhere than an explicit `state_schema`, or in
-/// several schemas.
+/// The schema of dimlog's own tables for this connection: where a set of them records the
+/// dimension (its counters are there); else `target.state_schema` (a new set there when
+/// none is, or the one there); else, without the setting, the one set in the database
+/// (shared by the dimensions that use it, or where an older dimlog's `search_path` put
+/// it) or the default schema when there is none. Refused (exit 2), naming the schemas: a
+/// `state_schema` other than the set that records the dimension (a new set would start
+/// its counters again), or, without the setting, several sets none of which records it.
 async fn resolve_state_schema(conn: &mut Conn, plan: &Plan) -> Result<String, Error> {
     let wanted = plan.target.state_schema();
+    let explicit = plan.target.explicit_state_schema.is_some();
     let sql = crate::db::sql::statement(conn.backend(), "state", "state_schemas", &serde_json::json!({}))?;
     let holders: Vec<String> = conn
         .query_text("finding dimlog's tables", &sql, &[])
@@ -751,38 +753,78 @@ async fn resolve_state_schema(conn: &mut Conn, plan: &Plan) -> Result<String, Er
         .into_iter()
         .filter_map(|r| r.into_iter().next().flatten())
         .collect();
-    if holders.is_empty() || holders.contains(&wanted) {
-        return Ok(wanted);
-    }
+    let recorders = recording(conn, plan, &holders).await;
     let tables = "dimlog_state, dimlog_runs, dimlog_dimensions (and dimlog_assigned and dimlog_schema, if there)";
-    if plan.target.explicit_state_schema.is_some() {
-        return Err(ConfigError::invalid(
+    match (&recorders[..], explicit) {
+        ([], _) if holders.is_empty() || holders.contains(&wanted) => Ok(wanted),
+        // A dimension no set records may have a set of its own: its counters are nowhere
+        // else. (Its tables, if they hold rows, are refused at init.)
+        ([], true) => Ok(wanted),
+        ([], false) => match &holders[..] {
+            [only] => Ok(only.clone()),
+            _ => Err(ConfigError::invalid(
+                "target.state_schema",
+                format!(
+                    "dimlog's tables ({tables}) are in several schemas of the target ({}), and none records dimension \
+                     `{}`: each set is shared by the dimensions whose target.state_schema names it; set \
+                     target.state_schema to the one this dimension belongs with",
+                    holders.join(", "),
+                    plan.name
+                ),
+            )
+            .into()),
+        },
+        ([one], _) if !explicit || *one == wanted => Ok(one.clone()),
+        ([one], _) => Err(ConfigError::invalid(
             "target.state_schema",
             format!(
-                "is {wanted:?}, but dimlog's tables ({tables}) are in schema {}: move them there once \
-                 (ALTER TABLE {}.dimlog_state SET SCHEMA {wanted}; and so on for each), or set target.state_schema = {:?}",
-                holders.join(", "),
-                holders[0],
-                holders[0]
+                "is {wanted:?}, but dimension `{}` is recorded in dimlog's tables ({tables}) in schema {one}, which hold its \
+                 counters: set target.state_schema = {one:?}, or move them there once (ALTER TABLE {one}.dimlog_state SET \
+                 SCHEMA {wanted}; and so on for each{})",
+                plan.name,
+                if holders.contains(&wanted) {
+                    format!(", after moving away the set already in {wanted}")
+                } else {
+                    String::new()
+                }
             ),
         )
-        .into());
+        .into()),
+        (several, _) => Err(ConfigError::invalid(
+            "target.state_schema",
+            format!(
+                "dimension `{}` is recorded in dimlog's tables ({tables}) in several schemas ({}): keep one set (drop its \
+                 rows from the others' dimlog_dimensions) and set target.state_schema to it",
+                plan.name,
+                several.join(", ")
+            ),
+        )
+        .into()),
     }
-    if let [only] = &holders[..] {
-        tracing::debug!("dimlog's tables are in schema {only}, where an older dimlog put them");
-        return Ok(only.clone());
+}
+
+/// The schemas among `schemas` whose set of dimlog's tables records the plan's
+/// dimension (a set this role may not read is taken as not recording it: a log with
+/// rows that no set it reads records is refused at init all the same).
+async fn recording(conn: &mut Conn, plan: &Plan, schemas: &[String]) -> Vec<String> {
+    let mut found = Vec::new();
+    for schema in schemas {
+        let quoted = format!("\"{}\"", schema.replace('"', "\"\""));
+        let context = serde_json::json!({ "schema": quoted });
+        let Ok(sql) = crate::db::sql::statement(conn.backend(), "state", "state_schema_records", &context) else {
+            continue;
+        };
+        let params = [crate::db::Param::Text(plan.name.clone())];
+        if let Ok(n) = conn
+            .query_count("looking for the dimension in dimlog's tables", &sql, &params)
+            .await
+        {
+            if n > 0 {
+                found.push(schema.clone());
+            }
+        }
     }
-    Err(ConfigError::invalid(
-        "target.state_schema",
-        format!(
-            "dimlog's tables ({tables}) are in several schemas of the target ({}): each set is shared by the dimensions \
-             whose target.state_schema names it (or was put where an older dimlog's search_path pointed); set \
-             target.state_schema to the one that holds dimension `{}`",
-            holders.join(", "),
-            plan.name
-        ),
-    )
-    .into())
+    found
 }
 
 /// An init that failed, as a command reports it: a lock another run holds is

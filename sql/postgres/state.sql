@@ -81,6 +81,9 @@ SELECT dimlog_n.nspname::text
 FROM pg_class dimlog_c JOIN pg_namespace dimlog_n ON dimlog_n.oid = dimlog_c.relnamespace
 WHERE dimlog_c.relname = 'dimlog_' || 'dimensions' AND dimlog_c.relkind IN ('r', 'p')
 ORDER BY 1
+{# Whether the set of dimlog's tables in `schema` records the dimension. #}
+-- statement: state_schema_records
+SELECT count(*)::text FROM {{ schema }}.dimlog_dimensions WHERE dimension = $1
 {# A rebuild waits at most this long for a lock before it says whose lock it waits for
    (then it waits on, without a limit). #}
 -- statement: lock_wait

@@ -128,6 +128,7 @@ pub const ENGINE_SPECIFIC: &[(&str, &str, &[&str])] = &[
             "schema_exists",
             "schema_unusable",
             "state_schemas",
+            "state_schema_records",
             "table_rights_missing",
             "temp_missing",
             "try_lock",

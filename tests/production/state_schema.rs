@@ -125,22 +125,81 @@ async fn explicit_state_schema_and_older_targets() {
     }
 
     // A second set, of another dimension's config that names its own schema: a config
-    // that names none is told to choose, without a guess at how they came to be (a
-    // trial was told of "sessions with different search_paths").
+    // that names none uses the set that records its dimension; one whose dimension no set
+    // records is told to choose, without a guess at how they came to be (a trial was told
+    // of "sessions with different search_paths").
     for table in ["dimlog_state", "dimlog_runs", "dimlog_dimensions"] {
         fx.target_exec(&format!("CREATE TABLE ops.{table} (LIKE etl.{table})"))
             .await;
     }
     fx.edit_config("\nstate_schema = \"ops\"", "");
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T12:00:00Z"], 0);
+    assert_eq!(
+        fx.count("etl.dimlog_runs").await,
+        3,
+        "recorded in the set that records it"
+    );
+    assert_eq!(fx.count("ops.dimlog_runs").await, 0);
+    fx.set_setting("name", "\"customer_new\"");
+    fx.set_setting("log", "\"new_versions\"");
+    fx.set_setting("dimension", "\"dim_new\"");
     let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T12:00:00Z"], 2);
     for needle in [
         "several schemas",
         "ops",
         "etl",
         "target.state_schema",
-        "dimension `customer`",
+        "dimension `customer_new`",
     ] {
         assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
     }
     assert!(!stderr.contains("search_paths"), "{stderr}");
+}
+
+/// Two teams in one database: a second dimension may keep a set of dimlog's tables of its
+/// own (`state_schema` naming a schema without them) when no existing set records it, so
+/// one team's runs are not recorded in the other's tables (a trial could not opt out).
+/// A dimension recorded in another set is still refused, naming the move: its counters
+/// are there, and a new set would start them again.
+#[tokio::test]
+async fn a_dimension_no_set_records_may_keep_a_set_of_its_own() {
+    let mut fx = Fixture::postgres().await;
+    fx.target_exec("CREATE SCHEMA team_a; CREATE SCHEMA team_b").await;
+    fx.exec(&format!(
+        "{INSERT} (1, 'ann@example.com', 'free', 'FR', '2026-03-02T09:00:00Z')"
+    ))
+    .await;
+    fx.set_setting("log", "\"team_a.customer_versions\"");
+    fx.set_setting("dimension", "\"team_a.dim_customer\"");
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 0);
+    assert_eq!(schemas_of(&mut fx, "dimlog_runs").await, ["team_a"]);
+
+    // Team B's dimension, with its own set.
+    fx.set_setting("name", "\"customer_b\"");
+    fx.set_setting("log", "\"team_b.customer_versions\"");
+    fx.set_setting("dimension", "\"team_b.dim_customer\"");
+    fx.edit_config(
+        "surrogate_key = \"customer_sk\"",
+        "surrogate_key = \"customer_sk\"\nstate_schema = \"team_b\"",
+    );
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 0);
+    assert_eq!(schemas_of(&mut fx, "dimlog_runs").await, ["team_a", "team_b"]);
+    assert_eq!(fx.count("team_a.dimlog_runs").await, 1, "team A's runs only");
+    assert_eq!(fx.count("team_b.dimlog_runs").await, 1, "team B's runs only");
+    cli_exits(&fx, &["status"], 0);
+    cli_exits(&fx, &["verify"], 0);
+
+    // Team A's dimension pointed at team B's set: refused, it is recorded in team A's.
+    fx.set_setting("name", "\"customer\"");
+    fx.set_setting("log", "\"team_a.customer_versions\"");
+    fx.set_setting("dimension", "\"team_a.dim_customer\"");
+    let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T11:00:00Z"], 2);
+    for needle in ["target.state_schema", "team_a", "team_b", "SET SCHEMA"] {
+        assert!(stderr.contains(needle), "{needle:?} not in: {stderr}");
+    }
+    assert_eq!(
+        fx.count("team_b.dimlog_runs").await,
+        1,
+        "nothing written to team B's set"
+    );
 }
