@@ -87,6 +87,9 @@ pub struct SqlContext {
     pub deleted_flag: bool,
     /// One read holds at most one row per key (see [`Layout::unique_key`]).
     pub unique_key: bool,
+    /// One read holds at most one row per key as dimlog reads keys (see
+    /// [`Layout::unique_as_read`]).
+    pub unique_as_read: bool,
     /// The log's and the dimension's indexes other than their primary keys, qualified
     /// (see [`crate::tables::drop_indexes_for_first_load`]).
     pub secondary_indexes: Vec<String>,
@@ -176,6 +179,7 @@ impl SqlContext {
             history_all: plan.source.history == History::All,
             deleted_flag: plan.source.deleted_flag.is_some(),
             unique_key: layout.unique_key,
+            unique_as_read: layout.unique_as_read,
             secondary_indexes,
             sentinel: backend.dialect().timestamp_literal(&FAR_FUTURE.to_text()),
         }

@@ -21,12 +21,12 @@ use std::cmp::Ordering;
 /// `staged` (the rows staged) is the answer. `analyze` gathers statistics for the joins
 /// that follow; a first load has none, so it skips the sampling.
 pub async fn dedupe(conn: &mut Conn, ctx: &SqlContext, staged: i64, analyze: bool) -> Result<i64, DbError> {
-    let step = if ctx.unique_key { "adopt" } else { "dedupe" };
+    let step = if ctx.unique_as_read { "adopt" } else { "dedupe" };
     run_named(conn, "dedupe", &[step], ctx).await?;
     if analyze {
         run_named(conn, "stage", &["analyze"], ctx).await?;
     }
-    if ctx.unique_key {
+    if ctx.unique_as_read {
         // Adopted as staged: nothing was dropped.
         return Ok(staged);
     }

@@ -79,7 +79,7 @@ pub async fn settle(
     upper: Micros,
     read_through: Option<Micros>,
 ) -> Result<Settled, DbError> {
-    if let (true, Some(read_through)) = (ctx.unique_key, read_through) {
+    if let (true, Some(read_through)) = (ctx.unique_as_read, read_through) {
         let unchanged = sql::statement(conn.backend(), "classify", "drop_unchanged", ctx)?;
         if !unchanged.is_empty() {
             conn.execute("classify/drop_unchanged", &unchanged, &[Param::Ts(read_through)])

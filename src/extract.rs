@@ -661,6 +661,9 @@ impl SourceSchema {
         let unique_key = matches!(plan.source.relation, Relation::Table(_))
             && !pk.is_empty()
             && pk.iter().all(|c| plan.source.key.iter().any(|k| k.name() == c.name));
+        let unique_as_read = unique_key
+            && (self.backend.dialect().values_have_declared_types()
+                || matches!(&pk[..], [only] if only.type_name.eq_ignore_ascii_case("INTEGER")));
         Ok(Layout {
             keys,
             tracked,
@@ -669,6 +672,7 @@ impl SourceSchema {
             tiebreak,
             updated_at_kind: u.kind,
             unique_key,
+            unique_as_read,
         })
     }
 }

@@ -51,6 +51,12 @@ pub struct Layout {
     /// The source is a table whose primary key lies within the natural key, so one read
     /// holds at most one row per key and dedupe has nothing to do.
     pub unique_key: bool,
+    /// [`Layout::unique_key`], and the key's values as dimlog reads them (text) are as
+    /// apart as the primary key keeps them: not so on an engine whose columns take values
+    /// of any type (SQLite keeps `2`, `'2'` and `x'32'` apart, one key to dimlog) unless
+    /// the key is a rowid alias, which holds integers only. Then a read's rows are taken
+    /// as they are, without a dedupe.
+    pub unique_as_read: bool,
 }
 
 impl Layout {

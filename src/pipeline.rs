@@ -1261,6 +1261,7 @@ async fn load(
                 // column without a type): the source's primary key does not keep them
                 // apart here, so they are deduplicated, not adopted as read.
                 let unique_key = std::mem::replace(&mut session.ctx.unique_key, false);
+                let unique_as_read = std::mem::replace(&mut session.ctx.unique_as_read, false);
                 let loaded = async {
                     let read = read_changes(session, &reading).await?;
                     let after_dedupe = read.rows_after_dedupe;
@@ -1270,6 +1271,7 @@ async fn load(
                 }
                 .await;
                 session.ctx.unique_key = unique_key;
+                session.ctx.unique_as_read = unique_as_read;
                 let (loaded, after_dedupe) = loaded?;
                 bounds.rows_after_dedupe = Some(after_dedupe);
                 loaded

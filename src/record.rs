@@ -253,6 +253,7 @@ impl DimensionRecord {
             tiebreak: None,
             updated_at_kind: ColumnKind::TimestampTz,
             unique_key: false,
+            unique_as_read: false,
         })
     }
 

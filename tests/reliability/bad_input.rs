@@ -918,3 +918,79 @@ async fn a_renamed_surrogate_key_setting_is_refused_by_every_command(mut fx: Fix
     assert_eq!(fx.dimension().await, before, "nothing written");
     assert_eq!(cli::run(&fx.config_path(), &["verify"]).code, Some(0));
 }
+
+/// SQLite keeps apart, under one primary key, values whose text is one (`2`, `'2'`,
+/// `x'32'` in a column without a type, or a blob beside text in a TEXT column), which
+/// dimlog reads as one key. Every load dedupes them as the first load does: a full
+/// refresh, run again and again, appends nothing (a trial's appended two log rows
+/// without a surrogate key each time), and the dimension agrees with the source. A rowid
+/// alias holds integers only, and is taken as read.
+#[tokio::test]
+async fn sqlite_keys_one_as_text_are_one_key_on_every_load() {
+    for declared in [
+        "PRIMARY KEY",
+        "TEXT PRIMARY KEY",
+        "INT PRIMARY KEY",
+        "INTEGER PRIMARY KEY",
+    ] {
+        let mut fx = Fixture::sqlite().await;
+        // What each column keeps apart (a TEXT column stores 2 as '2', an INT one '2' as 2).
+        let spellings = match declared {
+            "INTEGER PRIMARY KEY" => "(2, 'a', '2026-01-01T00:00:00Z')",
+            "TEXT PRIMARY KEY" => "('2', 'b', '2026-01-01T00:00:00Z'), (X'32', 'c', '2026-01-01T00:00:00Z')",
+            "INT PRIMARY KEY" => "(2, 'a', '2026-01-01T00:00:00Z'), (X'32', 'c', '2026-01-01T00:00:00Z')",
+            _ => "(2, 'a', '2026-01-01T00:00:00Z'), ('2', 'b', '2026-01-01T00:00:00Z'), (X'32', 'c', '2026-01-01T00:00:00Z')",
+        };
+        fx.exec(&format!(
+            "CREATE TABLE src_k (k {declared}, v TEXT, updated_at TEXT NOT NULL);
+             INSERT INTO src_k VALUES {spellings}, (3, 'd', '2026-01-01T00:00:00Z')"
+        ))
+        .await;
+        let (source, target) = (fx.source_url.clone(), fx.target_url.clone());
+        fx.set_config(format!(
+            r#"name = "k"
+
+[source]
+url = "{source}"
+table = "src_k"
+key = ["k"]
+updated_at = "updated_at"
+
+[target]
+url = "{target}"
+log = "k_versions"
+dimension = "dim_k"
+surrogate_key = "k_sk"
+
+[track]
+columns = ["v"]
+"#
+        ));
+        let config = fx.config_path();
+        for args in [
+            &["run", "--upper", "2026-02-01T00:00:00Z"][..],
+            &["run", "--full-refresh", "--upper", "2026-02-01T00:00:00Z"],
+            &["run", "--full-refresh", "--upper", "2026-02-01T00:00:00Z"],
+            &["run", "--upper", "2026-02-01T00:00:00Z"],
+        ] {
+            let out = cli::run(&config, args);
+            assert_eq!(out.code, Some(0), "{declared}, {args:?}: {out:?}");
+        }
+        let log = fx
+            .target_query(
+                "SELECT CAST(k AS TEXT), CAST(k_sk AS TEXT), CAST(is_deleted AS TEXT) FROM k_versions ORDER BY log_id",
+            )
+            .await;
+        assert_eq!(
+            log.len(),
+            2,
+            "{declared}: one version per key, nothing appended again: {log:?}"
+        );
+        assert!(
+            log.iter().all(|r| r[1].is_some()),
+            "{declared}: a live row without a surrogate key: {log:?}"
+        );
+        let verify = cli::run(&config, &["verify", "--against-source"]);
+        assert_eq!(verify.code, Some(0), "{declared}: {verify:?}");
+    }
+}
