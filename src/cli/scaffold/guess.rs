@@ -118,7 +118,8 @@ pub fn key_name_candidates<'a>(table: &str, columns: &'a [SourceColumn]) -> Vec<
 /// among `taken` (compared without case): `Cust No` becomes `cust_no`.
 fn plain_name(name: &str, taken: &[String]) -> String {
     let mut out = String::new();
-    for c in name.chars() {
+    // Letters of other scripts as their ASCII spelling, not dropped (`Ünïcode`: `unicode`).
+    for c in deunicode::deunicode(name).chars() {
         if c.is_ascii_alphanumeric() {
             out.push(c.to_ascii_lowercase());
         } else if !out.ends_with('_') {
@@ -702,6 +703,25 @@ pub fn tracking<'a>(profile: &'a Profile, roles: &[&SourceColumn], change_chosen
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A name in another script keeps its letters, spelt in ASCII (a trial's `Ünïcode`
+    /// became `n_code`), and names stay apart without regard to case.
+    #[test]
+    fn plain_names_spell_other_scripts_in_ascii() {
+        let taken = |names: &[&str]| names.iter().map(|n| n.to_string()).collect::<Vec<_>>();
+        for (name, plain) in [
+            ("Ünïcode", "unicode"),
+            ("Cust No", "cust_no"),
+            ("Straße", "strasse"),
+            ("Имя", "imia"),
+            ("ÉTÉ 2026", "ete_2026"),
+            ("2026 Ümsatz", "c_2026_umsatz"),
+            ("???", "c_"),
+        ] {
+            assert_eq!(plain_name(name, &[]), plain, "{name}");
+        }
+        assert_eq!(plain_name("Ünïcode", &taken(&["UNICODE"])), "unicode_2");
+    }
 
     #[test]
     fn stems() {
