@@ -397,7 +397,9 @@ impl Admission {
             return false;
         };
         if !self.window.contains(ts) {
-            if self.window.low.is_none_or(|l| ts >= l) {
+            // After the window's end; a stamp at an end that is not the window's own (a
+            // backfill chunk's) is the next chunk's first instant, not a future row.
+            if self.window.low.is_none_or(|l| ts >= l) && ts > self.window.high {
                 self.beyond_upper.add(FutureRows {
                     count: 1,
                     newest: Some(ts),
