@@ -341,8 +341,9 @@ pub async fn verify(
     // and the advice would be a rebuild that drops them: refused, naming the log.
     crate::tables::check_log_complete(&mut session.target, plan, true).await?;
     if against_source {
-        // The source's rows are staged in temporary tables.
-        session.target.begin().await?;
+        // The source's rows are staged in temporary tables, which need no lock on the
+        // target's own.
+        session.target.begin_scratch().await?;
     } else {
         session.target.begin_read().await?;
     }

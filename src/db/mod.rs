@@ -1226,6 +1226,22 @@ impl Conn {
         }
     }
 
+    /// Starts a transaction that reads the database and writes only temporary tables
+    /// (`verify --against-source` stages the source in them): on SQLite a deferred one,
+    /// which takes no write lock on the file, so it neither waits for a run nor holds one
+    /// up (in WAL mode its first read fixes its snapshot); elsewhere [`Conn::begin`]'s.
+    /// End it with [`Conn::rollback`].
+    pub async fn begin_scratch(&mut self) -> Result<(), DbError> {
+        match self {
+            Conn::Sqlite(_) => {
+                self.execute_script("begin a transaction", "BEGIN").await?;
+                self.note_transaction(true);
+                Ok(())
+            }
+            Conn::Postgres(_) => self.begin().await,
+        }
+    }
+
     /// Starts a transaction that only reads, on one snapshot of the database, and takes
     /// no lock a run would wait for: a deferred transaction on SQLite (in WAL mode its
     /// first read fixes the snapshot), `REPEATABLE READ READ ONLY` on PostgreSQL (with the

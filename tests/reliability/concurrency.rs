@@ -393,3 +393,43 @@ async fn no_wait_names_a_foreign_write_transaction_on_a_sqlite_target() {
     shell.close().await.expect("close");
     assert_eq!(cli::run(&config, &["run", "--no-wait", "--upper", UPPER]).code, Some(0));
 }
+
+/// `verify --against-source` stages the source in temporary tables only: on SQLite it
+/// takes no write lock on the target, so a writer holding one (a run, a sqlite3 shell)
+/// neither holds it up nor is held up by it (a trial's verify waited 34 s, silently
+/// with -q, behind a writer).
+#[tokio::test]
+async fn verify_against_the_source_waits_for_no_writer_on_a_sqlite_target() {
+    use sqlx::{ConnectOptions, Executor};
+    let mut fx = Fixture::sqlite().await;
+    load_source(&mut fx, 20).await;
+    let config = fx.config_path();
+    assert_eq!(cli::run(&config, &["run", "--upper", UPPER]).code, Some(0));
+    let mut shell = fx
+        .target_url
+        .parse::<sqlx::sqlite::SqliteConnectOptions>()
+        .expect("target URL")
+        .connect()
+        .await
+        .expect("a second connection to the target");
+    shell.execute("BEGIN IMMEDIATE").await.expect("a write transaction");
+    let mut verify = cli::command(&config)
+        .args(["verify", "--against-source", "-q"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start dimlog");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let status = loop {
+        if let Some(status) = verify.try_wait().expect("try_wait") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = verify.kill();
+            panic!("verify --against-source waited for the writer");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status.code(), Some(0), "verify against the source");
+    shell.execute("ROLLBACK").await.expect("rollback");
+}
