@@ -29,6 +29,49 @@ pub fn sqlite_url_of(file: &Path, query: Option<&str>) -> String {
     url
 }
 
+/// Why a SQLite URL's path and parameters cannot serve `setting`, if they cannot: a
+/// database kept in memory (a run into it would succeed and leave nothing), a VFS without
+/// locks (two runs would write one file at once and corrupt it), a read-only target
+/// (dimlog writes it, and opens it read-only itself for the commands that only read), or
+/// a parameter sqlx does not take (often a `?` meant in a file name).
+fn sqlite_params_refusal(setting: &str, path: &str, params: &[(String, String)]) -> Option<String> {
+    if path == ":memory:" || params.iter().any(|(k, v)| k == "mode" && v == "memory") {
+        return Some(
+            "an in-memory SQLite database keeps nothing once the command ends (and holds nothing another process wrote): give a file path, e.g. sqlite://warehouse.db".into(),
+        );
+    }
+    if let Some((_, vfs)) = params
+        .iter()
+        .find(|(k, v)| k == "vfs" && matches!(v.as_str(), "unix-none" | "win32-none" | "memdb"))
+    {
+        return Some(format!(
+            "the SQLite VFS `{vfs}` {}: leave `vfs` out (or use unix, unix-excl or unix-dotfile)",
+            if vfs == "memdb" {
+                "keeps the database in memory, and nothing once the command ends"
+            } else {
+                "takes no locks, so two runs (or a run and a reader) could write the file at once and corrupt it"
+            }
+        ));
+    }
+    // The target's setting, however it was given (the config, its override, `new`).
+    let names_the_target = setting.starts_with("target.url") || setting == "--target-url";
+    if names_the_target {
+        if let Some((k, v)) = params
+            .iter()
+            .find(|(k, v)| (k == "mode" && v == "ro") || (k == "immutable" && v != "0"))
+        {
+            return Some(format!(
+                "`{k}={v}` makes the target read-only, and dimlog writes it: leave it out (dimlog opens the target read-only itself for status, history, lookup and verify)"
+            ));
+        }
+    }
+    params.iter().find(|(k, _)| !["mode", "cache", "immutable", "vfs"].contains(&k.as_str())).map(|(k, _)| {
+        format!(
+            "unknown SQLite URL parameter `{k}` (after the `?`): SQLite URLs take mode, cache, immutable and vfs; a `?` in a file name is written %3F"
+        )
+    })
+}
+
 /// A URL that cannot be used, naming the setting it came from and the fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("setting `{setting}`: {message}")]
@@ -154,61 +197,11 @@ impl DbUrl {
                     "the SQLite URL has no file path, e.g. sqlite://warehouse.db",
                 ));
             }
-            // An in-memory database holds nothing another process wrote, and keeps nothing
-            // once the command ends: a run into it would succeed and leave nothing.
             let params: Vec<(String, String)> = query
                 .map(|q| url::form_urlencoded::parse(q.as_bytes()).into_owned().collect())
                 .unwrap_or_default();
-            if path == ":memory:" || params.iter().any(|(k, v)| k == "mode" && v == "memory") {
-                return Err(UrlError::new(
-                    setting,
-                    "an in-memory SQLite database keeps nothing once the command ends (and holds nothing another process wrote): give a file path, e.g. sqlite://warehouse.db",
-                ));
-            }
-            // Without its locks, two runs write one file at once and corrupt it; an
-            // in-memory VFS keeps nothing.
-            if let Some((_, vfs)) = params
-                .iter()
-                .find(|(k, v)| k == "vfs" && matches!(v.as_str(), "unix-none" | "win32-none" | "memdb"))
-            {
-                return Err(UrlError::new(
-                    setting,
-                    format!(
-                        "the SQLite VFS `{vfs}` {}: leave `vfs` out (or use unix, unix-excl or unix-dotfile)",
-                        if vfs == "memdb" {
-                            "keeps the database in memory, and nothing once the command ends"
-                        } else {
-                            "takes no locks, so two runs (or a run and a reader) could write the file at once and corrupt it"
-                        }
-                    ),
-                ));
-            }
-            // The target is written: read-only there would fail every load, or (`mode=ro`)
-            // be overridden; dimlog opens it read-only itself for the commands that read.
-            if setting == "target.url" {
-                if let Some((k, v)) = params
-                    .iter()
-                    .find(|(k, v)| (k == "mode" && v == "ro") || (k == "immutable" && v != "0"))
-                {
-                    return Err(UrlError::new(
-                        setting,
-                        format!(
-                            "`{k}={v}` makes the target read-only, and dimlog writes it: leave it out (dimlog opens the target read-only itself for status, history, lookup and verify)"
-                        ),
-                    ));
-                }
-            }
-            // sqlx's own parameters; any other is a mistake, often a `?` meant in a name.
-            if let Some((k, _)) = params
-                .iter()
-                .find(|(k, _)| !["mode", "cache", "immutable", "vfs"].contains(&k.as_str()))
-            {
-                return Err(UrlError::new(
-                    setting,
-                    format!(
-                        "unknown SQLite URL parameter `{k}` (after the `?`): SQLite URLs take mode, cache, immutable and vfs; a `?` in a file name is written %3F"
-                    ),
-                ));
+            if let Some(refusal) = sqlite_params_refusal(setting, path, &params) {
+                return Err(UrlError::new(setting, refusal));
             }
             let file = sqlite_file_of(path).map_err(|_| {
                 UrlError::new(
@@ -423,6 +416,13 @@ mod tests {
             "sqlite://x%3Fy.db",
         ] {
             DbUrl::parse("target.url", raw, None).unwrap_or_else(|e| panic!("{raw}: {e}"));
+        }
+        // A target given another way is written all the same.
+        for setting in ["target.url (as overridden)", "--target-url"] {
+            assert!(
+                DbUrl::parse(setting, "sqlite://w.db?mode=ro", None).is_err(),
+                "{setting}"
+            );
         }
         // A source may be read-only, but never unlocked.
         for raw in ["sqlite://w.db?mode=ro", "sqlite://w.db?immutable=1"] {
