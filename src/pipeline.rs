@@ -697,10 +697,7 @@ async fn open_new_target(plan: &Plan, need: Need, file: &crate::db::NewFile) -> 
 async fn ready_target(mut conn: Conn, plan: &Plan, access: Access, need: Need) -> Result<Conn, Error> {
     if conn.dialect().has_state_schema() {
         match resolve_state_schema(&mut conn, plan).await {
-            Ok(schema) => conn.set_state_schema(Some(
-                crate::ident::Ident::column(&schema)
-                    .map_or_else(|_| format!("\"{}\"", schema.replace('"', "\"\"")), |i| i.quoted()),
-            )),
+            Ok(schema) => conn.set_state_schema(Some(quoted_schema(&schema))),
             Err(e) => {
                 let _ = conn.close().await;
                 return Err(e);
@@ -803,14 +800,18 @@ async fn resolve_state_schema(conn: &mut Conn, plan: &Plan) -> Result<String, Er
     }
 }
 
+/// A schema name from the catalog, quoted for SQL.
+fn quoted_schema(schema: &str) -> String {
+    format!("\"{}\"", schema.replace('"', "\"\""))
+}
+
 /// The schemas among `schemas` whose set of dimlog's tables records the plan's
 /// dimension (a set this role may not read is taken as not recording it: a log with
 /// rows that no set it reads records is refused at init all the same).
 async fn recording(conn: &mut Conn, plan: &Plan, schemas: &[String]) -> Vec<String> {
     let mut found = Vec::new();
     for schema in schemas {
-        let quoted = format!("\"{}\"", schema.replace('"', "\"\""));
-        let context = serde_json::json!({ "schema": quoted });
+        let context = serde_json::json!({ "schema": quoted_schema(schema) });
         let Ok(sql) = crate::db::sql::statement(conn.backend(), "state", "state_schema_records", &context) else {
             continue;
         };
