@@ -363,17 +363,13 @@ async fn a_run_and_a_backfill_at_once_equal_them_in_sequence() {
     }
 }
 
-/// On SQLite, the lock is the file's write transaction, anyone's: a `sqlite3` shell with a
-/// transaction open on the target makes `--no-wait` exit 1 with a message that says it
-/// may be such a process, not only "another run" (a trial looked for a run that was not
-/// there). Once the shell commits, the run loads.
-#[tokio::test]
-async fn no_wait_names_a_foreign_write_transaction_on_a_sqlite_target() {
-    use sqlx::{ConnectOptions, Connection, Executor};
+/// A SQLite dimension loaded once, and a second connection to its target file (a
+/// `sqlite3` shell's, say) holding a write transaction open.
+async fn loaded_with_a_foreign_writer() -> (Fixture, sqlx::SqliteConnection) {
+    use sqlx::{ConnectOptions, Executor};
     let mut fx = Fixture::sqlite().await;
     load_source(&mut fx, 20).await;
-    let config = fx.config_path();
-    assert_eq!(cli::run(&config, &["run", "--upper", UPPER]).code, Some(0));
+    assert_eq!(cli::run(&fx.config_path(), &["run", "--upper", UPPER]).code, Some(0));
     let mut shell = fx
         .target_url
         .parse::<sqlx::sqlite::SqliteConnectOptions>()
@@ -382,6 +378,18 @@ async fn no_wait_names_a_foreign_write_transaction_on_a_sqlite_target() {
         .await
         .expect("a second connection to the target");
     shell.execute("BEGIN IMMEDIATE").await.expect("a write transaction");
+    (fx, shell)
+}
+
+/// On SQLite, the lock is the file's write transaction, anyone's: a `sqlite3` shell with a
+/// transaction open on the target makes `--no-wait` exit 1 with a message that says it
+/// may be such a process, not only "another run" (a trial looked for a run that was not
+/// there). Once the shell commits, the run loads.
+#[tokio::test]
+async fn no_wait_names_a_foreign_write_transaction_on_a_sqlite_target() {
+    use sqlx::{Connection, Executor};
+    let (fx, mut shell) = loaded_with_a_foreign_writer().await;
+    let config = fx.config_path();
     let out = cli::run(&config, &["run", "--no-wait", "--upper", UPPER]);
     assert_eq!(out.code, Some(1), "{out:?}");
     assert!(
@@ -400,19 +408,9 @@ async fn no_wait_names_a_foreign_write_transaction_on_a_sqlite_target() {
 /// with -q, behind a writer).
 #[tokio::test]
 async fn verify_against_the_source_waits_for_no_writer_on_a_sqlite_target() {
-    use sqlx::{ConnectOptions, Executor};
-    let mut fx = Fixture::sqlite().await;
-    load_source(&mut fx, 20).await;
+    use sqlx::Executor;
+    let (fx, mut shell) = loaded_with_a_foreign_writer().await;
     let config = fx.config_path();
-    assert_eq!(cli::run(&config, &["run", "--upper", UPPER]).code, Some(0));
-    let mut shell = fx
-        .target_url
-        .parse::<sqlx::sqlite::SqliteConnectOptions>()
-        .expect("target URL")
-        .connect()
-        .await
-        .expect("a second connection to the target");
-    shell.execute("BEGIN IMMEDIATE").await.expect("a write transaction");
     let mut verify = cli::command(&config)
         .args(["verify", "--against-source", "-q"])
         .stdout(std::process::Stdio::null())
