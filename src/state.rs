@@ -51,18 +51,15 @@ pub async fn unlock(conn: &mut Conn, plan: &Plan) {
     conn.unlock_dimension(&plan.name).await;
 }
 
-/// A lock another run holds (the driver's code says so) as [`DbError::Locked`]. Only
-/// SQLite says "busy", and its lock is the file's write transaction: any process's.
+/// A lock another run holds (the driver's code says so) as [`DbError::Locked`], with
+/// who else may hold it as the database layer says.
 pub fn locked_or(err: DbError, plan: &Plan) -> DbError {
-    if err.is_busy() {
-        DbError::Locked {
+    match err.busy_holder() {
+        Some(holder) => DbError::Locked {
             dimension: plan.name.clone(),
-            holder: " (or another process has a write transaction open on the target file, a sqlite3 shell say: SQLite does \
-                     not tell which)"
-                .into(),
-        }
-    } else {
-        err
+            holder: holder.into(),
+        },
+        None => err,
     }
 }
 

@@ -332,6 +332,15 @@ impl DbError {
             _ => false,
         }
     }
+
+    /// Who may hold the lock of a busy database ([`DbError::is_busy`]), as a message's
+    /// tail: SQLite's lock is the file's write transaction, and it does not say whose.
+    pub fn busy_holder(&self) -> Option<&'static str> {
+        self.is_busy().then_some(
+            " (or another process has a write transaction open on the target file, a sqlite3 shell say: SQLite does not \
+             tell which)",
+        )
+    }
 }
 
 /// A bound value; timestamps bind as `timestamptz` on PostgreSQL and as fixed-width UTC
