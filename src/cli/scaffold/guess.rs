@@ -468,12 +468,8 @@ pub fn change_column<'a>(
             let pool = if named.len() > 1 { named } else { candidates.clone() };
             let message = if pool.is_empty() {
                 // A change column kept as text (or a number) is the usual cause: say which.
-                let untyped: Vec<&SourceColumn> = profile
-                    .columns
-                    .iter()
-                    .filter(|c| !is_key(c) && change_named(&c.name))
-                    .collect();
-                match untyped.first() {
+                let untyped = profile.columns.iter().find(|c| !is_key(c) && change_named(&c.name));
+                match untyped {
                     Some(c) => format!(
                         "choose the change column: the table has no timestamp column, and `{}` is `{}`; {}",
                         c.name,
