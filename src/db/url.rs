@@ -53,9 +53,8 @@ fn sqlite_params_refusal(setting: &str, path: &str, params: &[(String, String)])
             }
         ));
     }
-    // The target's setting, however it was given (the config, its override, `new`).
-    let names_the_target = setting.starts_with("target.url") || setting == "--target-url";
-    if names_the_target {
+    // The target's setting, however it was given (the config or its override).
+    if setting.starts_with("target.url") {
         if let Some((k, v)) = params
             .iter()
             .find(|(k, v)| (k == "mode" && v == "ro") || (k == "immutable" && v != "0"))
@@ -418,12 +417,7 @@ mod tests {
             DbUrl::parse("target.url", raw, None).unwrap_or_else(|e| panic!("{raw}: {e}"));
         }
         // A target given another way is written all the same.
-        for setting in ["target.url (as overridden)", "--target-url"] {
-            assert!(
-                DbUrl::parse(setting, "sqlite://w.db?mode=ro", None).is_err(),
-                "{setting}"
-            );
-        }
+        assert!(DbUrl::parse("target.url (as overridden)", "sqlite://w.db?mode=ro", None).is_err());
         // A source may be read-only, but never unlocked.
         for raw in ["sqlite://w.db?mode=ro", "sqlite://w.db?immutable=1"] {
             DbUrl::parse("source.url", raw, None).unwrap_or_else(|e| panic!("{raw}: {e}"));
