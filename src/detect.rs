@@ -7,7 +7,7 @@
 //! `valid_from` and another hash is a correction, a flagged or missing row a tombstone;
 //! the rules are spec section 1.4.
 
-pub use crate::hash::{canonical, is_truthy, row_hash, stage_row, ColumnKind, RowHasher, StagedRow, HASH_VERSION};
+pub use crate::hash::{canonical, is_truthy, row_hash, ColumnKind, RowHasher, StagedRef, StagedRow, HASH_VERSION};
 
 use crate::context::{run_named, SqlContext};
 use crate::db::{sql, Conn, DbError, Param};

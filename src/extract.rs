@@ -97,10 +97,10 @@ fn of_key(key: Option<&str>) -> String {
 }
 
 /// A row's natural key as messages show it: its values, comma-separated.
-pub fn key_text(row: &[Option<String>], key_count: usize) -> String {
+pub fn key_text<S: AsRef<str>>(row: &[Option<S>], key_count: usize) -> String {
     row.iter()
         .take(key_count)
-        .map(|v| v.clone().unwrap_or_else(|| "?".into()))
+        .map(|v| v.as_ref().map_or("?", AsRef::as_ref))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -27,10 +27,15 @@ pub use crate::db::types::{is_truthy, ColumnKind};
 /// Normalises a value's text to the canonical form of its kind (booleans read as `1`,
 /// `t` or `true` all become `true`), so both backends hash the same fact alike.
 pub fn canonical(kind: ColumnKind, text: &str) -> std::borrow::Cow<'_, str> {
+    std::borrow::Cow::Borrowed(canonical_str(kind, text))
+}
+
+/// [`canonical`], borrowed: the canonical form is the text itself or a constant.
+fn canonical_str(kind: ColumnKind, text: &str) -> &str {
     if kind == ColumnKind::Bool {
-        return std::borrow::Cow::Borrowed(if is_truthy(text) { "true" } else { "false" });
+        return if is_truthy(text) { "true" } else { "false" };
     }
-    std::borrow::Cow::Borrowed(text)
+    text
 }
 
 /// The 32-byte row hash of the tracked values (already canonical), per the encoding above.
@@ -90,35 +95,42 @@ pub struct StagedRow {
     pub row_hash: [u8; 32],
 }
 
-/// Canonicalises a row's values and computes its hash over the Type 2 columns, which sit
-/// right after the `key_count` key columns.
-pub fn stage_row(
+/// Canonicalises a row's values in place (see [`canonical`]) and returns its hash over
+/// the Type 2 columns, which sit right after the `key_count` key columns. The values are
+/// borrowed (a read's row, or an owned row's text): staging makes no copy of them.
+pub fn canonicalise_and_hash(
+    hasher: &mut RowHasher,
     kinds: &[ColumnKind],
     key_count: usize,
     tracked_count: usize,
-    mut values: Vec<Option<String>>,
-    valid_from: crate::ts::Micros,
-    is_deleted: bool,
-) -> StagedRow {
+    values: &mut [Option<&str>],
+) -> [u8; 32] {
     for (v, kind) in values.iter_mut().zip(kinds) {
-        if *kind == ColumnKind::Bool {
-            if let Some(text) = v.as_mut() {
-                *text = canonical(ColumnKind::Bool, text).into_owned();
-            }
+        if let Some(text) = v.as_mut() {
+            *text = canonical_str(*kind, text);
         }
     }
-    let row_hash = row_hash(
-        kinds[key_count..key_count + tracked_count]
-            .iter()
-            .zip(&values[key_count..key_count + tracked_count])
-            .map(|(k, v)| (*k, v.as_deref())),
-    );
-    StagedRow {
-        values,
-        valid_from,
-        is_deleted,
-        row_hash,
+    hasher.start();
+    for (kind, value) in kinds[key_count..key_count + tracked_count]
+        .iter()
+        .zip(&values[key_count..key_count + tracked_count])
+    {
+        hasher.push(*kind, *value);
     }
+    hasher.finish()
+}
+
+/// A source row admitted for staging, its values borrowed from the read (see
+/// [`StagedRow`], its owned form).
+pub struct StagedRef<'r, 'a> {
+    /// Values in layout order, canonical text.
+    pub values: &'r [Option<&'a str>],
+    /// The source's `updated_at`, which becomes `valid_from`.
+    pub valid_from: crate::ts::Micros,
+    /// The soft-delete flag.
+    pub is_deleted: bool,
+    /// Hash of the Type 2 columns.
+    pub row_hash: [u8; 32],
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use crate::config::{ConfigError, HardDeletes, Plan};
 use crate::db::types::ColumnKind;
 use crate::db::{Access, Conn, DbError};
 use crate::extract::{self, Layout, SourceSchema, Window};
-use crate::hash::{stage_row, StagedRow};
+use crate::hash::{RowHasher, StagedRef, StagedRow};
 use crate::rights::Need;
 use crate::state::{self, RunBounds, RunCounts, RunKind};
 use crate::tables::{self, SqlContext};
@@ -1768,7 +1768,7 @@ async fn first_load_pumped_into_log(
     // (Named as the general path's read: to the user it is the same step, in rows/s.)
     step.observer.phase("reading");
     let layout = &session.layout;
-    let rule = RowRule::new(step.plan, layout);
+    let mut rule = RowRule::new(step.plan, layout);
     let numbering = stage::LogNumbering::new(next_log_id, next_sk);
     let mut rows = stage::LogRows::new(&session.ctx, numbering, step.run_id, loaded_at);
     let (columns, kinds) = stage::LogRows::columns(&session.ctx);
@@ -1778,14 +1778,15 @@ async fn first_load_pumped_into_log(
     let read = extract::WindowRead::in_key_order(source.backend(), step.plan, layout, step.window)?;
     let mut admission = extract::Admission::new(*step.window, layout.keys.len());
     let observer = step.observer;
-    let each = |row: crate::db::TextRow| -> Result<Option<crate::db::TextRow>, Error> {
-        let Some(staged) = rule.stage(&mut admission, row)? else {
-            return Ok(None);
+    let each = |row: &mut [Option<&str>], out: &mut crate::db::RowOut<'_>| -> Result<(), Error> {
+        let Some(staged) = rule.admit(&mut admission, row)? else {
+            return Ok(());
         };
         if admission.rows_read % PROGRESS_EVERY == 0 {
             observer.rows_read(admission.rows_read as u64);
         }
-        Ok(Some(rows.row(staged)))
+        rows.write(&staged, out);
+        Ok(())
     };
     let interrupt = session.interrupt.clone();
     let stop = || interrupt.as_ref().is_some_and(crate::interrupt::Interrupt::is_fired);
@@ -1908,7 +1909,7 @@ pub async fn stage_window(
         return stage_window_pumped(session, plan, window, observer).await;
     }
     let layout = &session.layout;
-    let rule = RowRule::new(plan, layout);
+    let mut rule = RowRule::new(plan, layout);
     let stager = stage::Stager::new(&session.ctx);
     let mut source = session.source.take().expect("source connection present");
     let by_index = reads_by_index(&mut source, plan, layout, window).await;
@@ -1987,6 +1988,7 @@ struct RowRule<'p> {
     kinds: Vec<ColumnKind>,
     key_count: usize,
     tracked_count: usize,
+    hasher: RowHasher,
 }
 
 impl<'p> RowRule<'p> {
@@ -1996,40 +1998,83 @@ impl<'p> RowRule<'p> {
             kinds: layout.read_columns().iter().map(|c| c.kind).collect(),
             key_count: layout.keys.len(),
             tracked_count: layout.tracked.len(),
+            hasher: RowHasher::default(),
         }
     }
 
-    /// The staged row, or none for a row the window or a NULL key keeps out.
-    fn stage(
-        &self,
+    /// The staged row, its values borrowed from `row` (canonicalised in place), or none
+    /// for a row the window or a NULL key keeps out.
+    fn admit<'r, 'a>(
+        &mut self,
         admission: &mut extract::Admission,
-        mut row: crate::db::TextRow,
-    ) -> Result<Option<StagedRow>, Error> {
+        row: &'r mut [Option<&'a str>],
+    ) -> Result<Option<StagedRef<'r, 'a>>, Error> {
+        let width = self.kinds.len();
+        let (values, rest) = row.split_at_mut(width);
+        let change = rest.first().copied().flatten();
         let deleted = if self.plan.source.deleted_flag.is_some() {
-            row.pop().flatten()
+            rest.get(1).copied().flatten()
         } else {
             None
         };
-        let change = match row.pop().flatten() {
+        let change = match change {
             None => None,
-            Some(text) => Some(extract::change_time(self.plan, &text, || {
-                extract::key_text(&row, self.key_count)
+            Some(text) => Some(extract::change_time(self.plan, text, || {
+                extract::key_text(values, self.key_count)
             })?),
         };
-        debug_assert_eq!(row.len(), self.kinds.len());
-        let is_deleted = extract::flagged_deleted(deleted.as_deref());
-        if !admission.admit(change, |i| row[i].is_none(), is_deleted) {
+        let is_deleted = extract::flagged_deleted(deleted);
+        if !admission.admit(change, |i| values[i].is_none(), is_deleted) {
             return Ok(None);
         }
-        let at = change.expect("admitted");
-        Ok(Some(stage_row(
+        let row_hash = crate::hash::canonicalise_and_hash(
+            &mut self.hasher,
             &self.kinds,
             self.key_count,
             self.tracked_count,
-            row,
-            at,
+            values,
+        );
+        Ok(Some(StagedRef {
+            values,
+            valid_from: change.expect("admitted"),
             is_deleted,
-        )))
+            row_hash,
+        }))
+    }
+
+    /// [`RowRule::admit`] for a row of owned values.
+    fn stage(
+        &mut self,
+        admission: &mut extract::Admission,
+        mut row: crate::db::TextRow,
+    ) -> Result<Option<StagedRow>, Error> {
+        let mut view: Vec<Option<&str>> = row.iter().map(Option::as_deref).collect();
+        let Some(staged) = self.admit(admission, &mut view)? else {
+            return Ok(None);
+        };
+        let (valid_from, is_deleted, row_hash) = (staged.valid_from, staged.is_deleted, staged.row_hash);
+        // The canonical values that differ from the text read (a boolean's spelling).
+        let respelled: Vec<(usize, String)> = staged
+            .values
+            .iter()
+            .zip(&row)
+            .enumerate()
+            .filter_map(|(i, (canonical, read))| match (canonical, read) {
+                (Some(c), Some(r)) if *c != r.as_str() => Some((i, c.to_string())),
+                _ => None,
+            })
+            .collect();
+        drop(view);
+        row.truncate(self.kinds.len());
+        for (i, text) in respelled {
+            row[i] = Some(text);
+        }
+        Ok(Some(StagedRow {
+            values: row,
+            valid_from,
+            is_deleted,
+            row_hash,
+        }))
     }
 }
 
@@ -2044,20 +2089,21 @@ async fn stage_window_pumped(
     observer: &dyn Observer,
 ) -> Result<Staged, Error> {
     let layout = &session.layout;
-    let rule = RowRule::new(plan, layout);
+    let mut rule = RowRule::new(plan, layout);
     let stager = stage::Stager::new(&session.ctx);
     let source = session.source.as_mut().expect("source connection present");
     let by_index = reads_by_index(source, plan, layout, window).await;
     let read = extract::WindowRead::new(source.backend(), plan, layout, window, by_index)?;
     let mut admission = extract::Admission::new(*window, layout.keys.len());
-    let each = |row: crate::db::TextRow| -> Result<Option<crate::db::TextRow>, Error> {
-        let Some(staged) = rule.stage(&mut admission, row)? else {
-            return Ok(None);
+    let each = |row: &mut [Option<&str>], out: &mut crate::db::RowOut<'_>| -> Result<(), Error> {
+        let Some(staged) = rule.admit(&mut admission, row)? else {
+            return Ok(());
         };
         if admission.rows_read % PROGRESS_EVERY == 0 {
             observer.rows_read(admission.rows_read as u64);
         }
-        Ok(Some(stage::Stager::cells(staged)))
+        stage::Stager::write_row(&staged, out);
+        Ok(())
     };
     let interrupt = session.interrupt.clone();
     let stop = || interrupt.as_ref().is_some_and(crate::interrupt::Interrupt::is_fired);

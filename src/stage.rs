@@ -7,9 +7,9 @@ use crate::config::Plan;
 use crate::context::{run_named, SqlContext};
 use crate::db::postgres::copy_unescape;
 use crate::db::types::ColumnKind;
-use crate::db::{bytea_hex, push_hex, sql, BindKind, Conn, DbError};
+use crate::db::{bytea_hex, push_hex, sql, BindKind, Conn, DbError, RowOut};
 use crate::extract::{Admission, ExtractError, Layout, RawChunks, Window};
-use crate::hash::{canonical, RowHasher, StagedRow};
+use crate::hash::{canonical, RowHasher, StagedRef, StagedRow};
 use crate::ts::Micros;
 
 /// Creates the session-temporary staging table of a load.
@@ -62,6 +62,16 @@ impl Stager {
         let cells: Vec<Vec<Option<String>>> = rows.into_iter().map(Stager::cells).collect();
         conn.bulk_insert("staging source rows", "dimlog_raw", &self.columns, &self.kinds, &cells)
             .await
+    }
+
+    /// Writes a staged row as the staging table's values (the same as [`Stager::cells`]).
+    pub fn write_row(row: &StagedRef<'_, '_>, out: &mut RowOut<'_>) {
+        for value in row.values {
+            out.text(*value);
+        }
+        out.time(row.valid_from);
+        out.int(i64::from(row.is_deleted));
+        out.blob(&row.row_hash);
     }
 
     /// A staged row as the staging table's values, as [`Stager::kinds`] binds them.
@@ -317,7 +327,7 @@ impl LogNumbering {
 /// hash, no surrogate key), as `append_first` writes one (sql/sqlite/append.sql).
 pub struct LogRows {
     numbering: LogNumbering,
-    load_id: String,
+    load_id: i64,
     loaded_at: String,
     key_count: usize,
     attr_count: usize,
@@ -328,7 +338,7 @@ impl LogRows {
     pub fn new(ctx: &SqlContext, numbering: LogNumbering, load_id: i64, loaded_at: Micros) -> LogRows {
         LogRows {
             numbering,
-            load_id: load_id.to_string(),
+            load_id,
             loaded_at: loaded_at.to_text(),
             key_count: ctx.key_defs.len(),
             attr_count: ctx.attr_defs.len(),
@@ -360,25 +370,30 @@ impl LogRows {
     /// Where the key's columns begin in a row.
     pub const KEY_AT: usize = 2;
 
-    /// The log row of one staged row.
-    pub fn row(&mut self, staged: StagedRow) -> Vec<Option<String>> {
+    /// Writes the log row of one staged row.
+    pub fn write(&mut self, staged: &StagedRef<'_, '_>, out: &mut RowOut<'_>) {
         let (log_id, sk) = self.numbering.next(staged.is_deleted);
-        let mut row = Vec::with_capacity(self.key_count + self.attr_count + 7);
-        row.push(Some(log_id.to_string()));
-        row.push(sk.map(|sk| sk.to_string()));
-        let mut values = staged.values.into_iter();
-        row.extend(values.by_ref().take(self.key_count));
-        if staged.is_deleted {
-            row.extend(std::iter::repeat_n(None, self.attr_count));
-        } else {
-            row.extend(values.take(self.attr_count));
+        out.int(log_id);
+        match sk {
+            Some(sk) => out.int(sk),
+            None => out.null(),
         }
-        row.push(Some(staged.valid_from.to_text()));
-        row.push(Some(if staged.is_deleted { "true" } else { "false" }.into()));
-        row.push((!staged.is_deleted).then(|| bytea_hex(&staged.row_hash)));
-        row.push(Some(self.load_id.clone()));
-        row.push(Some(self.loaded_at.clone()));
-        row
+        let (keys, attrs) = staged.values.split_at(self.key_count);
+        for key in keys {
+            out.text(*key);
+        }
+        for attr in &attrs[..self.attr_count] {
+            out.text(if staged.is_deleted { None } else { *attr });
+        }
+        out.time(staged.valid_from);
+        out.int(i64::from(staged.is_deleted));
+        if staged.is_deleted {
+            out.null();
+        } else {
+            out.blob(&staged.row_hash);
+        }
+        out.int(self.load_id);
+        out.text(Some(&self.loaded_at));
     }
 }
 

@@ -38,33 +38,40 @@ impl Micros {
     /// [`TEXT_FORMAT`] again each time (5% of a SQLite first load). Years outside
     /// 0000-9999 (never stored: see [`FIRST_INSTANT`]) keep chrono's spelling.
     pub fn to_text(self) -> String {
+        let mut out = String::with_capacity(27);
+        self.push_text(&mut out);
+        out
+    }
+
+    /// [`Micros::to_text`] appended to `out` (a buffer reused from row to row).
+    pub fn push_text(self, out: &mut String) {
         use chrono::{Datelike, Timelike};
+        use std::fmt::Write;
         let t = self.to_utc();
         let year = t.year();
         if !(0..=9999).contains(&year) {
-            return t.format(TEXT_FORMAT).to_string();
+            let _ = write!(out, "{}", t.format(TEXT_FORMAT));
+            return;
         }
         let fields = [
-            (year as u32, 4, b'-'),
-            (t.month(), 2, b'-'),
-            (t.day(), 2, b'T'),
-            (t.hour(), 2, b':'),
-            (t.minute(), 2, b':'),
-            (t.second(), 2, b'.'),
-            (t.nanosecond() / 1000, 6, b'Z'),
+            (year as u32, 4, '-'),
+            (t.month(), 2, '-'),
+            (t.day(), 2, 'T'),
+            (t.hour(), 2, ':'),
+            (t.minute(), 2, ':'),
+            (t.second(), 2, '.'),
+            (t.nanosecond() / 1000, 6, 'Z'),
         ];
-        let mut out = Vec::with_capacity(27);
         for (value, width, after) in fields {
-            let start = out.len();
-            out.resize(start + width, b'0');
+            let mut digits = [b'0'; 6];
             let mut rest = value;
-            for digit in out[start..].iter_mut().rev() {
+            for digit in digits[..width].iter_mut().rev() {
                 *digit = b'0' + (rest % 10) as u8;
                 rest /= 10;
             }
+            out.push_str(std::str::from_utf8(&digits[..width]).expect("ASCII digits"));
             out.push(after);
         }
-        String::from_utf8(out).expect("ASCII digits and separators")
     }
 
     /// Adds a (possibly negative) number of microseconds, saturating.

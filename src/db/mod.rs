@@ -19,7 +19,7 @@ pub mod postgres;
 pub mod sql;
 pub mod sqlite;
 pub use sqlite::new_file::NewFile;
-pub use sqlite::pump::{PumpError, PumpInto, RisingKey};
+pub use sqlite::pump::{PumpError, PumpInto, RisingKey, RowOut};
 pub mod types;
 pub mod url;
 
@@ -1427,7 +1427,7 @@ impl Conn {
         key_count: usize,
         into: PumpInto<'_>,
         stop: &(dyn Fn() -> bool + Sync),
-        each: impl FnMut(TextRow) -> Result<Option<TextRow>, E> + Send,
+        each: impl FnMut(&mut [Option<&str>], &mut RowOut<'_>) -> Result<(), E> + Send,
     ) -> Result<u64, PumpError<E>>
     where
         E: Send,
