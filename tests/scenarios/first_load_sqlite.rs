@@ -385,3 +385,100 @@ proptest! {
             .block_on(load_both_ways(&layout, &key_columns, &rows, expect, true));
     }
 }
+
+/// A tracked boolean spelled every way SQLite may hold one, through both pumped paths
+/// (the first load straight into the log, then a run staged by the pump): each log row
+/// stores the flag as 1/0 and hashes it as `true`/`false` (the hash computed here, by
+/// the published encoding, from the canonical text), and a later row that only spells
+/// the same flag otherwise opens no version.
+#[tokio::test]
+async fn booleans_in_every_spelling_store_and_hash_as_one_value_through_the_pump() {
+    // (literal, means true); `NULL` is its own value.
+    const SPELLINGS: &[(&str, Option<bool>)] = &[
+        ("1", Some(true)),
+        ("'1'", Some(true)),
+        ("'t'", Some(true)),
+        ("'TRUE'", Some(true)),
+        ("' yes '", Some(true)),
+        ("'Y'", Some(true)),
+        ("0", Some(false)),
+        ("'0'", Some(false)),
+        ("'f'", Some(false)),
+        ("'False'", Some(false)),
+        ("'no'", Some(false)),
+        ("''", Some(false)),
+        ("NULL", None),
+    ];
+    let mut fx = Fixture::sqlite().await;
+    fx.exec("DROP TABLE src_customers").await;
+    fx.exec(
+        "CREATE TABLE src_customers (customer_id INTEGER PRIMARY KEY, email TEXT, active BOOLEAN, \
+         updated_at TEXT NOT NULL)",
+    )
+    .await;
+    for (i, (literal, _)) in SPELLINGS.iter().enumerate() {
+        fx.exec(&format!(
+            "INSERT INTO src_customers VALUES ({i}, 'user{i}@example.com', {literal}, '2026-03-01T09:00:00Z')"
+        ))
+        .await;
+    }
+    let url = format!("sqlite://{}", fx.dir().display());
+    fx.set_config(
+        config(&["customer_id"], &url)
+            .replace("deleted_flag = \"is_deleted\"\n", "")
+            .replace("columns = [\"email\", \"tier\"]", "columns = [\"email\", \"active\"]"),
+    );
+    let (first, path) = run(&fx, "2026-03-02T00:00:00Z").await;
+    assert_eq!(path, Path::Direct, "the first load's path");
+    assert_eq!(first.counts.versions, SPELLINGS.len() as i64);
+    let expected_hash = |i: usize, truth: Option<bool>| {
+        let email = format!("user{i}@example.com");
+        let flag = truth.map(|t| if t { "true" } else { "false" });
+        dimlog::hash::row_hash([
+            (dimlog::hash::ColumnKind::Text, Some(email.as_str())),
+            (dimlog::hash::ColumnKind::Bool, flag),
+        ])
+    };
+    let check = |rows: Vec<dimlog::db::TextRow>, what: &str| {
+        assert_eq!(rows.len(), SPELLINGS.len(), "{what}: rows");
+        for row in rows {
+            let i: usize = row[0].as_deref().expect("key").parse().expect("a number");
+            let truth = SPELLINGS[i].1;
+            let stored = truth.map(|t| if t { "1" } else { "0" }.to_string());
+            assert_eq!(row[1], stored, "{what}: key {i} ({}) stored", SPELLINGS[i].0);
+            let hex: String = expected_hash(i, truth).iter().map(|b| format!("{b:02x}")).collect();
+            assert_eq!(
+                row[2].as_deref(),
+                Some(hex.as_str()),
+                "{what}: key {i} ({}) hashed",
+                SPELLINGS[i].0
+            );
+        }
+    };
+    let log_rows = "SELECT CAST(customer_id AS TEXT), CAST(active AS TEXT), lower(hex(row_hash)) \
+                    FROM customer_versions ORDER BY log_id";
+    check(fx.target_query(log_rows).await, "first load");
+
+    // Each flag spelled another way that means the same, stamped later: no version.
+    for (i, (_, truth)) in SPELLINGS.iter().enumerate() {
+        let respelled = match truth {
+            Some(true) => ["'true'", "'t'", "1"][i % 3],
+            Some(false) => ["'false'", "'F'", "0"][i % 3],
+            None => "NULL",
+        };
+        fx.exec(&format!(
+            "UPDATE src_customers SET active = {respelled}, updated_at = '2026-03-02T10:00:00Z' WHERE customer_id = {i}"
+        ))
+        .await;
+    }
+    let (second, path) = run(&fx, "2026-03-03T00:00:00Z").await;
+    assert_eq!(path, Path::General, "the second run's path");
+    assert_eq!(
+        second.counts.rows_read,
+        SPELLINGS.len() as i64,
+        "the second run read every row"
+    );
+    assert_eq!(second.counts.versions, 0, "a respelled flag is no change");
+    check(fx.target_query(log_rows).await, "after the respelled run");
+    fx.assert_dimension_derives_from_log().await;
+}
