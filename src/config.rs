@@ -81,6 +81,8 @@ pub enum NextStep {
         /// The column.
         column: String,
     },
+    /// One load that reads the whole source ([`RunKind::FullRefresh`](crate::state::RunKind)).
+    FullRefresh,
 }
 
 impl From<UrlError> for ConfigError {

@@ -15,7 +15,7 @@ use crate::rights::Need;
 use crate::state::{self, RunBounds, RunCounts, RunKind};
 use crate::tables::{self, SqlContext};
 use crate::ts::Micros;
-use crate::{dedupe, detect, failpoint, log, rebuild, reconcile, rights, stage, Error};
+use crate::{dedupe, detect, failpoint, log, rebuild, reconcile, record, rights, stage, Error};
 use serde::Serialize;
 use std::sync::atomic::Ordering;
 
@@ -1128,7 +1128,28 @@ async fn load(
     in_transaction: bool,
 ) -> Result<RunReport, Error> {
     let fp = opts.failpoint.as_deref();
-    let watermark_before = state::watermark(&mut session.target, plan, &opts.role).await?;
+    let mut watermark_before = state::watermark(&mut session.target, plan, &opts.role).await?;
+    // The incremental watermark is a value of the change column it was kept on: a config
+    // that names another column is refused, unless this load reads the whole source and so
+    // starts the watermark over on the new column (a backfill keeps a watermark of its own).
+    let change_column = if opts.role == state::INCREMENTAL {
+        Some(record::recorded_change_column(&mut session.target, plan).await?)
+    } else {
+        None
+    };
+    let switched = change_column
+        .as_ref()
+        .is_some_and(|recorded| record::change_column_switched(plan, recorded.as_deref()));
+    if switched {
+        let rereads_all = opts.kind == RunKind::FullRefresh || migration.is_some();
+        match (watermark_before, rereads_all) {
+            (Some(wm), false) => {
+                let recorded = change_column.clone().flatten().unwrap_or_default();
+                return Err(record::change_column_refusal(plan, &recorded, wm).into());
+            }
+            (_, _) => watermark_before = None,
+        }
+    }
     // A backfill's chunks are fixed windows of the past; a run's window is checked against
     // the source's clock before anything is read.
     let (window, source_clock) = match (opts.window, source_clock) {
@@ -1317,6 +1338,14 @@ async fn load(
             if Some(wm) != watermark_before || watermark_before.is_none() {
                 state::set_watermark(&mut session.target, plan, &opts.role, wm, run_id).await?;
             }
+        }
+        // Recorded once the watermark is of the configured column (a switched load that
+        // read nothing left the old column's watermark in place: it stays refused).
+        let recorded_is_stale = change_column
+            .as_ref()
+            .is_some_and(|recorded| recorded.is_none() || (switched && high_watermark.is_some()));
+        if recorded_is_stale {
+            record::record_change_column(&mut session.target, plan).await?;
         }
         state::finish_run(&mut session.target, run_id, *bounds, &counts, finished_at).await?;
     }

@@ -169,6 +169,66 @@ pub async fn surrogate_key_refusal(conn: &mut Conn, plan: &Plan) -> Result<Optio
     }))
 }
 
+/// The source column the dimension's incremental watermark is kept on, as
+/// `dimlog_dimensions` records it (`None`: not recorded yet, a dimension registered before
+/// schema version 2). Only after `init`'s migration: a command that only reads never asks.
+pub async fn recorded_change_column(conn: &mut Conn, plan: &Plan) -> Result<Option<String>, DbError> {
+    let sql = sql::statement(conn.backend(), "state", "dimension_change_column", &serde_json::json!({}))?;
+    Ok(conn
+        .query_text("reading dimlog_dimensions", &sql, &[Param::Text(plan.name.clone())])
+        .await?
+        .into_iter()
+        .next()
+        .and_then(|r| r.into_iter().next().flatten()))
+}
+
+/// Records `source.updated_at` as the column the incremental watermark is kept on.
+pub async fn record_change_column(conn: &mut Conn, plan: &Plan) -> Result<(), DbError> {
+    let sql = sql::statement(
+        conn.backend(),
+        "state",
+        "dimension_record_change_column",
+        &serde_json::json!({}),
+    )?;
+    conn.execute(
+        "recording the change column",
+        &sql,
+        &[
+            Param::Text(plan.name.clone()),
+            Param::Text(plan.source.updated_at.name().to_string()),
+        ],
+    )
+    .await
+    .map(drop)
+}
+
+/// Whether `source.updated_at` names another column than `recorded`, the one the
+/// watermark was kept on (column names compare regardless of case, as everywhere).
+pub fn change_column_switched(plan: &Plan, recorded: Option<&str>) -> bool {
+    recorded.is_some_and(|r| !r.eq_ignore_ascii_case(plan.source.updated_at.name()))
+}
+
+/// The refusal of an incremental run whose `source.updated_at` names another column than
+/// the one the watermark `watermark` was kept on: a watermark of one column says nothing of
+/// another's values, and a window from it would never read the rows whose new column is
+/// older (the old column's watermark may be far ahead of them). A load that reads the
+/// whole source starts the watermark over on the new column.
+pub fn change_column_refusal(plan: &Plan, recorded: &str, watermark: crate::ts::Micros) -> ConfigError {
+    let configured = plan.source.updated_at.name();
+    ConfigError::NeedsStep {
+        setting: "source.updated_at".into(),
+        message: format!(
+            "is `{configured}`, but the watermark of dimension `{}` ({}) was kept on column `{recorded}`: a watermark \
+             of one column says nothing of another's values, so rows whose `{configured}` is older than it would never \
+             be read; nothing was read or written. Set updated_at = \"{recorded}\" again, or load once reading the whole \
+             source, which starts the watermark over on `{configured}` (only real changes become versions)",
+            plan.name,
+            watermark.to_text()
+        ),
+        step: NextStep::FullRefresh,
+    }
+}
+
 /// [`NotLoaded`] for a target whose SQLite file does not exist.
 pub fn not_loaded_file(plan: &Plan, path: std::path::PathBuf) -> NotLoaded {
     NotLoaded {

@@ -122,3 +122,10 @@ CREATE TABLE IF NOT EXISTS dimlog_assigned (
     assigned_at timestamptz NOT NULL,
     PRIMARY KEY (dimension, fact_table, sk_column)
 )
+{# Version 2: the source column the incremental watermark is kept on (NULL: not known
+   yet, a dimension registered before version 2; its next run records it). #}
+-- statement: v2_dimensions_change_column_done
+SELECT count(*)::text FROM pg_attribute
+WHERE attrelid = to_regclass('dimlog_dimensions') AND attname = 'change_column' AND NOT attisdropped
+-- statement: v2_dimensions_change_column
+ALTER TABLE dimlog_dimensions ADD COLUMN IF NOT EXISTS change_column text

@@ -95,3 +95,9 @@ CREATE TABLE IF NOT EXISTS dimlog_dimensions (
 )
 {# On SQLite `assign-keys` makes dimlog_assigned the first time it is used (lookup.sql). #}
 -- statement: v1_assigned
+{# Version 2: the source column the incremental watermark is kept on (NULL: not known
+   yet, a dimension registered before version 2; its next run records it). #}
+-- statement: v2_dimensions_change_column_done
+SELECT CAST(count(*) AS TEXT) FROM pragma_table_info('dimlog_dimensions') WHERE name = 'change_column' COLLATE NOCASE
+-- statement: v2_dimensions_change_column
+ALTER TABLE dimlog_dimensions ADD COLUMN change_column TEXT

@@ -36,6 +36,12 @@ FROM dimlog_dimensions WHERE dimension = ?1
 {# The surrogate-key column the dimension was built with (its tables keep it). #}
 -- statement: dimension_surrogate_key
 SELECT surrogate_key FROM dimlog_dimensions WHERE dimension = ?1
+{# The source column the incremental watermark is kept on (schema version 2: only
+   after `init`'s migration, never by a command that only reads). #}
+-- statement: dimension_change_column
+SELECT change_column FROM dimlog_dimensions WHERE dimension = ?1
+-- statement: dimension_record_change_column
+UPDATE dimlog_dimensions SET change_column = ?2 WHERE dimension = ?1
 -- statement: dimension_own_tables
 SELECT log_table, dimension_table FROM dimlog_dimensions WHERE dimension = ?1
 -- statement: dimension_tables

@@ -52,6 +52,11 @@ pub const MIGRATIONS: &[Migration] = &[Migration {
         "v1_dimensions",
         "v1_assigned",
     ],
+}, Migration {
+    version: 2,
+    description: "dimlog_dimensions.change_column: the source column the incremental watermark is kept on, so that \
+                  a config naming another one is noticed",
+    steps: &["v2_dimensions_change_column"],
 }];
 
 /// The schema version of dimlog's own tables that this dimlog writes.

@@ -3,6 +3,7 @@
 //! and dimlog's own tables in an explicit schema whatever the `search_path`.
 
 mod commands;
+mod change_column;
 mod dry_run;
 pub(crate) mod least_privilege;
 mod migrations;
