@@ -173,7 +173,12 @@ pub async fn surrogate_key_refusal(conn: &mut Conn, plan: &Plan) -> Result<Optio
 /// `dimlog_dimensions` records it (`None`: not recorded yet, a dimension registered before
 /// schema version 2). Only after `init`'s migration: a command that only reads never asks.
 pub async fn recorded_change_column(conn: &mut Conn, plan: &Plan) -> Result<Option<String>, DbError> {
-    let sql = sql::statement(conn.backend(), "state", "dimension_change_column", &serde_json::json!({}))?;
+    let sql = sql::statement(
+        conn.backend(),
+        "state",
+        "dimension_change_column",
+        &serde_json::json!({}),
+    )?;
     Ok(conn
         .query_text("reading dimlog_dimensions", &sql, &[Param::Text(plan.name.clone())])
         .await?

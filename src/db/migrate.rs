@@ -39,25 +39,29 @@ pub struct Migration {
 
 /// Every version, in order. Released entries never change: a change is a new entry
 /// (and new statements in both `migrations.sql` files).
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    description: "the baseline: dimlog_state, dimlog_runs (with its revived and future_rows counters) and its \
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        description: "the baseline: dimlog_state, dimlog_runs (with its revived and future_rows counters) and its \
                   index on (dimension, run_id), dimlog_dimensions, and on PostgreSQL dimlog_assigned",
-    steps: &[
-        "v1_state",
-        "v1_runs",
-        "v1_runs_revived",
-        "v1_runs_future_rows",
-        "v1_runs_index",
-        "v1_dimensions",
-        "v1_assigned",
-    ],
-}, Migration {
-    version: 2,
-    description: "dimlog_dimensions.change_column: the source column the incremental watermark is kept on, so that \
+        steps: &[
+            "v1_state",
+            "v1_runs",
+            "v1_runs_revived",
+            "v1_runs_future_rows",
+            "v1_runs_index",
+            "v1_dimensions",
+            "v1_assigned",
+        ],
+    },
+    Migration {
+        version: 2,
+        description:
+            "dimlog_dimensions.change_column: the source column the incremental watermark is kept on, so that \
                   a config naming another one is noticed",
-    steps: &["v2_dimensions_change_column"],
-}];
+        steps: &["v2_dimensions_change_column"],
+    },
+];
 
 /// The schema version of dimlog's own tables that this dimlog writes.
 pub const CURRENT_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].version;

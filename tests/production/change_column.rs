@@ -55,9 +55,16 @@ async fn a_switched_change_column_is_refused_until_a_full_refresh_starts_it_over
     )
     .await;
     fx.run("2026-03-02T10:00:00Z").await;
-    assert_eq!(recorded(&mut fx).await.as_deref(), Some("updated_at"), "the first run records its column");
+    assert_eq!(
+        recorded(&mut fx).await.as_deref(),
+        Some("updated_at"),
+        "the first run records its column"
+    );
     let watermark = fx.watermark().await;
-    assert!(watermark.as_deref().is_some_and(|w| w.starts_with("2026-03-02T09:00")), "{watermark:?}");
+    assert!(
+        watermark.as_deref().is_some_and(|w| w.starts_with("2026-03-02T09:00")),
+        "{watermark:?}"
+    );
 
     // The config now names the lagging column; key 1 changes and key 2 arrives, both
     // stamped in it long before the old watermark.
@@ -76,10 +83,20 @@ async fn a_switched_change_column_is_refused_until_a_full_refresh_starts_it_over
             .await
             .expect_err("an incremental run from the other column's watermark");
         let message = err.to_string();
-        for needle in ["source.updated_at", "`synced_at`", "`updated_at`", "2026-03-02T09:00", "whole source"] {
+        for needle in [
+            "source.updated_at",
+            "`synced_at`",
+            "`updated_at`",
+            "2026-03-02T09:00",
+            "whole source",
+        ] {
             assert!(message.contains(needle), "{needle:?} not in: {message}");
         }
-        assert_eq!(trace(&mut fx).await, before, "a refused run (dry run: {dry_run}) writes nothing");
+        assert_eq!(
+            trace(&mut fx).await,
+            before,
+            "a refused run (dry run: {dry_run}) writes nothing"
+        );
     }
     // The same through the CLI: a config error, with the way on.
     let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T12:00:00Z"], 2);
@@ -138,6 +155,8 @@ async fn a_version_1_target_gains_the_column_and_records_it_on_its_next_run(mut 
     let report = fx.run("2026-03-02T11:00:00Z").await;
     assert_eq!(report.counts.versions, 1);
     assert_eq!(recorded(&mut fx).await.as_deref(), Some("updated_at"));
-    let version = fx.target_query("SELECT CAST(max(version) AS TEXT) FROM dimlog_schema").await;
+    let version = fx
+        .target_query("SELECT CAST(max(version) AS TEXT) FROM dimlog_schema")
+        .await;
     assert_eq!(version[0][0].as_deref(), Some("2"));
 }

@@ -2,8 +2,8 @@
 //! readers that never see an empty dimension, dimlog's registry of the tables it owns,
 //! and dimlog's own tables in an explicit schema whatever the `search_path`.
 
-mod commands;
 mod change_column;
+mod commands;
 mod dry_run;
 pub(crate) mod least_privilege;
 mod migrations;
