@@ -337,6 +337,8 @@ impl Error {
                 | db::DbError::ConnectTimeout { .. }
                 | db::DbError::WouldCreateFiles { .. }
                 | db::DbError::NotWritable { .. }
+                | db::DbError::ReadOnlyMedium { .. }
+                | db::DbError::WalOnReadOnlyMedium { .. }
                 | db::DbError::NoFolder { .. }
                 | db::DbError::NotReadable { .. }
                 | db::DbError::NameTooLong { .. },

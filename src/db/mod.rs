@@ -127,6 +127,23 @@ pub enum DbError {
         /// The database file.
         path: std::path::PathBuf,
     },
+    /// A SQLite file to write (or, not there yet, to create) on a file system mounted
+    /// read-only: no user may write it, so the user's rights are not the cause.
+    #[error("cannot write {}: the file system it is on is mounted read-only, and dimlog writes the target there (SQLite also writes its -wal and -shm files beside it); put the target on a writable file system, or mount this one read-write (the commands that only read, status, history, lookup and verify, read it where it is)", path.display())]
+    ReadOnlyMedium {
+        /// The database file.
+        path: std::path::PathBuf,
+    },
+    /// A SQLite file on a file system mounted read-only, to read, whose `-wal` file holds
+    /// changes not yet in the file: SQLite reads those through a `-shm` file it cannot
+    /// create there.
+    #[error("cannot read {}: it is on a file system mounted read-only, and {} holds changes not yet folded into it, which SQLite reads through a -shm file it cannot create there; mount it read-write once (the next dimlog command, or sqlite3, folds them in when it closes the file), or copy the file with its -wal to a writable place", path.display(), wal.display())]
+    WalOnReadOnlyMedium {
+        /// The database file.
+        path: std::path::PathBuf,
+        /// Its `-wal` file.
+        wal: std::path::PathBuf,
+    },
     /// A SQLite file that this OS user may not write (or, for a file not there yet, a
     /// folder it may not create files in), for a connection that would write it: SQLite
     /// would fail part-way, after creating `-wal` and `-shm` files owned by this user

@@ -20,6 +20,7 @@ mod new_file;
 mod no_create;
 mod other_user;
 mod property;
+mod read_only_medium;
 mod secrets;
 #[cfg(feature = "failpoints")]
 mod sigkill;

@@ -71,7 +71,35 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<SqliteConn, DbError>
             refuse_foreign_companions(&path)?;
         }
     }
+    // A file on a read-only file system (a snapshot, a read-only export) cannot change
+    // while nothing may write there, and SQLite cannot make the `-shm` file it reads a WAL
+    // file through: it is read as immutable, once no `-wal` holds changes not yet in it.
+    // (With its `-shm` there as well, SQLite reads both read-only, as usual.)
+    let read_only_medium = url
+        .sqlite_path()
+        .filter(|p| !is_in_memory(url, p) && access.is_read_only() && on_read_only_medium(p));
+    let mut immutable = false;
+    if let Some(path) = &read_only_medium {
+        let companion = |suffix: &str| {
+            let mut p = path.as_os_str().to_owned();
+            p.push(suffix);
+            std::path::PathBuf::from(p)
+        };
+        let (wal, shm) = (companion("-wal"), companion("-shm"));
+        let changes_in_wal = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0);
+        immutable = !changes_in_wal;
+        if changes_in_wal && !shm.exists() {
+            let absolute = |p: &std::path::Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+            return Err(DbError::WalOnReadOnlyMedium {
+                path: absolute(path),
+                wal: absolute(&wal),
+            });
+        }
+    }
     let opts = match access {
+        Access::ReadOnly | Access::QueryOnly if read_only_medium.is_some() => {
+            opts.read_only(true).immutable(immutable).pragma("query_only", "ON")
+        }
         Access::ReadOnly => opts.read_only(true).pragma("query_only", "ON"),
         Access::QueryOnly => opts
             .read_only(false)
@@ -227,6 +255,9 @@ pub fn refuse_unwritable(url: &DbUrl, access: Access) -> Result<(), DbError> {
         return Ok(());
     };
     let path = std::path::absolute(&path).unwrap_or(path);
+    if on_read_only_medium(&path) {
+        return Err(DbError::ReadOnlyMedium { path });
+    }
     // A file to create: SQLite names the files it writes beside it after it (`-journal`
     // the longest), and one it cannot create fails the run part-way with "unable to open
     // database file", after creating the file itself.
@@ -284,7 +315,9 @@ pub fn refuse_unwritable(url: &DbUrl, access: Access) -> Result<(), DbError> {
 /// a file handle of its own: closing it drops POSIX locks this process holds on the file,
 /// and without companions no connection of WAL mode is open on it.)
 fn refuse_foreign_companions(path: &std::path::Path) -> Result<(), DbError> {
-    if may_write(path) {
+    // On a read-only file system nobody's companions can be created: SQLite reads the
+    // file without them (a WAL file whose `-wal` is gone, as a closed one's is).
+    if may_write(path) || on_read_only_medium(path) {
         return Ok(());
     }
     let companion = |suffix: &str| {
@@ -305,6 +338,23 @@ fn refuse_foreign_companions(path: &std::path::Path) -> Result<(), DbError> {
         path: absolute(path),
         missing: missing.iter().map(|p| absolute(p)).collect(),
     })
+}
+
+/// Whether `path`, or for a file not there yet the nearest folder above it that is, lies
+/// on a file system mounted read-only (where every write fails, whoever the user).
+fn on_read_only_medium(path: &std::path::Path) -> bool {
+    use std::os::unix::ffi::OsStrExt;
+    let Some(there) = path.ancestors().find(|p| !p.as_os_str().is_empty() && p.exists()) else {
+        return false;
+    };
+    let Ok(c) = std::ffi::CString::new(there.as_os_str().as_bytes()) else {
+        return false;
+    };
+    // SAFETY: `c` is a valid NUL-terminated string that outlives the call, and `stat` a
+    // plain struct statvfs fills in.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    let filled = unsafe { libc::statvfs(c.as_ptr(), &mut stat) } == 0;
+    filled && stat.f_flag & libc::ST_RDONLY != 0
 }
 
 /// Whether this process (its effective user and groups) may read `path`.
