@@ -77,6 +77,22 @@ pub enum ExtractError {
         /// The first bytes of the value, in hex.
         bytes: String,
     },
+    /// A value read as a boolean (the soft-delete flag, a column of a boolean type) that
+    /// spells neither true nor false: read as either, it would load a fact the source does
+    /// not state (a live row deleted, a flag changed).
+    #[error("source column `{column}` ({role}) of key ({key}) holds {value:?}, which is no boolean: dimlog reads true, t, 1, yes, y as true and false, f, 0, no, n or empty as false (any case); nothing was written. {fix}")]
+    NotBoolean {
+        /// The column.
+        column: String,
+        /// Its role, as the config names it.
+        role: &'static str,
+        /// The key of the row, as text.
+        key: String,
+        /// The value.
+        value: String,
+        /// What to do.
+        fix: &'static str,
+    },
     /// A change-column value that is not a usable timestamp.
     #[error("source column `{column}` (source.updated_at){}: {reason}{hint}", of_key(.key.as_deref()))]
     BadTimestamp {
@@ -358,7 +374,7 @@ impl FutureRows {
 /// past the upper bound, by a read wider than the window, is counted with the source's
 /// future rows); one with a NULL in a key column is counted per column and fails the
 /// load ([`Admission::null_key_error`]); a soft-delete flag marks a row deleted when it
-/// reads as true ([`flagged_deleted`]).
+/// reads as true ([`flagged_deleted`]; the caller refuses one that reads as neither).
 #[derive(Debug)]
 pub struct Admission {
     window: Window,
@@ -434,9 +450,25 @@ pub fn change_time(plan: &Plan, text: &str, key: impl FnOnce() -> String) -> Res
         .map_err(|reason| ExtractError::bad_change_column(plan, reason, Some(key())))
 }
 
-/// Whether a soft-delete flag's value marks its row deleted.
-pub fn flagged_deleted(value: Option<&str>) -> bool {
-    value.is_some_and(crate::db::types::is_truthy)
+/// Whether a soft-delete flag's value marks its row deleted (NULL: live); `None` for a
+/// value that spells neither (see [`ExtractError::NotBoolean`]).
+pub fn flagged_deleted(value: Option<&str>) -> Option<bool> {
+    value.map_or(Some(false), crate::db::types::boolean)
+}
+
+/// The refusal of a row whose soft-delete flag `value` spells neither true nor false.
+pub fn not_a_flag(plan: &Plan, value: &str, key: String) -> ExtractError {
+    ExtractError::NotBoolean {
+        column: plan
+            .source
+            .deleted_flag
+            .as_ref()
+            .map_or_else(String::new, |f| f.name().to_string()),
+        role: "source.deleted_flag",
+        key,
+        value: value.to_string(),
+        fix: "Read the flag through source.query as a boolean, e.g. CASE WHEN status = 'deleted' THEN 1 ELSE 0 END",
+    }
 }
 
 /// Counts the source rows stamped after `window.high` that the window's read does not
@@ -1423,11 +1455,15 @@ columns = ["v"]
     #[test]
     fn a_soft_delete_flag_reads_as_people_store_it() {
         for yes in ["true", "t", "1", "yes", "Y", " TRUE "] {
-            assert!(flagged_deleted(Some(yes)), "{yes}");
+            assert_eq!(flagged_deleted(Some(yes)), Some(true), "{yes}");
         }
-        for no in ["false", "f", "0", "no", "", "deleted"] {
-            assert!(!flagged_deleted(Some(no)), "{no}");
+        for no in ["false", "f", "0", "no", "N", "", " False "] {
+            assert_eq!(flagged_deleted(Some(no)), Some(false), "{no}");
         }
-        assert!(!flagged_deleted(None));
+        assert_eq!(flagged_deleted(None), Some(false), "NULL: live");
+        // Neither: read as either, it would state what the source does not.
+        for neither in ["deleted", "maybe", "2", "-1", "1.0", "tru", "oui", "active"] {
+            assert_eq!(flagged_deleted(Some(neither)), None, "{neither}");
+        }
     }
 }

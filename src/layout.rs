@@ -75,6 +75,15 @@ impl Layout {
         self.tracked.iter().chain(self.type1.iter()).collect()
     }
 
+    /// The setting that names each of [`Layout::read_columns`], in order.
+    pub fn read_column_roles(&self) -> Vec<&'static str> {
+        let mut roles = vec!["source.key"; self.keys.len()];
+        roles.extend(std::iter::repeat_n("track.columns", self.tracked.len()));
+        roles.extend(std::iter::repeat_n("track.type1", self.type1.len()));
+        roles.extend(self.tiebreak.iter().map(|_| "source.tiebreak"));
+        roles
+    }
+
     /// Every column the reader selects before the change column, in order.
     pub fn read_columns(&self) -> Vec<&Col> {
         self.keys

@@ -2015,6 +2015,9 @@ async fn reads_by_index(source: &mut Conn, plan: &Plan, layout: &Layout, window:
 struct RowRule<'p> {
     plan: &'p Plan,
     kinds: Vec<ColumnKind>,
+    /// The read columns' names and roles, for messages.
+    names: Vec<String>,
+    roles: Vec<&'static str>,
     key_count: usize,
     tracked_count: usize,
     hasher: RowHasher,
@@ -2025,6 +2028,8 @@ impl<'p> RowRule<'p> {
         RowRule {
             plan,
             kinds: layout.read_columns().iter().map(|c| c.kind).collect(),
+            names: layout.read_columns().iter().map(|c| c.bare.clone()).collect(),
+            roles: layout.read_column_roles(),
             key_count: layout.keys.len(),
             tracked_count: layout.tracked.len(),
             hasher: RowHasher::default(),
@@ -2052,9 +2057,29 @@ impl<'p> RowRule<'p> {
                 extract::key_text(values, self.key_count)
             })?),
         };
-        let is_deleted = extract::flagged_deleted(deleted);
+        let flag = extract::flagged_deleted(deleted);
+        let is_deleted = flag.unwrap_or(false);
         if !admission.admit(change, |i| values[i].is_none(), is_deleted) {
             return Ok(None);
+        }
+        // A row the load keeps: a value read as a boolean must spell one.
+        if flag.is_none() {
+            let value = deleted.unwrap_or_default();
+            return Err(extract::not_a_flag(self.plan, value, extract::key_text(values, self.key_count)).into());
+        }
+        for (i, (value, kind)) in values.iter().zip(&self.kinds).enumerate() {
+            if let (Some(text), ColumnKind::Bool) = (value, kind) {
+                if crate::db::types::boolean(text).is_none() {
+                    return Err(extract::ExtractError::NotBoolean {
+                        column: self.names[i].clone(),
+                        role: self.roles[i],
+                        key: extract::key_text(values, self.key_count),
+                        value: text.to_string(),
+                        fix: "Fix the value at the source, or read the column as text through source.query (its declared type makes dimlog read it as a boolean)",
+                    }
+                    .into());
+                }
+            }
         }
         let row_hash = crate::hash::canonicalise_and_hash(
             &mut self.hasher,

@@ -197,6 +197,17 @@ impl<'p> CopyStager<'p> {
             return Err(protocol("the source's COPY output has an unexpected number of columns"));
         }
         let field = |i: usize| &line[self.fields[i].0..self.fields[i].1];
+        let key_count = self.key_count;
+        let key_text = || {
+            (0..key_count)
+                .map(|i| {
+                    let mut v = Vec::new();
+                    copy_unescape(field(i), &mut v);
+                    String::from_utf8_lossy(&v).into_owned()
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         let ts_field = field(n);
         // A form parse_fixed reads is also valid timestamptz input: it passes through.
         let fixed = (ts_field != NULL)
@@ -212,28 +223,28 @@ impl<'p> CopyStager<'p> {
             copy_unescape(ts_field, &mut self.scratch);
             let text =
                 std::str::from_utf8(&self.scratch).map_err(|_| protocol("the source sent text that is not UTF-8"))?;
-            Some(crate::extract::change_time(self.plan, text, || {
-                (0..self.key_count)
-                    .map(|i| {
-                        let mut v = Vec::new();
-                        copy_unescape(field(i), &mut v);
-                        String::from_utf8_lossy(&v).into_owned()
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            })?)
+            Some(crate::extract::change_time(self.plan, text, key_text)?)
         };
-        let is_deleted = with_flag && {
-            let f = field(n + 1);
-            f != NULL && {
+        // (`None`: a flag that spells neither true nor false, refused once the row is kept.)
+        let flag = match with_flag.then(|| field(n + 1)).filter(|f| *f != NULL) {
+            None => Some(false),
+            Some(f) => {
                 self.scratch.clear();
                 copy_unescape(f, &mut self.scratch);
                 crate::extract::flagged_deleted(Some(&String::from_utf8_lossy(&self.scratch)))
             }
         };
-        if !self.admission.admit(change, |i| field(i) == NULL, is_deleted) {
+        if !self
+            .admission
+            .admit(change, |i| field(i) == NULL, flag.unwrap_or(false))
+        {
             return Ok(());
         }
+        if flag.is_none() {
+            let value = String::from_utf8_lossy(&self.scratch).into_owned();
+            return Err(crate::extract::not_a_flag(self.plan, &value, key_text()));
+        }
+        let is_deleted = flag == Some(true);
         let ts = change.expect("admitted");
         self.hasher.start();
         for i in self.tracked.clone() {

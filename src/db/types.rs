@@ -63,6 +63,17 @@ impl ColumnKind {
     }
 }
 
+/// A boolean as people store them: `true`, `t`, `1`, `yes`, `y` and `false`, `f`, `0`,
+/// `no`, `n` or empty (any case, spaces around ignored); `None` for anything else, which
+/// no reading of it as a boolean would be sure of.
+pub fn boolean(text: &str) -> Option<bool> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "true" | "t" | "1" | "yes" | "y" => Some(true),
+        "false" | "f" | "0" | "no" | "n" | "" => Some(false),
+        _ => None,
+    }
+}
+
 /// Reads a flag the way people store them: `true`, `t`, `1`, `yes`, `y` (any case).
 pub fn is_truthy(text: &str) -> bool {
     matches!(

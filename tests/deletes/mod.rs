@@ -3,6 +3,7 @@
 //! `--against-source`) finding what an incremental load cannot see, with the command
 //! that repairs each: `run --full-refresh` or `rebuild`.
 
+mod flag_values;
 mod reconcile;
 mod revival;
 mod same_instant;
