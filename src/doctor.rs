@@ -390,12 +390,23 @@ async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>,
         None => checks.skip("recorded columns", "the source table"),
         Some(layout) => match record::check_registered(&mut target, plan, layout).await {
             Ok(_) => {
-                check_tables(checks, plan, &mut target, layout).await;
-                checks.push(
-                    "recorded columns",
-                    Outcome::Ok,
-                    "the config's columns are the ones the dimension was built with",
-                )
+                // (A target whose tables predate the recorded change column has none.)
+                let switched = record::recorded_change_column(&mut target, plan)
+                    .await
+                    .ok()
+                    .flatten()
+                    .filter(|recorded| record::change_column_switched(plan, Some(recorded)));
+                if let Some(recorded) = switched {
+                    let refusal = record::change_column_refusal(plan, &recorded);
+                    checks.fail("recorded columns", Error::from(refusal));
+                } else {
+                    check_tables(checks, plan, &mut target, layout).await;
+                    checks.push(
+                        "recorded columns",
+                        Outcome::Ok,
+                        "the config's columns are the ones the dimension was built with",
+                    );
+                }
             }
             Err(tables::RecordError::NotLoaded(_)) => checks.push(
                 "recorded columns",

@@ -989,6 +989,7 @@ async fn run_to_the_end(
                     tables::init_allowing_change_in(&mut session.target, plan, &session.layout, !opts.dry_run)
                         .await
                         .map_err(|e| init_failed(e, plan))?;
+                check_change_column(session, plan, opts).await?;
                 if let Some(c) = &change {
                     // Whether the change is accepted or not: a role that may not make it
                     // is sent to the owner rather than told to accept it.
@@ -1128,28 +1129,7 @@ async fn load(
     in_transaction: bool,
 ) -> Result<RunReport, Error> {
     let fp = opts.failpoint.as_deref();
-    let mut watermark_before = state::watermark(&mut session.target, plan, &opts.role).await?;
-    // The incremental watermark is a value of the change column it was kept on: a config
-    // that names another column is refused, unless this load reads the whole source and so
-    // starts the watermark over on the new column (a backfill keeps a watermark of its own).
-    let change_column = if opts.role == state::INCREMENTAL {
-        Some(record::recorded_change_column(&mut session.target, plan).await?)
-    } else {
-        None
-    };
-    let switched = change_column
-        .as_ref()
-        .is_some_and(|recorded| record::change_column_switched(plan, recorded.as_deref()));
-    if switched {
-        let rereads_all = opts.kind == RunKind::FullRefresh || migration.is_some();
-        match (watermark_before, rereads_all) {
-            (Some(wm), false) => {
-                let recorded = change_column.clone().flatten().unwrap_or_default();
-                return Err(record::change_column_refusal(plan, &recorded, wm).into());
-            }
-            (_, _) => watermark_before = None,
-        }
-    }
+    let watermark_before = state::watermark(&mut session.target, plan, &opts.role).await?;
     // A backfill's chunks are fixed windows of the past; a run's window is checked against
     // the source's clock before anything is read.
     let (window, source_clock) = match (opts.window, source_clock) {
@@ -1339,14 +1319,8 @@ async fn load(
                 state::set_watermark(&mut session.target, plan, &opts.role, wm, run_id).await?;
             }
         }
-        // Recorded once the watermark is of the configured column (a switched load that
-        // read nothing left the old column's watermark in place: it stays refused).
-        let recorded_is_stale = change_column
-            .as_ref()
-            .is_some_and(|recorded| recorded.is_none() || (switched && high_watermark.is_some()));
-        if recorded_is_stale {
-            record::record_change_column(&mut session.target, plan).await?;
-        }
+        // (Only where none is recorded yet: a dimension loaded before it was.)
+        record::record_change_column(&mut session.target, plan).await?;
         state::finish_run(&mut session.target, run_id, *bounds, &counts, finished_at).await?;
     }
     failpoint::check(fp, "before_commit").await?;
@@ -1868,6 +1842,36 @@ async fn first_load_pumped_into_log(
         .execute_script("finishing the first load", &format!("RELEASE SAVEPOINT {SAVEPOINT}"))
         .await?;
     Ok(Some(loaded))
+}
+
+/// Refuses a run whose `source.updated_at` names another column than the one the
+/// dimension was built with (see `record::change_column_refusal`), whatever the run; and
+/// for a dimension loaded before the column was recorded, one whose watermark is later
+/// than every value of the configured column, kept on another one (a full refresh, which
+/// reads everything, is the user's word that it was not).
+async fn check_change_column(session: &mut Session, plan: &Plan, opts: &RunOptions) -> Result<(), Error> {
+    match record::recorded_change_column(&mut session.target, plan)
+        .await?
+        .as_deref()
+    {
+        Some(recorded) if record::change_column_switched(plan, Some(recorded)) => {
+            Err(record::change_column_refusal(plan, recorded).into())
+        }
+        None if opts.kind != RunKind::FullRefresh => {
+            let Some(watermark) = state::watermark(&mut session.target, plan, state::INCREMENTAL).await? else {
+                return Ok(());
+            };
+            let source = session.source.as_mut().expect("source connection present");
+            let newest = extract::source_newest(source, plan, &session.layout).await?;
+            match newest {
+                Some(n) if n < watermark => {
+                    Err(record::unrecorded_change_column_refusal(plan, watermark, newest).into())
+                }
+                _ => Ok(()),
+            }
+        }
+        _ => Ok(()),
+    }
 }
 
 /// What [`stage_window`] staged.

@@ -187,7 +187,7 @@ pub async fn recorded_change_column(conn: &mut Conn, plan: &Plan) -> Result<Opti
         .and_then(|r| r.into_iter().next().flatten()))
 }
 
-/// Records `source.updated_at` as the column the incremental watermark is kept on.
+/// Records `source.updated_at` as the column the dimension is stamped by, where none is recorded yet.
 pub async fn record_change_column(conn: &mut Conn, plan: &Plan) -> Result<(), DbError> {
     let sql = sql::statement(
         conn.backend(),
@@ -213,20 +213,49 @@ pub fn change_column_switched(plan: &Plan, recorded: Option<&str>) -> bool {
     recorded.is_some_and(|r| !r.eq_ignore_ascii_case(plan.source.updated_at.name()))
 }
 
-/// The refusal of an incremental run whose `source.updated_at` names another column than
-/// the one the watermark `watermark` was kept on: a watermark of one column says nothing of
-/// another's values, and a window from it would never read the rows whose new column is
-/// older (the old column's watermark may be far ahead of them). A load that reads the
-/// whole source starts the watermark over on the new column.
-pub fn change_column_refusal(plan: &Plan, recorded: &str, watermark: crate::ts::Micros) -> ConfigError {
+/// The refusal of a run whose `source.updated_at` names another column than `recorded`,
+/// the one the dimension was built with. Its versions' `valid_from` and its watermark are
+/// times of that column: versions stamped by another clock would slot among them by a
+/// different time (a change read later may land before the current version, as a late
+/// one, and never become current), and a window from the watermark would miss rows. No
+/// run mends that, so none is let through: a column only renamed at the source is read
+/// under the recorded name, and another clock is another dimension.
+pub fn change_column_refusal(plan: &Plan, recorded: &str) -> ConfigError {
+    let configured = plan.source.updated_at.name();
+    ConfigError::invalid(
+        "source.updated_at",
+        format!(
+            "is `{configured}`, but dimension `{}` was built with versions stamped by column `{recorded}`: its \
+             valid_from times and its watermark are times of `{recorded}`, and versions stamped by another column \
+             would be placed among them by another clock (a change read later could land before the current \
+             version and never become current), so no run is made. If the source only renamed `{recorded}` to \
+             `{configured}` (the same values), read it under the name the dimension knows: \
+             source.query = \"SELECT …, {configured} AS {recorded} FROM …\" with updated_at = \"{recorded}\". \
+             Otherwise it is another dimension: give it another `name` and target tables, or set \
+             updated_at = \"{recorded}\" again",
+            plan.name
+        ),
+    )
+}
+
+/// The refusal of a run of a dimension loaded by a dimlog that did not record its change
+/// column (before schema version 2), whose watermark is later than every value of the
+/// configured one (`newest`): the watermark was kept on another column.
+pub fn unrecorded_change_column_refusal(
+    plan: &Plan,
+    watermark: crate::ts::Micros,
+    newest: Option<crate::ts::Micros>,
+) -> ConfigError {
     let configured = plan.source.updated_at.name();
     ConfigError::NeedsStep {
         setting: "source.updated_at".into(),
         message: format!(
-            "is `{configured}`, but the watermark of dimension `{}` ({}) was kept on column `{recorded}`: a watermark \
-             of one column says nothing of another's values, so rows whose `{configured}` is older than it would never \
-             be read; nothing was read or written. Set updated_at = \"{recorded}\" again, or load once reading the whole \
-             source, which starts the watermark over on `{configured}` (only real changes become versions)",
+            "is `{configured}`, whose newest value in the source is {}, but the watermark of dimension `{}` is {}: it \
+             was kept on another column (an older dimlog did not record which), and a window from it would read none \
+             of the rows that changed; nothing was read or written. Set updated_at to the column the dimension was \
+             loaded with; if it is `{configured}` (its newest rows were deleted, say), load once reading the whole \
+             source, which records it",
+            newest.map_or_else(|| "none".to_string(), |n| n.to_text()),
             plan.name,
             watermark.to_text()
         ),

@@ -41,7 +41,7 @@ SELECT surrogate_key FROM dimlog_dimensions WHERE dimension = ?1
 -- statement: dimension_change_column
 SELECT change_column FROM dimlog_dimensions WHERE dimension = ?1
 -- statement: dimension_record_change_column
-UPDATE dimlog_dimensions SET change_column = ?2 WHERE dimension = ?1
+UPDATE dimlog_dimensions SET change_column = ?2 WHERE dimension = ?1 AND change_column IS NULL
 -- statement: dimension_own_tables
 SELECT log_table, dimension_table FROM dimlog_dimensions WHERE dimension = ?1
 -- statement: dimension_tables

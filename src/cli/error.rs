@@ -83,7 +83,7 @@ pub fn hint(e: &Error) -> Option<String> {
     if let Error::Config(ConfigError::NeedsStep { step, .. }) = e {
         return Some(match step {
             NextStep::AcceptConfigChange => "to migrate, rerun with `dimlog run --accept-config-change`".into(),
-            NextStep::FullRefresh => "to switch the change column, run `dimlog run --full-refresh` once".into(),
+            NextStep::FullRefresh => "if it is the right column, run `dimlog run --full-refresh` once".into(),
             NextStep::MigrateColumn { column } => format!(
                 "`dimlog migrate --column {column}` makes the migration above; then `dimlog rebuild`, then `dimlog run --full-refresh`"
             ),

@@ -137,7 +137,7 @@ pub enum DbError {
     /// A SQLite file on a file system mounted read-only, to read, whose `-wal` file holds
     /// changes not yet in the file: SQLite reads those through a `-shm` file it cannot
     /// create there.
-    #[error("cannot read {}: it is on a file system mounted read-only, and {} holds changes not yet folded into it, which SQLite reads through a -shm file it cannot create there; mount it read-write once (the next dimlog command, or sqlite3, folds them in when it closes the file), or copy the file with its -wal to a writable place", path.display(), wal.display())]
+    #[error("cannot read {}: it is on a file system mounted read-only, and {} holds changes not yet folded into it, which SQLite reads through a -shm file it cannot create there; mount it read-write once and open it with a program that writes it (sqlite3, or for a target a dimlog run), which folds them in when it closes the file (dimlog only reads a source, and leaves them), or copy the file with its -wal to a writable place", path.display(), wal.display())]
     WalOnReadOnlyMedium {
         /// The database file.
         path: std::path::PathBuf,

@@ -1,11 +1,14 @@
-//! The incremental watermark is a value of the change column it was kept on
-//! (`dimlog_dimensions.change_column`, schema version 2). A config whose
-//! `source.updated_at` names another column must not go on from that watermark: where the
-//! new column's values lag the old one's, a window from the old watermark reads none of
-//! the rows that changed, and the run "succeeds" with nothing. So an incremental run (and
-//! its dry run) is refused, naming the setting, both columns and the way on; a full
-//! refresh reads the whole source and starts the watermark over on the new column, after
-//! which incremental runs read rows whose new column is older than the old watermark.
+//! A dimension's versions are stamped by its change column: their `valid_from` times and
+//! the incremental watermark are times of that column, which the target records
+//! (`dimlog_dimensions.change_column`, schema version 2). Versions stamped by another
+//! column would be placed among them by another clock (a change read later lands before
+//! the current version, as a late one, and never becomes current), and a window from the
+//! watermark would miss rows: no run mends that. So a config whose `source.updated_at`
+//! names another column is refused by every run (incremental, dry, full refresh, config
+//! change, backfill), naming the setting and both columns; a column only renamed at the
+//! source is read under the recorded name through `source.query`. A dimension loaded
+//! before the column was recorded records it on its next run, unless its watermark is
+//! later than every value of the configured column (then kept on another one).
 
 use dimlog::config::Backend;
 use dimlog::pipeline::RunOptions;
@@ -14,7 +17,11 @@ use dimlog::state::RunKind;
 use super::{cli_exits, text};
 use crate::support::fixture::{on_every_engine, ts, Fixture};
 
-on_every_engine!(a_switched_change_column_is_refused_until_a_full_refresh_starts_it_over);
+on_every_engine!(
+    a_switched_change_column_is_refused_by_every_run,
+    a_renamed_change_column_is_read_under_its_recorded_name,
+    a_version_1_target_records_its_column_unless_the_watermark_says_otherwise,
+);
 
 fn opts(upper: &str, kind: RunKind, dry_run: bool) -> RunOptions {
     RunOptions {
@@ -32,23 +39,30 @@ async fn recorded(fx: &mut Fixture) -> Option<String> {
     rows.into_iter().next().and_then(|r| r.into_iter().next().flatten())
 }
 
-/// `(runs, log rows, watermark)`: what a refused run must leave as it was.
+/// `(log rows, dimension rows, watermark)`: what a refused run must leave as it was.
 async fn trace(fx: &mut Fixture) -> (i64, i64, Option<String>) {
     (
-        fx.count("dimlog_runs").await,
         fx.count("customer_versions").await,
+        fx.count("dim_customer").await,
         fx.watermark().await,
     )
 }
 
-async fn a_switched_change_column_is_refused_until_a_full_refresh_starts_it_over(mut fx: Fixture) {
-    let ts_type = match fx.backend {
+fn ts_type(fx: &Fixture) -> &'static str {
+    match fx.backend {
         Backend::Sqlite => "TEXT",
         Backend::Postgres | Backend::Citus => "timestamptz",
-    };
-    fx.exec(&format!("ALTER TABLE src_customers ADD COLUMN synced_at {ts_type}"))
-        .await;
-    // `synced_at` lags `updated_at` by a day.
+    }
+}
+
+/// A source with a second clock, `synced_at`, a day behind `updated_at`, loaded by
+/// `updated_at` (key 1).
+async fn loaded_with_two_clocks(fx: &mut Fixture) {
+    fx.exec(&format!(
+        "ALTER TABLE src_customers ADD COLUMN synced_at {}",
+        ts_type(fx)
+    ))
+    .await;
     fx.exec(
         "INSERT INTO src_customers (customer_id, email, tier, country, updated_at, synced_at) VALUES
          (1, 'a@x', 'free', 'FR', '2026-03-02T09:00:00Z', '2026-03-01T09:00:00Z')",
@@ -56,18 +70,14 @@ async fn a_switched_change_column_is_refused_until_a_full_refresh_starts_it_over
     .await;
     fx.run("2026-03-02T10:00:00Z").await;
     assert_eq!(
-        recorded(&mut fx).await.as_deref(),
+        recorded(fx).await.as_deref(),
         Some("updated_at"),
         "the first run records its column"
     );
-    let watermark = fx.watermark().await;
-    assert!(
-        watermark.as_deref().is_some_and(|w| w.starts_with("2026-03-02T09:00")),
-        "{watermark:?}"
-    );
+}
 
-    // The config now names the lagging column; key 1 changes and key 2 arrives, both
-    // stamped in it long before the old watermark.
+async fn a_switched_change_column_is_refused_by_every_run(mut fx: Fixture) {
+    loaded_with_two_clocks(&mut fx).await;
     fx.edit_config("updated_at = \"updated_at\"", "updated_at = \"synced_at\"");
     fx.exec("UPDATE src_customers SET tier = 'pro', updated_at = '2026-03-02T11:00:00Z', synced_at = '2026-03-01T11:00:00Z' WHERE customer_id = 1")
         .await;
@@ -77,81 +87,135 @@ async fn a_switched_change_column_is_refused_until_a_full_refresh_starts_it_over
     )
     .await;
     let before = trace(&mut fx).await;
-    for dry_run in [false, true] {
-        let err = fx
-            .try_run_with(opts("2026-03-02T12:00:00Z", RunKind::Incremental, dry_run))
-            .await
-            .expect_err("an incremental run from the other column's watermark");
+    let backfill = RunOptions {
+        window: Some(dimlog::extract::Window {
+            low: Some(ts("2026-03-01T00:00:00Z")),
+            high: ts("2026-03-02T00:00:00Z"),
+            high_inclusive: false,
+        }),
+        role: "backfill:test".into(),
+        ..opts("2026-03-02T12:00:00Z", RunKind::Backfill, false)
+    };
+    let runs = [
+        ("incremental", opts("2026-03-02T12:00:00Z", RunKind::Incremental, false)),
+        ("dry run", opts("2026-03-02T12:00:00Z", RunKind::Incremental, true)),
+        (
+            "full refresh",
+            opts("2026-03-02T12:00:00Z", RunKind::FullRefresh, false),
+        ),
+        ("backfill", backfill),
+    ];
+    for (what, run) in runs {
+        let err = fx.try_run_with(run).await.expect_err(what);
         let message = err.to_string();
         for needle in [
             "source.updated_at",
             "`synced_at`",
             "`updated_at`",
-            "2026-03-02T09:00",
-            "whole source",
+            "AS updated_at",
+            "another `name`",
         ] {
-            assert!(message.contains(needle), "{needle:?} not in: {message}");
+            assert!(message.contains(needle), "{what}: {needle:?} not in: {message}");
         }
-        assert_eq!(
-            trace(&mut fx).await,
-            before,
-            "a refused run (dry run: {dry_run}) writes nothing"
-        );
+        assert_eq!(err.kind(), "config", "{what}");
+        assert_eq!(trace(&mut fx).await, before, "{what}: nothing written");
     }
-    // The same through the CLI: a config error, with the way on.
-    let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T12:00:00Z"], 2);
-    assert!(stderr.contains("dimlog run --full-refresh"), "{stderr}");
+    // `doctor` says what `run` would refuse.
+    let doctor = fx.cli(&["doctor"]);
+    let said = format!("{}{}", text(&doctor.stdout), text(&doctor.stderr));
+    assert_ne!(doctor.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("recorded columns") && said.contains("`synced_at`"),
+        "{said}"
+    );
+    // A config change on top changes nothing.
+    fx.edit_config(
+        "columns = [\"email\", \"tier\", \"country\"]",
+        "columns = [\"email\", \"tier\"]",
+    );
+    let accepting = RunOptions {
+        accept_config_change: true,
+        ..opts("2026-03-02T12:00:00Z", RunKind::Incremental, false)
+    };
+    let err = fx
+        .try_run_with(accepting)
+        .await
+        .expect_err("a config change with the switch");
+    assert!(err.to_string().contains("`synced_at`"), "{err}");
+    let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T12:00:00Z", "--full-refresh"], 2);
+    assert!(stderr.contains("source.updated_at"), "{stderr}");
     let json = text(&fx.cli(&["run", "--upper", "2026-03-02T12:00:00Z", "--json"]).stdout);
     assert!(json.contains("\"config\""), "{json}");
     assert_eq!(trace(&mut fx).await, before);
     assert_eq!(recorded(&mut fx).await.as_deref(), Some("updated_at"));
 
-    // A full refresh reads everything and starts the watermark over on `synced_at`.
-    let report = fx
-        .run_with(opts("2026-03-02T12:00:00Z", RunKind::FullRefresh, false))
-        .await;
-    assert_eq!(report.counts.rows_read, 2);
-    assert_eq!(recorded(&mut fx).await.as_deref(), Some("synced_at"));
-    let watermark = fx.watermark().await;
-    assert!(
-        watermark.as_deref().is_some_and(|w| w.starts_with("2026-03-01T11:30")),
-        "the watermark is the new column's newest value read, not the old one's: {watermark:?}"
-    );
-
-    // Incremental again: a row whose `synced_at` is older than the old watermark is read.
-    fx.exec(
-        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at, synced_at) VALUES
-         (3, 'c@x', 'free', 'NL', '2026-03-02T12:30:00Z', '2026-03-01T12:30:00Z')",
-    )
-    .await;
-    let report = fx.run("2026-03-02T13:00:00Z").await;
-    assert_eq!(report.counts.versions, 1, "key 3 is read");
-    let keys = fx.dimension().await.values("customer_id");
-    assert!(keys.contains(&Some("3".to_string())), "{keys:?}");
-    fx.assert_dimension_derives_from_log().await;
-
-    // Back to `updated_at` is a switch again.
+    // Back to the recorded column: the changes load, and key 1's is current.
     fx.edit_config("updated_at = \"synced_at\"", "updated_at = \"updated_at\"");
-    let err = fx
-        .try_run_with(opts("2026-03-02T13:00:00Z", RunKind::Incremental, false))
-        .await
-        .expect_err("back to the first column");
-    assert!(err.to_string().contains("kept on column `synced_at`"), "{err}");
+    fx.edit_config(
+        "columns = [\"email\", \"tier\"]",
+        "columns = [\"email\", \"tier\", \"country\"]",
+    );
+    let report = fx.run("2026-03-02T12:00:00Z").await;
+    assert_eq!(report.counts.versions, 2);
+    let tiers = fx.dimension().await.values("tier");
+    assert!(tiers.contains(&Some("pro".to_string())), "{tiers:?}");
+    fx.assert_dimension_derives_from_log().await;
 }
 
-on_every_engine!(a_version_1_target_gains_the_column_and_records_it_on_its_next_run);
+/// The source renames the change column (the same values): read under the recorded name
+/// through `source.query`, every later change loads.
+async fn a_renamed_change_column_is_read_under_its_recorded_name(mut fx: Fixture) {
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+         (1, 'a@x', 'free', 'FR', '2026-03-02T09:00:00Z')",
+    )
+    .await;
+    fx.run("2026-03-02T10:00:00Z").await;
+    fx.exec("ALTER TABLE src_customers RENAME COLUMN updated_at TO modified_at")
+        .await;
+    fx.edit_config(
+        "table = \"src_customers\"",
+        "query = \"SELECT customer_id, email, tier, country, is_deleted, modified_at AS updated_at FROM src_customers\"",
+    );
+    fx.exec("UPDATE src_customers SET tier = 'pro', modified_at = '2026-03-02T10:30:00Z' WHERE customer_id = 1")
+        .await;
+    let report = fx.run("2026-03-02T11:00:00Z").await;
+    assert_eq!(report.counts.versions, 1);
+    assert_eq!(recorded(&mut fx).await.as_deref(), Some("updated_at"));
+    fx.assert_dimension_derives_from_log().await;
+}
 
 /// A target stamped at schema version 1 (no `change_column`): the next run adds the
-/// column, records the configured one (it cannot know which column an older dimlog kept
-/// the watermark on, so that run is not refused), and stamps version 2.
-async fn a_version_1_target_gains_the_column_and_records_it_on_its_next_run(mut fx: Fixture) {
-    fx.exec("INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES (1, 'a@x', 'free', 'FR', '2026-03-02T09:00:00Z')")
+/// column and records the configured one, unless the watermark is later than every
+/// value of it (kept on another column, which an older dimlog did not record), which a
+/// full refresh, the user's word, records anyway.
+async fn a_version_1_target_records_its_column_unless_the_watermark_says_otherwise(mut fx: Fixture) {
+    loaded_with_two_clocks(&mut fx).await;
+    let as_version_1 = "ALTER TABLE dimlog_dimensions DROP COLUMN change_column; UPDATE dimlog_schema SET version = 1";
+    fx.target_exec(as_version_1).await;
+    fx.edit_config("updated_at = \"updated_at\"", "updated_at = \"synced_at\"");
+    fx.exec("UPDATE src_customers SET tier = 'pro', updated_at = '2026-03-02T10:30:00Z', synced_at = '2026-03-01T10:30:00Z' WHERE customer_id = 1")
         .await;
-    fx.run("2026-03-02T10:00:00Z").await;
-    fx.target_exec("ALTER TABLE dimlog_dimensions DROP COLUMN change_column; UPDATE dimlog_schema SET version = 1")
-        .await;
-    fx.exec("UPDATE src_customers SET tier = 'pro', updated_at = '2026-03-02T10:30:00Z' WHERE customer_id = 1")
-        .await;
+    let before = trace(&mut fx).await;
+    let err = fx
+        .try_run_with(opts("2026-03-02T11:00:00Z", RunKind::Incremental, false))
+        .await
+        .expect_err("a watermark later than every synced_at");
+    let message = err.to_string();
+    for needle in [
+        "source.updated_at",
+        "`synced_at`",
+        "2026-03-01T10:30:00",
+        "2026-03-02T09:00:00",
+    ] {
+        assert!(message.contains(needle), "{needle:?} not in: {message}");
+    }
+    assert_eq!(trace(&mut fx).await, before);
+    let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T11:00:00Z"], 2);
+    assert!(stderr.contains("dimlog run --full-refresh"), "{stderr}");
+
+    // The column it was loaded with: recorded, and the change loads.
+    fx.edit_config("updated_at = \"synced_at\"", "updated_at = \"updated_at\"");
     let report = fx.run("2026-03-02T11:00:00Z").await;
     assert_eq!(report.counts.versions, 1);
     assert_eq!(recorded(&mut fx).await.as_deref(), Some("updated_at"));
@@ -159,4 +223,12 @@ async fn a_version_1_target_gains_the_column_and_records_it_on_its_next_run(mut 
         .target_query("SELECT CAST(max(version) AS TEXT) FROM dimlog_schema")
         .await;
     assert_eq!(version[0][0].as_deref(), Some("2"));
+
+    // Unrecorded again, `synced_at` configured: a full refresh records it.
+    fx.target_exec("UPDATE dimlog_dimensions SET change_column = NULL")
+        .await;
+    fx.edit_config("updated_at = \"updated_at\"", "updated_at = \"synced_at\"");
+    fx.run_with(opts("2026-03-02T11:00:00Z", RunKind::FullRefresh, false))
+        .await;
+    assert_eq!(recorded(&mut fx).await.as_deref(), Some("synced_at"));
 }
