@@ -333,6 +333,7 @@ pub(crate) async fn read_status(
     }
     status.source_clock = clock.map(|c| c.to_text());
     status.pending_config_change = record.pending_change(plan).map(|c| c.describe());
+    status.change_column = crate::record::change_column_if_recorded(&mut session.target, plan).await;
     status.columns = Some(record);
     Ok(status)
 }

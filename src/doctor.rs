@@ -391,10 +391,8 @@ async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>,
         Some(layout) => match record::check_registered(&mut target, plan, layout).await {
             Ok(_) => {
                 // (A target whose tables predate the recorded change column has none.)
-                let switched = record::recorded_change_column(&mut target, plan)
+                let switched = record::change_column_if_recorded(&mut target, plan)
                     .await
-                    .ok()
-                    .flatten()
                     .filter(|recorded| record::change_column_switched(plan, Some(recorded)));
                 if let Some(recorded) = switched {
                     let refusal = record::change_column_refusal(plan, &recorded);

@@ -190,6 +190,9 @@ pub struct Status {
     pub columns: Option<crate::tables::DimensionRecord>,
     /// A config change that `dimlog run --accept-config-change` would apply, in words.
     pub pending_config_change: Option<String>,
+    /// The source column the dimension's versions are stamped by, as the target records
+    /// it (null before its first run, or on tables from before schema version 2).
+    pub change_column: Option<String>,
 }
 
 /// One watermark.
@@ -245,6 +248,7 @@ pub async fn status(
         runs,
         columns: None,
         pending_config_change: None,
+        change_column: None,
     };
     status.lag_seconds = match (source_newest, status.incremental_watermark()) {
         (Some(n), Some(w)) => Some(((n.0 - w.0).max(0)) as f64 / 1e6),

@@ -187,6 +187,17 @@ pub async fn recorded_change_column(conn: &mut Conn, plan: &Plan) -> Result<Opti
         .and_then(|r| r.into_iter().next().flatten()))
 }
 
+/// [`recorded_change_column`] for the commands that only read, on a target at any schema
+/// version: `None` where the tables predate the column (asked only at version 2 or later,
+/// so no failed statement spoils a transaction) or it cannot be read.
+pub async fn change_column_if_recorded(conn: &mut Conn, plan: &Plan) -> Option<String> {
+    let version = crate::db::migrate::read_version(conn).await.ok().flatten()?;
+    if version < 2 {
+        return None;
+    }
+    recorded_change_column(conn, plan).await.ok().flatten()
+}
+
 /// Records `source.updated_at` as the column the dimension is stamped by, where none is recorded yet.
 pub async fn record_change_column(conn: &mut Conn, plan: &Plan) -> Result<(), DbError> {
     let sql = sql::statement(

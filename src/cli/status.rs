@@ -47,6 +47,16 @@ pub async fn run(global: &GlobalArgs, args: StatusArgs, out: &Output) -> Result<
             },
         ));
     }
+    if let Some(column) = &status.change_column {
+        let configured = plan.source.updated_at.name();
+        if column.eq_ignore_ascii_case(configured) {
+            out.line(format!("versions stamped by {column}"));
+        } else {
+            out.line(format!(
+                "versions stamped by {column}, but source.updated_at is {configured}: runs are refused (see `dimlog doctor`)"
+            ));
+        }
+    }
     if let Some(c) = &status.pending_config_change {
         out.line(format!(
             "config changed since the last run ({c}): `dimlog run --accept-config-change` applies it"

@@ -120,7 +120,14 @@ async fn a_switched_change_column_is_refused_by_every_run(mut fx: Fixture) {
         assert_eq!(err.kind(), "config", "{what}");
         assert_eq!(trace(&mut fx).await, before, "{what}: nothing written");
     }
-    // `doctor` says what `run` would refuse.
+    // `status` shows the clock and that runs are refused; `doctor` says what `run` would.
+    let status = text(&fx.cli(&["status"]).stdout);
+    assert!(
+        status.contains("versions stamped by updated_at, but source.updated_at is synced_at"),
+        "{status}"
+    );
+    let json = text(&fx.cli(&["status", "--json"]).stdout);
+    assert!(json.contains("\"change_column\":\"updated_at\""), "{json}");
     let doctor = fx.cli(&["doctor"]);
     let said = format!("{}{}", text(&doctor.stdout), text(&doctor.stderr));
     assert_ne!(doctor.status.code(), Some(0), "{said}");
