@@ -994,3 +994,36 @@ columns = ["v"]
         assert_eq!(verify.code, Some(0), "{declared}: {verify:?}");
     }
 }
+
+/// A SQLite `source.query` that names a column in double quotes, after the column was
+/// renamed at the source: SQLite's legacy fallback read the name as the string of its
+/// letters, and a run loaded `'tier'` as every row's tier (rewriting versions in place).
+/// The run now fails naming the column, and nothing is written.
+#[tokio::test]
+async fn a_sqlite_query_naming_a_renamed_column_fails_instead_of_loading_its_name() {
+    let mut fx = Fixture::sqlite().await;
+    fx.exec(
+        "INSERT INTO src_customers (customer_id, email, tier, country, updated_at) VALUES
+         (1, 'a@x', 'silver', 'FR', '2026-03-02T09:00:00Z'), (2, 'b@x', 'gold', 'DE', '2026-03-02T09:00:00Z')",
+    )
+    .await;
+    fx.edit_config(
+        "table = \"src_customers\"",
+        "query = 'SELECT customer_id, email, \"tier\" AS tier, country, is_deleted, updated_at FROM src_customers'",
+    );
+    fx.run("2026-03-02T10:00:00Z").await;
+    fx.exec("ALTER TABLE src_customers RENAME COLUMN tier TO tier_name")
+        .await;
+    let log_before = fx.log().await;
+    let err = fx
+        .try_run_with(dimlog::pipeline::RunOptions {
+            upper: Some(crate::support::fixture::ts("2026-03-02T10:30:00Z")),
+            ..dimlog::pipeline::RunOptions::incremental()
+        })
+        .await
+        .expect_err("a query naming a column the source no longer has");
+    assert!(err.to_string().contains("tier"), "{err}");
+    assert_eq!(fx.log().await, log_before, "nothing written");
+    let tiers = fx.dimension().await.values("tier");
+    assert_eq!(tiers, [Some("silver".to_string()), Some("gold".to_string())]);
+}

@@ -149,6 +149,20 @@ impl SqliteConn {
         })?;
         // (Returning false ends the statement.)
         handle.set_progress_handler(INSTRUCTIONS_BETWEEN_LOOKS, move || !raised.load(Ordering::Relaxed));
+        // A double-quoted name that names no column is an error, not the string of its
+        // letters (SQLite's legacy fallback): a `source.query` column renamed at the
+        // source would otherwise load its own name as every row's value.
+        // SAFETY: the locked handle is an open connection that no statement uses while the
+        // lock is held, and this option takes an int and a (null) int pointer.
+        let raw = handle.as_raw_handle().as_ptr();
+        unsafe {
+            rusqlite::ffi::sqlite3_db_config(
+                raw,
+                rusqlite::ffi::SQLITE_DBCONFIG_DQS_DML,
+                0 as std::ffi::c_int,
+                std::ptr::null_mut::<std::ffi::c_int>(),
+            );
+        }
         drop(handle);
         Ok(SqliteConn { conn, stop })
     }
