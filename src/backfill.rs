@@ -296,6 +296,9 @@ pub async fn run(
                 outcome.outcome = "committed".into();
                 outcome.report = Some(report);
             }
+            // A config refused (exit 2) is refused for every chunk alike: said once, and
+            // the backfill ends there (nothing of this chunk was written).
+            Err(e @ Error::Config(_)) => return Err(e),
             Err(Error::Interrupted { .. }) => {
                 let committed = outcomes
                     .iter()
