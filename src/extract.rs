@@ -80,7 +80,7 @@ pub enum ExtractError {
     /// A value read as a boolean (the soft-delete flag, a column of a boolean type) that
     /// spells neither true nor false: read as either, it would load a fact the source does
     /// not state (a live row deleted, a flag changed).
-    #[error("source column `{column}` ({role}) of key ({key}) holds {value:?}, which is no boolean: dimlog reads true, t, 1, yes, y as true and false, f, 0, no, n or empty as false (any case); nothing was written. {fix}")]
+    #[error("source column `{column}` ({role}) of key ({key}) holds {value}, which is no boolean: dimlog reads true, t, 1, yes, y as true and false, f, 0, no, n or empty as false (any case); nothing was written. {fix}")]
     NotBoolean {
         /// The column.
         column: String,
@@ -88,7 +88,7 @@ pub enum ExtractError {
         role: &'static str,
         /// The key of the row, as text.
         key: String,
-        /// The value.
+        /// The value, as messages show it (quoted).
         value: String,
         /// What to do.
         fix: &'static str,
@@ -466,10 +466,14 @@ pub fn not_a_flag(plan: &Plan, value: &str, key: String) -> ExtractError {
             .map_or_else(String::new, |f| f.name().to_string()),
         role: "source.deleted_flag",
         key,
-        value: value.to_string(),
-        fix: "Read the flag through source.query as a boolean, e.g. CASE WHEN status = 'deleted' THEN 1 ELSE 0 END",
+        value: format!("{value:?}"),
+        fix: FLAG_FIX,
     }
 }
+
+/// What to do with a soft-delete flag that is no boolean.
+pub const FLAG_FIX: &str =
+    "Read the flag through source.query as a boolean, e.g. CASE WHEN status = 'deleted' THEN 1 ELSE 0 END";
 
 /// Counts the source rows stamped after `window.high` that the window's read does not
 /// return (on SQLite the read is loose, and the rows it returns past the bound are counted

@@ -2078,7 +2078,7 @@ impl<'p> RowRule<'p> {
                         column: self.names[i].clone(),
                         role: self.roles[i],
                         key: extract::key_text(values, self.key_count),
-                        value: text.to_string(),
+                        value: format!("{text:?}"),
                         fix: "Fix the value at the source, or read the column as text through source.query (its declared type makes dimlog read it as a boolean)",
                     }
                     .into());

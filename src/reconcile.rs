@@ -43,7 +43,10 @@ pub async fn stage_missing_keys(
         stage_keys(source, target, plan, layout, ctx).await
     };
     let counted = match result {
-        Ok(()) => compare(target, ctx, plan, upper, allow_mass_delete).await,
+        Ok(()) => match refuse_flags_spelling_neither(target, ctx, plan).await {
+            Ok(()) => compare(target, ctx, plan, upper, allow_mass_delete).await,
+            Err(e) => Err(e),
+        },
         Err(e) => Err(e),
     };
     (source, counted)
@@ -131,6 +134,30 @@ async fn stage_keys_copy(
         Err(e) => panic!("the key reader task failed: {e}"),
     };
     (source, result)
+}
+
+/// Refuses a key list holding a soft-delete flag that spells neither true nor false (its
+/// liveness NULL): read as either, it would close a live key or keep a deleted one, as a
+/// window's read refuses it too ([`extract::ExtractError::NotBoolean`]).
+async fn refuse_flags_spelling_neither(target: &mut Conn, ctx: &SqlContext, plan: &Plan) -> Result<(), Error> {
+    let Some(flag) = plan.source.deleted_flag.as_ref().filter(|_| ctx.deleted_flag) else {
+        return Ok(());
+    };
+    let sql = sql::statement(target.backend(), "reconcile", "flag_neither", ctx)?;
+    let found = target
+        .query_text("looking for soft-delete flags that are no boolean", &sql, &[])
+        .await?;
+    let Some(key) = found.into_iter().next() else {
+        return Ok(());
+    };
+    Err(extract::ExtractError::NotBoolean {
+        column: flag.name().to_string(),
+        role: "source.deleted_flag",
+        key: extract::key_text(&key, key.len()),
+        value: "a value that spells neither true nor false (found reconciling deletes)".into(),
+        fix: extract::FLAG_FIX,
+    }
+    .into())
 }
 
 /// The columns of the staged source key list: the keys, and whether the row is live

@@ -63,9 +63,14 @@ SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"')
 -- statement: newest
 SELECT {{ utc(updated_at) }}{% for c in key_columns %}, {{ text(c) }}{% endfor %}
   FROM {{ relation }} WHERE isfinite({{ updated_at }}) ORDER BY {{ updated_at }} DESC LIMIT 1
+{# Each key, and with a soft-delete flag whether its row is live: NULL for a flag that
+   spells neither true nor false (reconciliation refuses it, as a window's read does). #}
 -- statement: keys
 COPY (SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endfor %}
-             {% if deleted_flag %}, NOT COALESCE(lower(btrim({{ deleted_flag }}::text)) IN ('true', 't', '1', 'yes', 'y'), false){% endif %}
+             {% if deleted_flag %}, CASE WHEN {{ deleted_flag }} IS NULL THEN true
+                                         WHEN lower(btrim({{ deleted_flag }}::text, E' \t\n\r\f' || chr(11))) IN ('true', 't', '1', 'yes', 'y') THEN false
+                                         WHEN lower(btrim({{ deleted_flag }}::text, E' \t\n\r\f' || chr(11))) IN ('false', 'f', '0', 'no', 'n', '') THEN true
+                                    END{% endif %}
       FROM {{ relation }}) TO STDOUT
 -- statement: columns
 SELECT dimlog_a.attname::text,

@@ -71,3 +71,7 @@ FROM dimlog_missing
 SELECT 0 WHERE FALSE
 -- statement: key_index
 {# Not needed on this engine: PostgreSQL hashes the key list; `analyze` gives the planner its size. #}
+{# A key whose soft-delete flag spells neither true nor false (its `dimlog_live` is NULL). #}
+-- statement: flag_neither
+SELECT {% for c in key_defs %}CAST({{ c.name }} AS TEXT){{ ", " if not loop.last }}{% endfor %}
+FROM dimlog_source_keys WHERE dimlog_live IS NULL LIMIT 1

@@ -149,9 +149,14 @@ SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 -- statement: newest
 SELECT CAST({{ updated_at }} AS TEXT){% for c in key_columns %}, {{ text(c) }}{% endfor %} FROM {{ relation }}
 WHERE {{ updated_at }} IS NOT NULL
+{# Each key, and with a soft-delete flag whether its row is live: NULL for a flag that
+   spells neither true nor false (reconciliation refuses it, as a window's read does). #}
 -- statement: keys
 SELECT {% for c in key_columns %}{{ text(c) }}{{ ", " if not loop.last }}{% endfor %}
-       {% if deleted_flag %}, CASE WHEN lower(trim(CAST({{ deleted_flag }} AS TEXT))) IN ('true', 't', '1', 'yes', 'y') THEN 'false' ELSE 'true' END{% endif %} FROM {{ relation }}
+       {% if deleted_flag %}, CASE WHEN {{ deleted_flag }} IS NULL THEN 'true'
+                                   WHEN lower(trim(CAST({{ deleted_flag }} AS TEXT), ' ' || char(9, 10, 11, 12, 13))) IN ('true', 't', '1', 'yes', 'y') THEN 'false'
+                                   WHEN lower(trim(CAST({{ deleted_flag }} AS TEXT), ' ' || char(9, 10, 11, 12, 13))) IN ('false', 'f', '0', 'no', 'n', '') THEN 'true'
+                              END{% endif %} FROM {{ relation }}
 -- statement: columns
 SELECT name, type, CAST(NULLIF(pk, 0) AS TEXT) FROM pragma_table_info(?, ?) ORDER BY cid
 {# Reads nothing, but needs every right a read does: the catalog shows a table's columns

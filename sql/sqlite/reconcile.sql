@@ -56,3 +56,7 @@ WHERE valid_from < ?1
 SELECT {% for k in keys %}CAST({{ k }} AS TEXT), {% endfor %}valid_from FROM dimlog_missing WHERE valid_from >= ?1
 -- statement: analyze
 {# Not needed on this engine: SQLite's planner uses the key index of `key_index` instead. #}
+{# A key whose soft-delete flag spells neither true nor false (its `dimlog_live` is NULL). #}
+-- statement: flag_neither
+SELECT {% for c in key_defs %}CAST({{ c.name }} AS TEXT){{ ", " if not loop.last }}{% endfor %}
+FROM dimlog_source_keys WHERE dimlog_live IS NULL LIMIT 1

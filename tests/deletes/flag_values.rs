@@ -102,9 +102,27 @@ async fn a_flag_that_spells_neither_fails_the_run_naming_it(mut fx: Fixture) {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stdout).contains("\"source\""), "{}", text(&out.stdout));
 
-    // Fixed at the source, the change loads.
+    // Fixed at the source, key 1 would load; reconciling deletes reads every row's flag,
+    // key 4's too: refused, naming it.
     fx.exec("UPDATE src_customers SET is_deleted = 'N', updated_at = '2026-03-02T11:40:00Z' WHERE customer_id = 1")
         .await;
+    let before = trace(&mut fx).await;
+    let err = fx
+        .try_run_with(dimlog::pipeline::RunOptions {
+            upper: Some(crate::support::fixture::ts("2026-03-02T11:45:00Z")),
+            reconcile_deletes: true,
+            ..dimlog::pipeline::RunOptions::incremental()
+        })
+        .await
+        .expect_err("a flag that spells neither, read by reconciliation");
+    let message = err.to_string();
+    for needle in ["`is_deleted`", "source.deleted_flag", "key (4)"] {
+        assert!(message.contains(needle), "{needle:?} not in: {message}");
+    }
+    assert_eq!(trace(&mut fx).await, before, "reconciliation: nothing written");
+    fx.exec("UPDATE src_customers SET is_deleted = ' no ' WHERE customer_id = 4")
+        .await;
+    // Both fixed: the change loads.
     let report = fx.run("2026-03-02T12:00:00Z").await;
     assert_eq!(report.counts.versions, 1, "{report:?}");
     fx.assert_dimension_derives_from_log().await;
