@@ -208,6 +208,9 @@ pub struct Session {
     /// The interrupt of the work under way ([`Session::interruptible`] sets it), for
     /// the steps that hold their thread for a while and must look at it themselves.
     interrupt: Option<crate::interrupt::Interrupt>,
+    /// Set by a run's check of the change column when the target records none yet: the
+    /// run records it ([`record::record_change_column`]).
+    change_column_unrecorded: bool,
 }
 
 impl Session {
@@ -545,6 +548,7 @@ impl Session {
             target_need: need,
             lock_lost: false,
             interrupt: None,
+            change_column_unrecorded: false,
         })
     }
 
@@ -622,6 +626,7 @@ impl Session {
             target_need: Need::for_access(access),
             lock_lost: false,
             interrupt: None,
+            change_column_unrecorded: false,
         })
     }
 
@@ -1319,8 +1324,9 @@ async fn load(
                 state::set_watermark(&mut session.target, plan, &opts.role, wm, run_id).await?;
             }
         }
-        // (Only where none is recorded yet: a dimension loaded before it was.)
-        record::record_change_column(&mut session.target, plan).await?;
+        if session.change_column_unrecorded {
+            record::record_change_column(&mut session.target, plan).await?;
+        }
         state::finish_run(&mut session.target, run_id, *bounds, &counts, finished_at).await?;
     }
     failpoint::check(fp, "before_commit").await?;
@@ -1850,10 +1856,9 @@ async fn first_load_pumped_into_log(
 /// than every value of the configured column, kept on another one (a full refresh, which
 /// reads everything, is the user's word that it was not).
 async fn check_change_column(session: &mut Session, plan: &Plan, opts: &RunOptions) -> Result<(), Error> {
-    match record::recorded_change_column(&mut session.target, plan)
-        .await?
-        .as_deref()
-    {
+    let recorded = record::recorded_change_column(&mut session.target, plan).await?;
+    session.change_column_unrecorded = recorded.is_none();
+    match recorded.as_deref() {
         Some(recorded) if record::change_column_switched(plan, Some(recorded)) => {
             Err(record::change_column_refusal(plan, recorded).into())
         }
