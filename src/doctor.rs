@@ -382,9 +382,33 @@ async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>,
         Ok(()) => crate::db::refuse_unwritable(&plan.target.url, Access::ReadWrite),
         Err(e) => Err(e),
     };
-    checks.result("rights to load", load_rights.map_err(Error::from), |_| {
-        "run, backfill and rebuild may write the target".to_string()
-    });
+    // Tables at an older schema version: the next run upgrades them (DDL), which a role
+    // that may not alter them is refused on PostgreSQL.
+    let older = match &load_rights {
+        Ok(()) => crate::db::migrate::read_version(&mut target)
+            .await
+            .ok()
+            .flatten()
+            .filter(|v| *v < crate::db::migrate::CURRENT_VERSION),
+        Err(_) => None,
+    };
+    match older {
+        Some(version) => checks.push(
+            "rights to load",
+            Outcome::Note,
+            format!(
+                "dimlog's tables are at schema version {version}: the next init, run, backfill or rebuild brings them \
+                 to version {} first (DDL); on PostgreSQL a role that may not alter them is refused until the \
+                 tables' owner runs `dimlog init`",
+                crate::db::migrate::CURRENT_VERSION
+            ),
+        ),
+        None => {
+            checks.result("rights to load", load_rights.map_err(Error::from), |_| {
+                "run, backfill and rebuild may write the target".to_string()
+            });
+        }
+    }
     check_clocks(checks, plan, &mut target, layout, source_clock).await;
     match layout {
         None => checks.skip("recorded columns", "the source table"),

@@ -213,6 +213,11 @@ async fn a_version_1_target_records_its_column_unless_the_watermark_says_otherwi
     loaded_with_two_clocks(&mut fx).await;
     let as_version_1 = "ALTER TABLE dimlog_dimensions DROP COLUMN change_column; UPDATE dimlog_schema SET version = 1";
     fx.target_exec(as_version_1).await;
+    let doctor = text(&fx.cli(&["doctor"]).stdout);
+    assert!(
+        doctor.contains("rights to load: dimlog's tables are at schema version 1"),
+        "{doctor}"
+    );
     fx.edit_config("updated_at = \"updated_at\"", "updated_at = \"synced_at\"");
     fx.exec("UPDATE src_customers SET tier = 'pro', updated_at = '2026-03-02T10:30:00Z', synced_at = '2026-03-01T10:30:00Z' WHERE customer_id = 1")
         .await;
