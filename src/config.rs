@@ -44,7 +44,7 @@ pub enum ConfigError {
     },
     /// A configured column the source does not have (misspelt, or dropped or renamed at
     /// the source).
-    #[error("setting `{setting}`: column `{column}` is not in the source; it has: {}", has.join(", "))]
+    #[error("setting `{setting}`: column `{column}` is not in the source{}; it has: {}", spelt_otherwise(column, has), has.join(", "))]
     NotInSource {
         /// Dotted name of the setting, e.g. `track.columns`.
         setting: String,
@@ -64,6 +64,16 @@ pub enum ConfigError {
         /// The deliberate step that lets loading go on.
         step: NextStep,
     },
+}
+
+/// A note for [`ConfigError::NotInSource`] when the source has the column under another
+/// case: names are matched exactly, as PostgreSQL's quoted names are, so `Email` and `email`
+/// are two names even where the engine would fold them.
+fn spelt_otherwise(column: &str, has: &[String]) -> String {
+    has.iter()
+        .find(|h| h.as_str() != column && h.eq_ignore_ascii_case(column))
+        .map(|h| format!(" (it has `{h}`: names are matched exactly, case included)"))
+        .unwrap_or_default()
 }
 
 /// The deliberate step a [`ConfigError::NeedsStep`] waits for; a front end names it in
@@ -930,6 +940,28 @@ impl Plan {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A column the source spells in another case is named in the refusal, so the user
+    /// does not have to spot it in the list.
+    #[test]
+    fn a_column_spelt_in_another_case_is_pointed_out() {
+        let has = vec!["id".to_string(), "Email".to_string()];
+        let e = ConfigError::NotInSource {
+            setting: "track.columns".into(),
+            column: "email".into(),
+            has: has.clone(),
+        };
+        assert!(
+            e.to_string().contains("(it has `Email`: names are matched exactly"),
+            "{e}"
+        );
+        let e = ConfigError::NotInSource {
+            setting: "track.columns".into(),
+            column: "mail".into(),
+            has,
+        };
+        assert!(!e.to_string().contains("it has `"), "{e}");
+    }
 
     /// Durations a person writes load; months (`M` reads as months, not minutes) and
     /// lengths past a hundred years are errors naming the setting, never a crash.
