@@ -343,6 +343,7 @@ impl Error {
                 | db::DbError::NotReadable { .. }
                 | db::DbError::NameTooLong { .. },
             ) => "connect",
+            Error::Db(db::DbError::UnsettledCommit { .. }) => "unsettled-commit",
             Error::Db(_) => "database",
             Error::Extract(_) => "source",
             Error::MassDelete { .. } => "mass-delete",

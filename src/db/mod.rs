@@ -237,6 +237,23 @@ pub enum DbError {
     /// own them: refused before anything is written, rather than failing half-way.
     #[error("{0}")]
     ChangeNeedsOwner(Box<ChangeNeedsOwner>),
+    /// On Citus, a transaction the coordinator committed has not been committed on
+    /// every worker yet (a worker failed or restarted while it committed): its rows are
+    /// visible on some shards and not on others, and a writing command refuses to read
+    /// that half (it would load the missing half again, with new surrogate keys).
+    #[error(
+        "dimension {dimension}: a transaction committed on the Citus coordinator has not been committed yet on \
+         {} (the worker failed or restarted while it committed): its rows are visible on some shards and not on \
+         others, so nothing was read or written. Citus finishes that commit once the worker is reachable: its \
+         maintenance daemon does every citus.recover_2pc_interval, or a superuser runs \
+         `SELECT recover_prepared_transactions()` on the coordinator; then run again",
+        nodes.join(", ")
+    )]
+    UnsettledCommit {
+        dimension: String,
+        /// The workers (`host:port`) that hold the unfinished commit.
+        nodes: Vec<String>,
+    },
     /// On Citus, a dimension's log and dimension are not laid out alike (one distributed
     /// and the other not, or both distributed but not colocated): the statements that
     /// join them cannot run on the shards (exit 2). `way_out` says how to make them
@@ -687,6 +704,15 @@ impl Conn {
         }
         let distribution = citus::distribution_column(keys);
         let log_local = citus::layout(c, dimension, (log, dim), Some(&distribution)).await?;
+        if !log_local {
+            let nodes = citus::settle_commits(c).await?;
+            if !nodes.is_empty() {
+                return Err(DbError::UnsettledCommit {
+                    dimension: dimension.to_string(),
+                    nodes,
+                });
+            }
+        }
         let reason = log_local.then(|| {
             "its log is a local table on the coordinator (`dimlog distribute` distributes it and the dimension)"
                 .to_string()

@@ -7,6 +7,7 @@ use dimlog::db::Conn;
 
 use crate::support::fixture::{connect, Fixture};
 
+mod commits;
 mod distribute;
 mod pushdown;
 

@@ -121,6 +121,75 @@ pub async fn detect(c: &mut PgConnection) -> Result<Detected, sqlx::Error> {
     })
 }
 
+/// Whether the session may finish other sessions' commits (a superuser's right, by default).
+const MAY_RECOVER: &str =
+    "SELECT has_function_privilege('pg_catalog.recover_prepared_transactions()', 'EXECUTE')::text";
+
+/// Finishes the commits of this database that the coordinator decided and a worker has
+/// not done (Citus's own recovery, which its maintenance daemon runs every
+/// `citus.recover_2pc_interval`).
+const RECOVER: &str = "SELECT pg_catalog.recover_prepared_transactions()::text";
+
+/// The workers (`host:port`) that still hold, prepared, a transaction of this database
+/// that the coordinator committed: its record is in `pg_dist_transaction`, its outer
+/// transaction committed, and its name is among the worker's prepared transactions. A
+/// record alone says nothing (records stay until recovery clears them), and an outer
+/// transaction in progress is a commit under way, not an unfinished one.
+const UNSETTLED: &str = "WITH prepared AS ( \
+        SELECT w.nodename, w.nodeport, unnest(string_to_array(w.result, ',')) AS gid \
+        FROM run_command_on_workers($$SELECT coalesce(string_agg(gid, ','), '') FROM pg_prepared_xacts \
+                                      WHERE database = current_database()$$) w \
+        WHERE w.success) \
+    SELECT DISTINCT p.nodename || ':' || p.nodeport::text \
+    FROM pg_dist_transaction t \
+    JOIN pg_dist_node n ON n.groupid = t.groupid \
+    JOIN prepared p ON p.nodename = n.nodename AND p.nodeport = n.nodeport AND p.gid = t.gid \
+    WHERE pg_xact_status(t.outer_xid) = 'committed' \
+    ORDER BY 1";
+
+/// Makes sure no commit of an earlier transaction is left half done on the workers
+/// before a writing command reads the dimension, and returns the workers where one
+/// still is. A worker that fails between Citus's two commit phases leaves the
+/// transaction committed on the coordinator and prepared on the worker until Citus
+/// recovers it: a run reading meanwhile would find the versions of that worker's keys
+/// missing and append them again. A role that may run Citus's recovery runs it; every
+/// role then looks for what is left, a few times, since a commit of another session may
+/// be between its phases just then.
+pub async fn settle_commits(c: &mut postgres::PgConn) -> Result<Vec<String>, DbError> {
+    let failed = |what: &str| {
+        let what = what.to_string();
+        move |source| DbError::Query { what, source }
+    };
+    let may_recover = postgres::query_text(c, MAY_RECOVER, &[])
+        .await
+        .map_err(failed("asking whether this role may finish Citus's unfinished commits"))?
+        .first()
+        .and_then(|r| r.first().cloned().flatten())
+        .as_deref()
+        == Some("true");
+    let mut nodes = Vec::new();
+    for attempt in 0..5u64 {
+        if attempt > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(100 * attempt)).await;
+        }
+        if may_recover {
+            postgres::query_text(c, RECOVER, &[])
+                .await
+                .map_err(failed("finishing commits Citus left unfinished on a worker"))?;
+        }
+        nodes = postgres::query_text(c, UNSETTLED, &[])
+            .await
+            .map_err(failed("looking for commits Citus left unfinished on a worker"))?
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().flatten())
+            .collect();
+        if nodes.is_empty() {
+            break;
+        }
+    }
+    Ok(nodes)
+}
+
 /// The session tables of one dimension on a Citus coordinator.
 #[derive(Debug)]
 pub struct Staging {
