@@ -5,6 +5,7 @@
 mod edges;
 mod kinds;
 mod late;
+mod session_settings;
 mod tracked;
 mod type1;
 mod widening;

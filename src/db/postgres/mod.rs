@@ -220,7 +220,10 @@ pub fn qualify_state(sql: &str, schema: &str) -> String {
     out
 }
 
-/// Connects and pins the session to UTC and ISO dates, so text output is canonical; a
+/// Connects and pins every setting that changes how a value prints (the zone, dates,
+/// float digits, bytes, intervals), whatever the database, the role or the URL's
+/// `options` set: a load hashes and stores the text it reads, so text that followed a
+/// session's settings would make corrections and new versions of unchanged rows; a
 /// run's temporary tables (a million staged rows or keys) get 128 MB of session memory
 /// before they spill to disk (only what is used is allocated; it can only be set before
 /// a session's first temporary table). A session for [`Access::ReadOnly`] or
@@ -235,6 +238,8 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<PgConnection, DbErro
         ("TimeZone", "UTC"),
         ("DateStyle", "ISO"),
         ("extra_float_digits", "1"),
+        ("bytea_output", "hex"),
+        ("IntervalStyle", "postgres"),
         ("temp_buffers", "128MB"),
     ];
     if access.is_read_only() {
