@@ -463,6 +463,26 @@ pub enum AssignError {
         /// One of them.
         example: String,
     },
+    /// The surrogate-key column holds values that are no surrogate key of the dimension
+    /// (nor -1), though `assign-keys` filled it before: the record names the table, and a
+    /// table dropped and made again under that name holds other data.
+    #[error("the surrogate-key column `{column}` of {table} holds {count} {values} that {are} no surrogate key of dimension `{dimension}` (e.g. {example}), though assign-keys filled that column before: the table may have been dropped and made again with other data in it, so nothing was written")]
+    SkForeign {
+        /// The surrogate-key column.
+        column: String,
+        /// The fact table.
+        table: String,
+        /// The dimension.
+        dimension: String,
+        /// How many such values.
+        count: i64,
+        /// "value" or "values".
+        values: &'static str,
+        /// "is" or "are".
+        are: &'static str,
+        /// One of them.
+        example: String,
+    },
     /// The fact key columns have the key columns' types in another order (PostgreSQL):
     /// most likely given in another order than `source.key`.
     #[error("the key columns of {table} were given as ({given}), whose types are those of the dimension's key ({key}) in another order; nothing was written. Give the fact key columns in the order of source.key: ({key})")]
@@ -819,24 +839,41 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         }
     }
     let assigned_before = filled_before(conn, spec).await?;
-    if let (Some((name, _)), false, false) = (&existing_sk, spec.overwrite, assigned_before) {
+    if let (Some((name, _)), false) = (&existing_sk, spec.overwrite) {
+        // A column never filled may hold nothing but NULL and -1; one filled before,
+        // nothing but those and the dimension's surrogate keys.
+        let statement = if assigned_before { "sk_foreign" } else { "sk_filled" };
         let filled = conn
             .query_text(
                 "checking the surrogate-key column's values",
-                &sql::statement(backend, "lookup", "sk_filled", &actx)?,
+                &sql::statement(backend, "lookup", statement, &actx)?,
                 &[],
             )
             .await?;
         let row = filled.into_iter().next().unwrap_or_default();
         let count: i64 = row.first().cloned().flatten().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let (column, table, dimension) = (name.clone(), spec.facts.to_string(), spec.dimension.clone());
+        let values = if count == 1 { "value" } else { "values" };
+        let example = row.get(1).cloned().flatten().unwrap_or_else(|| "NULL".into());
+        if count > 0 && assigned_before {
+            return Err(AssignError::SkForeign {
+                column,
+                table,
+                dimension,
+                count,
+                values,
+                are: if count == 1 { "is" } else { "are" },
+                example,
+            });
+        }
         if count > 0 {
             return Err(AssignError::SkNotAssigned {
-                column: name.clone(),
-                table: spec.facts.to_string(),
-                dimension: spec.dimension.clone(),
+                column,
+                table,
+                dimension,
                 count,
-                values: if count == 1 { "value" } else { "values" },
-                example: row.get(1).cloned().flatten().unwrap_or_else(|| "NULL".into()),
+                values,
+                example,
             });
         }
     }

@@ -62,6 +62,12 @@ ORDER BY {{ key_names|cols("dimlog_d") }}, dimlog_d.valid_from
 -- statement: sk_filled
 SELECT count(*)::text, min(dimlog_f.{{ fact_sk }})::text FROM {{ facts }} dimlog_f
 WHERE dimlog_f.{{ fact_sk }} IS NOT NULL AND dimlog_f.{{ fact_sk }} <> -1
+{# Values of a surrogate-key column assign-keys filled before that it cannot have written:
+   neither -1 nor a surrogate key of the dimension. #}
+-- statement: sk_foreign
+SELECT count(*)::text, min(dimlog_f.{{ fact_sk }})::text FROM {{ facts }} dimlog_f
+WHERE dimlog_f.{{ fact_sk }} IS NOT NULL AND dimlog_f.{{ fact_sk }} <> -1
+  AND NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE dimlog_d.{{ sk }} = dimlog_f.{{ fact_sk }})
 -- statement: assigned_exists
 SELECT (to_regclass('dimlog_assigned') IS NOT NULL)::int::text
 -- statement: assigned_get

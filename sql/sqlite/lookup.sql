@@ -100,6 +100,12 @@ ORDER BY {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from
 -- statement: sk_filled
 SELECT CAST(count(*) AS TEXT), CAST(min({{ fact_sk }}) AS TEXT) FROM {{ facts }}
 WHERE {{ fact_sk }} IS NOT NULL AND NOT (typeof({{ fact_sk }}) = 'integer' AND {{ fact_sk }} = -1)
+{# Values of a surrogate-key column assign-keys filled before that it cannot have written:
+   neither the integer -1 nor a surrogate key of the dimension. #}
+-- statement: sk_foreign
+SELECT CAST(count(*) AS TEXT), CAST(min(dimlog_f.{{ fact_sk }}) AS TEXT) FROM {{ facts }} dimlog_f
+WHERE dimlog_f.{{ fact_sk }} IS NOT NULL AND NOT (typeof(dimlog_f.{{ fact_sk }}) = 'integer' AND dimlog_f.{{ fact_sk }} = -1)
+  AND NOT EXISTS (SELECT 1 FROM {{ dim }} dimlog_d WHERE dimlog_d.{{ sk }} = dimlog_f.{{ fact_sk }} AND typeof(dimlog_f.{{ fact_sk }}) = 'integer')
 -- statement: assigned_exists
 SELECT CAST(count(*) AS TEXT) FROM sqlite_master WHERE type = 'table' AND name = 'dimlog_assigned'
 -- statement: assigned_get

@@ -99,7 +99,7 @@ pub fn hint(e: &Error) -> Option<String> {
             A::SkIsInput { .. } | A::SkNotInteger { .. } => {
                 "--sk-column names the column to fill: give it an integer column of its own, or a new name (it is created)"
             }
-            A::SkNotAssigned { .. } => {
+            A::SkNotAssigned { .. } | A::SkForeign { .. } => {
                 "if this column really is dimlog's surrogate-key column for this dimension and its values may be replaced, rerun with --overwrite"
             }
             A::FactTableSchema { .. } | A::SqliteReservedFactTable { .. } => {

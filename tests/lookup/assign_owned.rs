@@ -309,6 +309,30 @@ async fn assign_keys_fills_only_columns_it_owns(mut fx: Fixture) {
         .target_query("SELECT CAST(qty AS TEXT) FROM facts ORDER BY customer_id, ordered_at")
         .await);
     assert_eq!(got, expected);
+
+    // The record names the table: one dropped and made again under that name, its
+    // column now holding other data (no surrogate key of the dimension), is refused.
+    fx.target_exec(&format!(
+        "DROP TABLE facts; CREATE TABLE facts (customer_id {int}, ordered_at {at}, nulls_sk {int});
+         INSERT INTO facts VALUES (1, '2026-03-01T12:00:00Z', 12345), (2, '2026-03-02T00:00:00Z', 999),
+                                  (1, '2026-03-02T13:00:00Z', 2), (42, '2026-03-02T00:00:00Z', -1)"
+    ))
+    .await;
+    let before = snapshot(&mut fx, "facts").await;
+    let out = fx.cli(&assign("facts", "nulls_sk", &[]));
+    assert_code(&out, 2, "nulls_sk of a table made again");
+    let stderr = text(&out.stderr);
+    for s in [
+        "`nulls_sk`",
+        "2 values",
+        "no surrogate key",
+        "e.g. 999",
+        "made again",
+        "--overwrite",
+    ] {
+        assert!(stderr.contains(s), "the message does not say {s:?}: {stderr}");
+    }
+    assert_eq!(snapshot(&mut fx, "facts").await, before, "a refusal wrote to the facts");
 }
 
 /// The source table's columns and rows.
