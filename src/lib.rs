@@ -355,7 +355,7 @@ impl Error {
             Error::Assign(e) => match e.as_ref() {
                 lookup::AssignError::Db(db::DbError::Locked { .. }) => "locked",
                 lookup::AssignError::Db(_) => "database",
-                lookup::AssignError::AtNoZone { .. } => "config",
+                lookup::AssignError::AtNoZone { .. } | lookup::AssignError::AtNoZoneValues { .. } => "config",
                 lookup::AssignError::BadTimestamps { .. } => "bad-timestamp",
                 lookup::AssignError::Unknown { .. } => "unknown-member",
                 _ => "usage",

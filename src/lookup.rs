@@ -530,6 +530,25 @@ pub enum AssignError {
         /// Its type.
         type_name: String,
     },
+    /// Fact times without a zone and no zone configured (SQLite, whose column has no
+    /// type to say so): reading them in any zone would be a guess.
+    #[error("{count} {facts} in `{column}` of {table} {have} no zone (e.g. '{example}'), and source.timezone is not set, so dimlog cannot tell which instant {it_means}; nothing was written. Set source.timezone to the zone those times are in, e.g. \"UTC\", or store them with an offset")]
+    AtNoZoneValues {
+        /// The timestamp column.
+        column: String,
+        /// The fact table.
+        table: String,
+        /// How many distinct such values.
+        count: usize,
+        /// "fact" or "facts".
+        facts: &'static str,
+        /// "carries" or "carry".
+        have: &'static str,
+        /// "it means" or "they mean".
+        it_means: &'static str,
+        /// One of them.
+        example: String,
+    },
     /// Facts whose timestamp cannot be read, when they must not get the unknown member.
     #[error("{count} facts in {table} have no usable timestamp in `{column}` (first: {first}); nothing was written")]
     BadTimestamps {
@@ -637,9 +656,9 @@ fn bad_reason(kind: &str, value: Option<&str>, zone: Option<&chrono_tz::Tz>) -> 
 /// that holds values other than NULL and -1 while `assign-keys` never filled it for this
 /// dimension (unless `spec.overwrite`). Which columns it filled is recorded in the
 /// target (`dimlog_assigned`), in the assignment's transaction. A fact
-/// whose timestamp cannot be read (NULL, a number, text that is not a time, a time
-/// without a zone when `spec.timezone` is not set) gets the unknown member and is
-/// counted.
+/// whose timestamp cannot be read (NULL, a number, text that is not a time) gets the
+/// unknown member and is counted; times without a zone when `spec.timezone` is not set
+/// are refused, as PostgreSQL's zone-less column types are.
 pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -> Result<AssignReport, AssignError> {
     if spec.key_columns.len() != ctx.key_names.len() {
         return Err(AssignError::KeyColumnCount {
@@ -889,7 +908,7 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
         }
         if !dialect.values_have_declared_types() {
             // Fact times and keys in any spelling: parsed and canonicalised by dimlog.
-            parse_fact_times(conn, &actx, spec.timezone.as_ref()).await?;
+            parse_fact_times(conn, &actx, spec).await?;
             map_fact_keys(conn, ctx, &actx).await?;
         }
         let distributed = sql::statement(backend, "lookup", "facts_distributed", &actx)?;
@@ -1153,22 +1172,40 @@ async fn filled_before(conn: &mut Conn, spec: &AssignSpec) -> Result<bool, DbErr
 /// `sql/sqlite/lookup.sql`) with [`Micros::parse`], in `zone` when it has none, into the
 /// temporary table `dimlog_at_parsed`; what does not read stays out (no usable
 /// timestamp).
-async fn parse_fact_times(
-    conn: &mut Conn,
-    actx: &AssignContext<'_>,
-    zone: Option<&chrono_tz::Tz>,
-) -> Result<(), AssignError> {
+async fn parse_fact_times(conn: &mut Conn, actx: &AssignContext<'_>, spec: &AssignSpec) -> Result<(), AssignError> {
+    let zone = spec.timezone.as_ref();
     run_named(conn, "lookup", &["drop_at_parsed", "at_parsed"], actx).await?;
     let sql = sql::statement(conn.backend(), "lookup", "at_to_parse", actx)?;
     let rows = conn.query_text("reading fact timestamps", &sql, &[]).await?;
+    let mut zone_less: Vec<String> = Vec::new();
     let parsed: Vec<Vec<Option<String>>> = rows
         .into_iter()
         .filter_map(|r| {
             let raw = r.into_iter().next().flatten()?;
-            let at = Micros::parse(&raw, zone).ok()?;
+            let at = match Micros::parse(&raw, zone) {
+                Ok(at) => at,
+                Err(crate::ts::TimestampError::NoZone(_)) => {
+                    zone_less.push(raw);
+                    return None;
+                }
+                Err(_) => return None,
+            };
             Some(vec![Some(raw), Some(at.to_text())])
         })
         .collect();
+    if !zone_less.is_empty() {
+        zone_less.sort();
+        let one = zone_less.len() == 1;
+        return Err(AssignError::AtNoZoneValues {
+            column: spec.at_column.name().to_string(),
+            table: spec.facts.to_string(),
+            count: zone_less.len(),
+            facts: if one { "fact time" } else { "distinct fact times" },
+            have: if one { "carries" } else { "carry" },
+            it_means: if one { "it means" } else { "they mean" },
+            example: zone_less.swap_remove(0),
+        });
+    }
     conn.bulk_insert(
         "reading fact timestamps",
         "dimlog_at_parsed",
