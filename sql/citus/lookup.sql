@@ -25,7 +25,8 @@ END
    repartitioning both by the key, into a map on the coordinator of each key and time
    the facts hold to its surrogate key (an inner join: Citus repartitions no outer
    join), which the times no version covers join as -1; then the facts are updated from
-   the map, which Citus sends to every shard. #}
+   the map, which Citus sends to every shard. Keys and times match NULL to NULL there, so
+   a fact with a NULL key or time finds its -1 in the map. #}
 -- statement: assign_repartition
 {% if facts_elsewhere %}
 SET LOCAL citus.enable_repartition_joins = on
@@ -54,14 +55,14 @@ SELECT DISTINCT {% for k in fact_keys %}{{ k }} AS dimlog_k{{ loop.index }}, {% 
 INSERT INTO dimlog_assign_map
 SELECT dimlog_s.*, -1 FROM dimlog_assign_seen dimlog_s
 WHERE NOT EXISTS (SELECT 1 FROM dimlog_assign_map dimlog_m
-                  WHERE {% for k in fact_keys %}dimlog_m.dimlog_k{{ loop.index }} = dimlog_s.dimlog_k{{ loop.index }} AND {% endfor %}dimlog_m.dimlog_at IS NOT DISTINCT FROM dimlog_s.dimlog_at)
+                  WHERE {% for k in fact_keys %}dimlog_m.dimlog_k{{ loop.index }} IS NOT DISTINCT FROM dimlog_s.dimlog_k{{ loop.index }} AND {% endfor %}dimlog_m.dimlog_at IS NOT DISTINCT FROM dimlog_s.dimlog_at)
 {% endif %}
 -- statement: assign
 {% if facts_elsewhere %}
 UPDATE {{ facts }} dimlog_f
 SET {{ fact_sk }} = dimlog_m.dimlog_sk
 FROM dimlog_assign_map dimlog_m
-WHERE {% for k in fact_keys %}dimlog_f.{{ k }} = dimlog_m.dimlog_k{{ loop.index }} AND {% endfor %}dimlog_f.{{ fact_at }} IS NOT DISTINCT FROM dimlog_m.dimlog_at
+WHERE {% for k in fact_keys %}dimlog_f.{{ k }} IS NOT DISTINCT FROM dimlog_m.dimlog_k{{ loop.index }} AND {% endfor %}dimlog_f.{{ fact_at }} IS NOT DISTINCT FROM dimlog_m.dimlog_at
   AND dimlog_f.{{ fact_sk }} IS DISTINCT FROM dimlog_m.dimlog_sk
 {% elif facts_distributed %}
 UPDATE {{ facts }} dimlog_f

@@ -312,6 +312,28 @@ async fn assign_like_a_local_fact_table(fx: &mut Fixture, keys: &[&str]) {
                 .join(", ")
         ))
         .await;
+        // Facts with a NULL key, whole or in one part (a distributed fact table joins
+        // the map by key: NULL matched nothing there, and such facts kept NULL).
+        let null_of = |k: &str| if k == "email" { "NULL::text" } else { "NULL::bigint" };
+        let mut nulls = vec![format!(
+            "SELECT {}",
+            keys.iter().map(|k| null_of(k)).collect::<Vec<_>>().join(", ")
+        )];
+        for (i, _) in keys.iter().enumerate() {
+            let parts: Vec<String> = keys
+                .iter()
+                .enumerate()
+                .map(|(j, k)| if i == j { null_of(k).to_string() } else { k.to_string() })
+                .collect();
+            nulls.push(format!("SELECT DISTINCT {} FROM dim_customer", parts.join(", ")));
+        }
+        for null in nulls {
+            fx.target_exec(&format!(
+                "INSERT INTO {facts} ({key_list}, at) SELECT k.*, t.at FROM ({null}) k \
+                 CROSS JOIN (VALUES ('2026-03-01T10:00:00Z'::timestamptz), (NULL)) t (at)"
+            ))
+            .await;
+        }
         let mut args = vec!["assign-keys", "-v", "--facts", facts];
         for k in keys {
             args.extend(["--key-column", k]);
