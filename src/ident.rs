@@ -15,7 +15,7 @@ pub struct Ident {
 
 /// Why a name was refused.
 #[derive(Debug, thiserror::Error)]
-#[error("{value:?} is not a valid name: use letters, digits and _ (not first), optionally schema.name")]
+#[error("{value:?} is not a valid name: use ASCII letters, digits and _, not starting with a digit, up to 63 characters (optionally schema.name)")]
 pub struct IdentError {
     /// The refused text.
     pub value: String,

@@ -624,7 +624,7 @@ fn pg_at_kind(type_name: &str) -> Option<bool> {
 /// Why a fact's timestamp value is no usable timestamp: `kind` is SQLite's `typeof`.
 fn bad_reason(kind: &str, value: Option<&str>, zone: Option<&chrono_tz::Tz>) -> (String, bool) {
     match (kind, value) {
-        ("null", _) | (_, None) => (String::new(), false),
+        ("null", _) | (_, None) => ("no value".into(), false),
         ("integer" | "real", _) => ("a number, not a timestamp".into(), false),
         ("blob", _) => ("bytes, not a timestamp".into(), false),
         (_, Some(v)) => match Micros::parse(v, zone) {
