@@ -379,7 +379,10 @@ async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>,
         }
     };
     let load_rights = match rights::check(&mut target, plan, Need::Load).await {
-        Ok(()) => crate::db::refuse_unwritable(&plan.target.url, Access::ReadWrite),
+        Ok(()) => match rights::check_may_create_missing(&mut target, plan).await {
+            Ok(()) => crate::db::refuse_unwritable(&plan.target.url, Access::ReadWrite),
+            Err(e) => Err(e),
+        },
         Err(e) => Err(e),
     };
     // Tables at an older schema version: the next run upgrades them (DDL), which a role

@@ -298,6 +298,18 @@ async fn init_with(
     conn.finish(result).await
 }
 
+/// Whether table `name` (a config's table name, or one of dimlog's own, which the
+/// connection qualifies) is missing.
+pub(crate) async fn table_missing(conn: &mut Conn, name: &str) -> Result<bool, DbError> {
+    let (quoted, plain) = match Ident::table(name) {
+        Ok(i) if !name.starts_with("dimlog_") => (i.quoted(), i.name().to_string()),
+        _ => (name.to_string(), name.to_string()),
+    };
+    let names = serde_json::json!({ "table": quoted, "plain": plain });
+    let exists = sql::statement(conn.backend(), "tables", "table_exists", &names)?;
+    Ok(conn.query_count("looking for dimlog's tables", &exists, &[]).await? == 0)
+}
+
 /// Runs the `CREATE TABLE IF NOT EXISTS` statement `family/statements[0]`, and the
 /// statements after it (distributing the table, on an engine that does), only when the table
 /// (`name`: a config's table name, or one of dimlog's own, which the connection qualifies)
@@ -310,15 +322,7 @@ async fn create_table_if_missing(
     (family, statements): (&str, &[&str]),
     ctx: &SqlContext,
 ) -> Result<(), DbError> {
-    let backend = conn.backend();
-    let (quoted, plain) = match Ident::table(name) {
-        Ok(i) if !name.starts_with("dimlog_") => (i.quoted(), i.name().to_string()),
-        _ => (name.to_string(), name.to_string()),
-    };
-    let names = serde_json::json!({ "table": quoted, "plain": plain });
-    let exists = sql::statement(backend, "tables", "table_exists", &names)?;
-    let found = conn.query_count("looking for dimlog's tables", &exists, &[]).await?;
-    if found > 0 {
+    if !table_missing(conn, name).await? {
         return Ok(());
     }
     let shown = match (name.starts_with("dimlog_"), schema) {

@@ -393,6 +393,37 @@ async fn doctor_fails_what_would_fail_a_first_load(mut fx: Fixture) {
         let report = json(&out, "doctor --json");
         assert_eq!(outcome(&outcomes(&report), "rights to load"), "ok", "{report}");
     }
+    if fx.backend == Backend::Postgres {
+        // A role that may read the source but not create the tables a first run makes
+        // (no `dimlog init` by an owner, no CREATE on the schema): run fails, so doctor does.
+        use crate::production::least_privilege::{connect_as, url_as};
+        let owner_url = fx.target_url.clone();
+        let reader = format!("{}_reader", crate::production::database(&fx));
+        fx.target_exec(&format!(
+            "CREATE ROLE \"{reader}\" LOGIN; GRANT SELECT ON src_customers TO \"{reader}\";
+             REVOKE CREATE ON SCHEMA public FROM PUBLIC"
+        ))
+        .await;
+        let reader_url = url_as(&fx, &reader);
+        connect_as(&mut fx, &reader_url);
+        let grant = format!("GRANT CREATE ON SCHEMA public TO {reader}");
+        let out = dimlog(fx.dir(), &args);
+        let report = json(&out, "doctor --json");
+        assert_eq!(out.status.code(), Some(1), "{report}");
+        assert_eq!(outcome(&outcomes(&report), "rights to load"), "fail", "{report}");
+        assert!(report.to_string().contains(&grant), "{report}");
+        let run = cli::run(&config, &["run", "--upper", "2026-03-02T10:00:00Z"]);
+        assert_eq!(run.code, Some(1), "{run:?}");
+        assert!(run.stderr.contains(&grant), "{run:?}");
+        fx.target_exec(&format!("GRANT CREATE ON SCHEMA public TO \"{reader}\""))
+            .await;
+        let out = dimlog(fx.dir(), &args);
+        let report = json(&out, "doctor --json");
+        assert_eq!(outcome(&outcomes(&report), "rights to load"), "ok", "{report}");
+        fx.target_exec(&format!("REVOKE CREATE ON SCHEMA public FROM \"{reader}\""))
+            .await;
+        connect_as(&mut fx, &owner_url);
+    }
     fx.set_setting("table", "\"src_nullable\"");
     fx.create_source_table("src_nullable", true, false).await;
     fx.exec(
