@@ -29,6 +29,15 @@ pub enum ExtractError {
     /// A database error.
     #[error(transparent)]
     Db(#[from] DbError),
+    /// The source's role may read some of the columns a run reads, not all (PostgreSQL's
+    /// column privileges): named, with the GRANT, before anything is read.
+    #[error("the PostgreSQL role of source.url may not read column(s) {columns} of source table {table}, which dimlog reads (keys, tracked columns, the change column, the delete flag); nothing was read or written. Have the table's owner run: GRANT SELECT ({columns}) ON {table} TO the role of source.url (or GRANT SELECT ON {table}), or stop tracking those columns")]
+    ColumnsUnreadable {
+        /// The source table.
+        table: String,
+        /// The columns, joined by `, `.
+        columns: String,
+    },
     /// Rows whose change column is NULL would be invisible to every watermark.
     #[error("{count} source rows have a NULL `{column}` (source.updated_at), e.g. the row of key ({key}): they would never be loaded; fix them at the source or exclude them with source.query")]
     NullUpdatedAt {
@@ -814,8 +823,42 @@ pub async fn check_readable(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Re
         "readable",
         &extract_context(plan, layout, None),
     )?;
-    conn.query_text("reading the source table", &sql, &[]).await?;
-    Ok(())
+    let refused = match conn.query_text("reading the source table", &sql, &[]).await {
+        Ok(_) => return Ok(()),
+        Err(e) => e,
+    };
+    // A role with SELECT on some columns only: the columns it may not read, named.
+    let denied = matches!(&refused, DbError::Query { source: sqlx::Error::Database(d), .. }
+        if d.code().as_deref() == Some("42501"));
+    let Relation::Table(table) = &plan.source.relation else {
+        return Err(refused.into());
+    };
+    if !denied {
+        return Err(refused.into());
+    }
+    let mut names: Vec<&str> = layout.read_columns().iter().map(|c| c.bare.as_str()).collect();
+    names.push(plan.source.updated_at.name());
+    names.extend(plan.source.deleted_flag.as_ref().map(Ident::name));
+    let sql = sql::statement(conn.backend(), "extract", "unreadable_columns", &serde_json::json!({}))?;
+    let params = [Param::Text(table.quoted()), Param::Text(names.join(","))];
+    match conn
+        .query_text("finding the columns the source's role may not read", &sql, &params)
+        .await
+    {
+        Ok(rows) => match rows.into_iter().next().and_then(|r| r.into_iter().next().flatten()) {
+            // None readable: the table's SELECT is missing, as the refusal says.
+            Some(columns) if columns.split(", ").count() < names.len() => Err(ExtractError::ColumnsUnreadable {
+                table: crate::rights::sql_name(&table.to_string()),
+                columns: columns
+                    .split(", ")
+                    .map(crate::rights::sql_ident)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+            _ => Err(refused.into()),
+        },
+        Err(_) => Err(refused.into()),
+    }
 }
 
 /// Whether a read of the change column also refuses times without a zone.

@@ -483,7 +483,12 @@ impl Session {
             let mut source = open_source(plan).await?;
             let layout = async {
                 let schema = SourceSchema::load(&mut source, &plan.source.relation).await?;
-                Ok::<_, Error>(schema.layout(plan, plan.target.url.backend)?)
+                let layout = schema.layout(plan, plan.target.url.backend)?;
+                // Every column read may be read (the catalog shows columns to a role
+                // that may read none of them, or some): refused by name, not by a later
+                // read's bare "permission denied".
+                extract::check_readable(&mut source, plan, &layout).await?;
+                Ok::<_, Error>(layout)
             }
             .await;
             match layout {

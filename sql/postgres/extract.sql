@@ -86,5 +86,13 @@ WHERE dimlog_a.attrelid = to_regclass($1) AND dimlog_a.attnum > 0 AND NOT dimlog
 ORDER BY dimlog_a.attnum
 {# Reads nothing, but needs every right a read does: the catalog shows a table's columns
    to a role that may not read its rows (`dimlog doctor`). #}
+{# Every column a run reads: a role with SELECT on some columns only is refused here,
+   not half-way through a load. #}
 -- statement: readable
-SELECT 1 FROM {{ relation }} WHERE 1 = 0
+SELECT {% for c in columns %}{{ c.name }}, {% endfor %}{{ updated_at }}{% if deleted_flag %}, {{ deleted_flag }}{% endif %} FROM {{ relation }} WHERE 1 = 0
+{# Which of the columns $2 (bare names joined by commas: names are plain identifiers) of
+   table $1 the role may not read, for the refusal to name. #}
+-- statement: unreadable_columns
+SELECT string_agg(dimlog_c.dimlog_n, ', ' ORDER BY dimlog_c.dimlog_o)
+FROM unnest(string_to_array($2, ',')) WITH ORDINALITY AS dimlog_c(dimlog_n, dimlog_o)
+WHERE NOT has_column_privilege(to_regclass($1), dimlog_c.dimlog_n, 'SELECT')

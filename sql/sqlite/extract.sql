@@ -163,3 +163,6 @@ SELECT name, type, CAST(NULLIF(pk, 0) AS TEXT) FROM pragma_table_info(?, ?) ORDE
    to a role that may not read its rows (`dimlog doctor`). #}
 -- statement: readable
 SELECT 1 FROM {{ relation }} WHERE 1 = 0
+{# SQLite has no rights on columns. #}
+-- statement: unreadable_columns
+SELECT NULL

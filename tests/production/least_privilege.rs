@@ -274,7 +274,7 @@ async fn a_source_without_select_names_the_source_grant() {
 /// SELECT granted on some of the source's columns only (a role that may read the key and
 /// the change column, not the rest): whichever column is missing, and on every read (the
 /// first load, an incremental run, a reconciliation of hard deletes), the run is told to
-/// GRANT SELECT on the source table to the role of `source.url`, never to grant write
+/// GRANT SELECT on the missing column, named, to the role of `source.url`, never to grant write
 /// rights on the source to the target's role (a trial was, after a column-level REVOKE),
 /// and nothing is written. `doctor` fails on it too.
 #[tokio::test]
@@ -313,7 +313,9 @@ async fn a_source_readable_in_part_names_the_source_grant() {
             .await;
             let stderr = cli_exits(&fx, args, 1);
             assert!(
-                stderr.contains("GRANT SELECT ON src_customers TO the role of source.url"),
+                stderr.contains(&format!(
+                    "GRANT SELECT ({missing}) ON src_customers TO the role of source.url"
+                )),
                 "{what}, SELECT on all but {missing}: {stderr}"
             );
             assert!(
@@ -323,6 +325,11 @@ async fn a_source_readable_in_part_names_the_source_grant() {
             if i == 0 {
                 let out = fx.cli(&["doctor"]);
                 assert_eq!(out.status.code(), Some(1), "doctor, SELECT on all but {missing}");
+                let stdout = text(&out.stdout);
+                assert!(
+                    stdout.contains("FAIL  source table: ") && stdout.contains(&format!("column(s) {missing} of")),
+                    "doctor, SELECT on all but {missing}: {stdout}"
+                );
             }
         }
         assert_eq!(
