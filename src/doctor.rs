@@ -583,7 +583,18 @@ async fn check_clocks(
         .flat_map(|a| clocks.iter().map(move |b| (a, b)))
         .max_by_key(|(a, b)| apart(a.1, b.1))
         .filter(|(a, b)| apart(a.1, b.1) > limit);
+    // A watermark later than the source's clock: every run is refused until the clock
+    // passes it (the source's clock went back, or the source is older than what was read).
+    let watermark = crate::state::watermark(target, plan, crate::state::INCREMENTAL)
+        .await
+        .ok()
+        .flatten();
+    let ahead = source_clock.zip(watermark).filter(|(clock, mark)| mark > clock);
     match worst {
+        None if ahead.is_some() => {
+            let (clock, mark) = ahead.expect("checked");
+            checks.push("clocks", Outcome::Fail, crate::extract::watermark_ahead_text(plan, clock, mark))
+        }
         None => checks.push(
             "clocks",
             Outcome::Ok,

@@ -327,12 +327,7 @@ pub fn check_window(
         )
     };
     let hint = if watermark > source_clock {
-        format!(
-            "the watermark itself is later than the source's clock {source_clock}: an earlier run read rows stamped in the future. \
-             Correct the clock of what writes the source, then set the watermark back by hand \
-             (UPDATE dimlog_state SET high_watermark = ... WHERE dimension = '{}' AND role = 'incremental')",
-            plan.name
-        )
+        watermark_ahead_text(plan, source_clock, watermark)
     } else if upper_given {
         "to re-read a past period, use `dimlog backfill` with its from and to".to_string()
     } else {
@@ -346,6 +341,22 @@ pub fn check_window(
         lookback: duration_text(plan.source.lookback_micros),
         hint,
     })
+}
+
+/// What a watermark later than the source's clock means, and what to do. A run never
+/// reads past the source's clock, so the clock is behind the one earlier runs read: it
+/// was set back, or the source is another (restored from a backup, moved to a server
+/// whose clock is behind), or the watermark was set by hand.
+pub fn watermark_ahead_text(plan: &Plan, source_clock: Micros, watermark: Micros) -> String {
+    format!(
+        "the watermark of dimension {} ({watermark}) is later than the source's clock ({source_clock}), which earlier runs \
+         read: the source's clock was set back, or the source is not the one they read (restored from a backup, moved to \
+         another server), or the watermark was set by hand. Runs are refused until the clock passes the watermark. If the \
+         clock is wrong, correct it (NTP); if the source is older than what was loaded, set the watermark back to the \
+         source's newest change (UPDATE dimlog_state SET high_watermark = ... WHERE dimension = '{}' AND role = \
+         'incremental') or load it with a full refresh, so that nothing changed since is skipped",
+        plan.name, plan.name
+    )
 }
 
 /// A config duration as a person would write it: whole days as days (humantime's months

@@ -57,7 +57,7 @@ async fn a_run_finishes_or_refuses_a_commit_left_prepared_on_a_worker() {
     use crate::production::least_privilege::{connect_as, url_as};
     let mut fx = Fixture::citus().await;
     let unique = format!("{}_{}", crate::production::database(&fx), std::process::id());
-    let loader = format!("{unique}_loader");
+    let loader = format!("{unique}_unsettled");
     fx.exec(&format!(
         "{INSERT} (1, 'a@x', 'free', 'DE', '2026-03-01T09:00:00Z'), (2, 'b@x', 'pro', 'FR', '2026-03-01T09:00:00Z')"
     ))

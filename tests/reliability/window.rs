@@ -173,7 +173,28 @@ async fn a_watermark_in_the_future_is_refused_not_read_past(mut fx: Fixture) {
         dimlog::config::Backend::Sqlite => format!("UPDATE dimlog_state SET high_watermark = '{future}'"),
     };
     fx.target_exec(&set).await;
-    assert_refused(&mut fx, None, &[future, "source's clock"]).await;
+    assert_refused(
+        &mut fx,
+        None,
+        &[future, "source's clock", "restored from a backup", "full refresh"],
+    )
+    .await;
+    // `doctor` says the same at its clocks check (it said every check was fine).
+    let out = fx.cli(&["doctor", "--json"]);
+    let report = crate::cli::json(&out, "doctor --json");
+    assert_eq!(out.status.code(), Some(1), "{report}");
+    let clocks = report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["name"] == "clocks")
+        .cloned()
+        .expect("a clocks check");
+    assert_eq!(clocks["outcome"], "fail", "{report}");
+    assert!(
+        clocks["detail"].as_str().unwrap_or_default().contains(future),
+        "{report}"
+    );
 }
 
 /// Rows stamped after the upper bound are not read; the run counts them
