@@ -5,7 +5,10 @@
    less than to_char; tracked timestamptz columns keep their canonical to_char text.
    `ordered` (a first load straight into the log) sorts by the table's own key columns,
    text keys by their text bytewise, as append.sql's `key_order` does on the target. #}
-{% macro text(c) %}{% if c.kind == "timestamptz" %}to_char({{ c.name }} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"'){% else %}{{ c.name }}::text{% endif %}{% endmacro %}
+{# A tracked timestamptz as fixed-width UTC text; an instant before the common era
+   carries ` BC` (YYYY has no sign: it would read as the AD year), and the infinities
+   their own names (to_char gives NULL for them). PostgreSQL reads every one back. #}
+{% macro text(c) %}{% if c.kind == "timestamptz" %}CASE WHEN NOT isfinite({{ c.name }}) THEN {{ c.name }}::text WHEN {{ c.name }} < '0001-01-01 00:00:00+00' THEN to_char({{ c.name }} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z BC"') ELSE to_char({{ c.name }} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') END{% else %}{{ c.name }}::text{% endif %}{% endmacro %}
 {# A change column without a zone (`local`: `timestamp` or `date` with source.timezone)
    comes as its own text, which dimlog converts by its one rule (see ts.rs), never the
    server's `AT TIME ZONE`; its window is bounded by local times dimlog computed, wider

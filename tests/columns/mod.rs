@@ -3,6 +3,7 @@
 //! makes with `--accept-config-change` and without re-versioning history.
 
 mod edges;
+mod extreme_times;
 mod kinds;
 mod late;
 mod session_settings;

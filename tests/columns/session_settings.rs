@@ -1,6 +1,7 @@
 //! A value's text does not depend on the settings of the sessions dimlog reads and
 //! writes through. PostgreSQL prints some types by session settings (`bytea_output`,
-//! `IntervalStyle`, `DateStyle`, `TimeZone`, `extra_float_digits`), which a database, a
+//! `IntervalStyle`, `DateStyle`, `TimeZone`, `extra_float_digits`, `lc_monetary`; and
+//! `quote_all_identifiers` the catalog's type names), which a database, a
 //! role or the URL's `options` may set: a load hashes and stores the text it reads, so a
 //! setting that changed it would turn every row read into a correction (or a new version
 //! where the change time had moved), and a value stored in a text column would be kept
@@ -18,6 +19,8 @@ const SETTINGS: &[(&str, &[&str])] = &[
     ("DateStyle", &["SQL, DMY", "German", "Postgres, MDY"]),
     ("TimeZone", &["Asia/Kathmandu", "America/St_Johns"]),
     ("extra_float_digits", &["0", "-15", "3"]),
+    ("quote_all_identifiers", &["on"]),
+    ("lc_monetary", &["C.UTF-8", "POSIX"]),
 ];
 
 /// A key loaded with columns of every type whose text a session setting changes; then,
@@ -30,15 +33,15 @@ async fn session_settings_change_no_hash_and_no_stored_value() {
     let db = crate::production::database(&fx);
     fx.exec(
         "CREATE TABLE src_kinds (id bigint PRIMARY KEY, b bytea, iv interval, d date, t time, tz timetz, \
-             ts timestamptz, f double precision, r real, updated_at timestamptz NOT NULL);
+             ts timestamptz, f double precision, r real, m money, updated_at timestamptz NOT NULL);
          INSERT INTO src_kinds VALUES
            (1, '\\x3847b34e52ff00'::bytea, '1 year 2 mons 3 days 04:05:06.5', '2026-02-03', '04:05:06.789',
-            '04:05:06+05:30', '2026-02-03 04:05:06.789+01', 0.30000000000000004, 0.1, '2026-03-01T09:00:00Z'),
+            '04:05:06+05:30', '2026-02-03 04:05:06.789+01', 0.30000000000000004, 0.1, 1234.56, '2026-03-01T09:00:00Z'),
            (2, '\\x'::bytea, '-10.5 seconds', '1999-12-31', '23:59:59', '00:00:00-03:30', '1970-01-01 00:00:00+00',
-            1e300, 3.4e38, '2026-03-01T09:00:00Z')",
+            1e300, 3.4e38, -0.5, '2026-03-01T09:00:00Z')",
     )
     .await;
-    let columns = ["b", "iv", "d", "t", "tz", "ts", "f", "r"];
+    let columns = ["b", "iv", "d", "t", "tz", "ts", "f", "r", "m"];
     let config = fx
         .config()
         .replace("table = \"src_customers\"", "table = \"src_kinds\"")

@@ -221,7 +221,7 @@ pub fn qualify_state(sql: &str, schema: &str) -> String {
 }
 
 /// Connects and pins every setting that changes how a value prints (the zone, dates,
-/// float digits, bytes, intervals), whatever the database, the role or the URL's
+/// float digits, bytes, intervals, money, quoted names), whatever the database, the role or the URL's
 /// `options` set: a load hashes and stores the text it reads, so text that followed a
 /// session's settings would make corrections and new versions of unchanged rows; a
 /// run's temporary tables (a million staged rows or keys) get 128 MB of session memory
@@ -240,6 +240,11 @@ pub async fn connect(url: &DbUrl, access: Access) -> Result<PgConnection, DbErro
         ("extra_float_digits", "1"),
         ("bytea_output", "hex"),
         ("IntervalStyle", "postgres"),
+        // `money` prints by it; C is the one locale every server has.
+        ("lc_monetary", "C"),
+        // The catalog's type names (format_type) would come quoted, and every type read
+        // as one dimlog does not know.
+        ("quote_all_identifiers", "off"),
         ("temp_buffers", "128MB"),
     ];
     if access.is_read_only() {
