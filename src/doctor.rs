@@ -589,7 +589,11 @@ async fn check_clocks(
         .await
         .ok()
         .flatten();
-    let ahead = source_clock.zip(watermark).filter(|(clock, mark)| mark > clock);
+    // Only when a run is refused for it: its upper bound (the clock minus the safety lag)
+    // before the window's low end (the watermark minus the lookback).
+    let ahead = source_clock.zip(watermark).filter(|(clock, mark)| {
+        mark > clock && clock.0 - plan.source.safety_lag_micros < mark.0 - plan.source.lookback_micros
+    });
     match worst {
         None if ahead.is_some() => {
             let (clock, mark) = ahead.expect("checked");

@@ -195,6 +195,22 @@ async fn a_watermark_in_the_future_is_refused_not_read_past(mut fx: Fixture) {
         clocks["detail"].as_str().unwrap_or_default().contains(future),
         "{report}"
     );
+    // Ahead by less than the lookback: runs go on (their window starts before the
+    // clock), and doctor does not say they are refused.
+    let near = dimlog::ts::Micros(dimlog::ts::Micros::from_utc(chrono::Utc::now()).0 + 5 * 60_000_000).to_text();
+    fx.target_exec(&set.replace(future, &near)).await;
+    let out = fx.cli(&["doctor", "--json"]);
+    let report = crate::cli::json(&out, "doctor --json");
+    let clocks = report["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["name"] == "clocks")
+        .cloned()
+        .expect("a clocks check");
+    assert_eq!(clocks["outcome"], "ok", "{report}");
+    let out = fx.cli(&["run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
 /// Rows stamped after the upper bound are not read; the run counts them
