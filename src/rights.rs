@@ -264,6 +264,15 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
         // version of dimlog's tables (`init` grants SELECT on it to PUBLIC).
         tables.push((state("dimlog_schema"), &["SELECT"]));
     }
+    if need == Need::Load && !registered(conn, plan).await {
+        // The first load of a dimension registers it (an owner's `dimlog init` does, for
+        // a role that owns nothing).
+        for (table, privileges) in tables.iter_mut() {
+            if table.1.ends_with(".dimlog_dimensions") {
+                *privileges = &["SELECT", "INSERT", "UPDATE"];
+            }
+        }
+    }
     let table_sql = sql::statement(conn.backend(), "state", "table_rights_missing", &serde_json::json!({}))?;
     for ((shown, regclass), privileges) in tables {
         let schema = shown.rsplit_once('.').map(|(s, _)| unquote(s));
@@ -349,6 +358,25 @@ pub async fn check(conn: &mut Conn, plan: &Plan, need: Need) -> Result<(), DbErr
             "a role needs, for loading and for only reading"
         }
     )))
+}
+
+/// Whether the dimension is registered in `dimlog_dimensions`; true when that cannot be
+/// read (no table yet, or no right to read it, which is asked for on its own).
+async fn registered(conn: &mut Conn, plan: &Plan) -> bool {
+    let Ok(sql) = sql::statement(conn.backend(), "state", "dimension_get", &serde_json::json!({})) else {
+        return true;
+    };
+    match conn
+        .query_text(
+            "checking whether the dimension is registered",
+            &sql,
+            &[Param::Text(plan.name.clone())],
+        )
+        .await
+    {
+        Ok(rows) => !rows.is_empty(),
+        Err(_) => true,
+    }
 }
 
 /// Whether `schema` (as the config names it, unquoted) is missing from the target: a

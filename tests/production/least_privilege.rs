@@ -387,6 +387,39 @@ async fn a_loader_before_init_is_sent_to_init() {
     );
 }
 
+/// A second dimension in a target where an owner initialised another: the loader may
+/// create its tables (CREATE on both schemas) and has the recipe's grants, but the first
+/// load registers the dimension, an INSERT into `dimlog_dimensions` the recipe does not
+/// grant (an owner's `dimlog init` does it). `doctor` and the run name that GRANT before
+/// anything is written (doctor said the rights were fine, and the run failed registering).
+#[tokio::test]
+async fn a_loader_registering_a_dimension_is_told_the_grant() {
+    let mut fx = Fixture::postgres().await;
+    let (_, loader) = initialised(&mut fx).await;
+    fx.target_exec(&documented_grants(&loader)).await;
+    fx.target_exec(&format!("GRANT CREATE ON SCHEMA dimlog, marts TO \"{loader}\""))
+        .await;
+    fx.set_setting("name", "\"customer_b\"");
+    fx.set_setting("log", "\"dimlog.b_versions\"");
+    fx.set_setting("dimension", "\"marts.dim_b\"");
+    fx.set_setting("surrogate_key", "\"b_sk\"");
+    let loader_url = url_as(&fx, &loader);
+    connect_as(&mut fx, &loader_url);
+    let grant = format!("GRANT INSERT ON dimlog.dimlog_dimensions TO {loader}");
+    let out = fx.cli(&["doctor"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stdout));
+    assert!(text(&out.stdout).contains(&grant), "{}", text(&out.stdout));
+    let stderr = cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 1);
+    assert!(stderr.contains(&grant), "{stderr}");
+    assert!(
+        !fx.target_has_table("dimlog.b_versions").await,
+        "a refused run made tables"
+    );
+    fx.target_exec(&format!("GRANT INSERT ON dimlog.dimlog_dimensions TO \"{loader}\""))
+        .await;
+    cli_exits(&fx, &["run", "--upper", "2026-03-02T10:00:00Z"], 0);
+}
+
 /// A widened source column needs its tables' columns widened, which only their owner
 /// may do: a loader that owns nothing is told so (kind `database`, the ownership hint),
 /// never that another run holds the lock (found by an outside trial: PostgreSQL's
