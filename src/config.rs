@@ -713,7 +713,13 @@ impl Plan {
             .iter()
             .map(|c| column_ident("track.current_columns", c))
             .collect::<Result<Vec<_>, _>>()?;
-        for c in &current {
+        for (i, c) in current.iter().enumerate() {
+            if current[..i].iter().any(|e| e.name().eq_ignore_ascii_case(c.name())) {
+                return Err(ConfigError::invalid(
+                    "track.current_columns",
+                    format!("column `{}` is listed twice; list it once", c.name()),
+                ));
+            }
             if !tracked.contains(c) {
                 return Err(ConfigError::invalid(
                     "track.current_columns",
@@ -775,7 +781,9 @@ impl Plan {
         }
         for (c, setting) in roles {
             if let Some((earlier, other)) = seen.iter().find(|(s, _)| s.name().eq_ignore_ascii_case(c.name())) {
-                let message = if earlier.name() == c.name() {
+                let message = if earlier.name() == c.name() && *other == setting {
+                    format!("column `{}` is listed twice; list it once", c.name())
+                } else if earlier.name() == c.name() {
                     format!(
                         "column `{}` is already used by `{other}`; a column can play one role only",
                         c.name()
@@ -1073,6 +1081,23 @@ columns = ["email", "tier", "country"]
                 doc.contains(&format!("`{k}`")),
                 "docs/config.md does not describe `{k}`"
             );
+        }
+    }
+
+    /// A column listed twice in one list is said to be listed twice (it was "already used
+    /// by" its own setting, or a twin clashing with itself).
+    #[test]
+    fn a_column_listed_twice_is_said_to_be() {
+        for (from, to, setting) in [
+            ("\"country\"]", "\"country\", \"tier\"]", "track.columns"),
+            (
+                "\"country\"]",
+                "\"country\"]\ncurrent_columns = [\"tier\", \"tier\"]",
+                "track.current_columns",
+            ),
+        ] {
+            let e = load(&GOOD.replace(from, to)).unwrap_err().to_string();
+            assert!(e.contains(setting) && e.contains("`tier` is listed twice"), "{e}");
         }
     }
 
