@@ -566,6 +566,19 @@ impl Plan {
                 "give the dimension a short name, e.g. \"customer\"",
             ));
         }
+        // The name is the dimension's identity in dimlog's tables: `a ` read as `a` would
+        // load another config's dimension, and a control character cannot travel in a
+        // connection's application name.
+        if name != raw.name || name.chars().any(char::is_control) {
+            return Err(ConfigError::invalid(
+                "name",
+                format!(
+                    "{:?} has spaces around it or a control character; write the name plainly, e.g. {:?}",
+                    raw.name,
+                    name.chars().filter(|c| !c.is_control()).collect::<String>()
+                ),
+            ));
+        }
         let s = raw.source;
         let application_name = format!("dimlog:{name}");
         let source_url = match &overrides.source_url {
@@ -1082,6 +1095,31 @@ columns = ["email", "tier", "country"]
                 "docs/config.md does not describe `{k}`"
             );
         }
+    }
+
+    /// A name with spaces around it (it was trimmed: another config's dimension) or a
+    /// control character (it broke the connection) is refused.
+    #[test]
+    fn a_name_with_spaces_around_it_or_controls_is_refused() {
+        for bad in ["customer ", " customer", "cust\u{0}omer", "cust\tomer"] {
+            let text = GOOD.replacen("name = \"customer\"", &format!("name = {}", toml_quote(bad)), 1);
+            assert_ne!(text, GOOD, "the fixture's name line");
+            let e = load(&text).unwrap_err().to_string();
+            assert!(e.contains("setting `name`"), "{bad:?}: {e}");
+        }
+    }
+
+    fn toml_quote(s: &str) -> String {
+        let mut out = String::from("\"");
+        for c in s.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                c if c.is_control() => out.push_str(&format!("\\u{:04X}", c as u32)),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
     }
 
     /// A column listed twice in one list is said to be listed twice (it was "already used
