@@ -239,8 +239,9 @@ pub enum DbError {
     ChangeNeedsOwner(Box<ChangeNeedsOwner>),
     /// On Citus, a transaction the coordinator committed has not been committed on
     /// every worker yet (a worker failed or restarted while it committed): its rows are
-    /// visible on some shards and not on others, and a writing command refuses to read
-    /// that half (it would load the missing half again, with new surrogate keys).
+    /// visible on some shards and not on others, and a command refuses to read that half
+    /// (a run would load the missing half again, with new surrogate keys; `verify` would
+    /// take it for rows deleted from the log).
     #[error(
         "dimension {dimension}: a transaction committed on the Citus coordinator has not been committed yet on \
          {} (the worker failed or restarted while it committed): its rows are visible on some shards and not on \
@@ -705,7 +706,7 @@ impl Conn {
         let distribution = citus::distribution_column(keys);
         let log_local = citus::layout(c, dimension, (log, dim), Some(&distribution)).await?;
         if !log_local {
-            let nodes = citus::settle_commits(c).await?;
+            let nodes = citus::settle_commits(c, true).await?;
             if !nodes.is_empty() {
                 return Err(DbError::UnsettledCommit {
                     dimension: dimension.to_string(),
@@ -759,6 +760,16 @@ impl Conn {
                 if local && c.staging().is_none() {
                     if let Some(cluster) = c.citus.as_mut() {
                         cluster.active = false;
+                    }
+                }
+                if !local {
+                    // What a command would read of an unfinished commit is half of it.
+                    let nodes = citus::settle_commits(c, false).await?;
+                    if !nodes.is_empty() {
+                        return Err(DbError::UnsettledCommit {
+                            dimension: dimension.to_string(),
+                            nodes,
+                        });
                     }
                 }
                 Ok(())

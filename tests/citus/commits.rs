@@ -40,9 +40,10 @@ async fn half_commit_a_new_customer(fx: &mut Fixture, id: i64, updated_at: &str)
         )
         .await
         .expect("a prepared transaction on the worker");
-    // The coordinator's record of the decision, in a transaction that commits.
+    // The coordinator's record of the decision, as Citus writes it: in the transaction
+    // it commits, with no outer transaction (0).
     fx.target_exec(&format!(
-        "INSERT INTO pg_dist_transaction (groupid, gid, outer_xid) VALUES ({group}, '{gid}', pg_current_xact_id())"
+        "INSERT INTO pg_dist_transaction (groupid, gid, outer_xid) VALUES ({group}, '{gid}', '0')"
     ))
     .await;
     let _ = worker.close().await;
@@ -50,8 +51,9 @@ async fn half_commit_a_new_customer(fx: &mut Fixture, id: i64, updated_at: &str)
 }
 
 /// A role that may not run Citus's recovery is refused, naming the worker, and nothing
-/// is read or written; a role that may (the owner here, a superuser) finishes the commit
-/// first, and its run loads the customer that commit inserted.
+/// is read or written, by a run and by commands that only read; a role that may (a
+/// superuser here) finishes the commit first, and its run loads the customer that
+/// commit inserted.
 #[tokio::test]
 async fn a_run_finishes_or_refuses_a_commit_left_prepared_on_a_worker() {
     use crate::production::least_privilege::{connect_as, url_as};
@@ -100,6 +102,20 @@ async fn a_run_finishes_or_refuses_a_commit_left_prepared_on_a_worker() {
     );
     assert_eq!(fx.count("dimlog_runs").await, runs_before, "a refused run wrote");
     assert_eq!(fx.count("customer_versions").await, 2);
+    // Commands that only read are refused too (verify took the missing half for rows
+    // deleted from the log, and advised starting the dimension over).
+    for args in [
+        &["--json", "verify"][..],
+        &["--json", "lookup", "--key", "1", "--at", "2026-03-01T09:30:00Z"],
+    ] {
+        let out = fx.cli(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", shown(&out));
+        assert!(
+            shown(&out).contains("\"kind\":\"unsettled-commit\"") && shown(&out).contains(&worker),
+            "{args:?}: {}",
+            shown(&out)
+        );
+    }
 
     connect_as(&mut fx, &owner_url);
     let out = fx.cli(&["--json", "run", "--upper", "2026-03-01T11:00:00Z"]);

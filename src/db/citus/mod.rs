@@ -131,10 +131,11 @@ const MAY_RECOVER: &str =
 const RECOVER: &str = "SELECT pg_catalog.recover_prepared_transactions()::text";
 
 /// The workers (`host:port`) that still hold, prepared, a transaction of this database
-/// that the coordinator committed: its record is in `pg_dist_transaction`, its outer
-/// transaction committed, and its name is among the worker's prepared transactions. A
-/// record alone says nothing (records stay until recovery clears them), and an outer
-/// transaction in progress is a commit under way, not an unfinished one.
+/// that the coordinator committed: its record is in `pg_dist_transaction` (the
+/// coordinator writes it in the transaction it commits, so a record this session sees
+/// was committed; `outer_xid` is 0 but for Citus's own management transactions, whose
+/// outer transaction must have committed) and its name is among the worker's prepared
+/// transactions. A record alone says nothing: records stay until recovery clears them.
 const UNSETTLED: &str = "WITH prepared AS ( \
         SELECT w.nodename, w.nodeport, unnest(string_to_array(w.result, ',')) AS gid \
         FROM run_command_on_workers($$SELECT coalesce(string_agg(gid, ','), '') FROM pg_prepared_xacts \
@@ -144,7 +145,7 @@ const UNSETTLED: &str = "WITH prepared AS ( \
     FROM pg_dist_transaction t \
     JOIN pg_dist_node n ON n.groupid = t.groupid \
     JOIN prepared p ON p.nodename = n.nodename AND p.nodeport = n.nodeport AND p.gid = t.gid \
-    WHERE pg_xact_status(t.outer_xid) = 'committed' \
+    WHERE COALESCE(t.outer_xid, '0'::xid8) = '0'::xid8 OR pg_xact_status(t.outer_xid) = 'committed' \
     ORDER BY 1";
 
 /// Makes sure no commit of an earlier transaction is left half done on the workers
@@ -152,21 +153,23 @@ const UNSETTLED: &str = "WITH prepared AS ( \
 /// still is. A worker that fails between Citus's two commit phases leaves the
 /// transaction committed on the coordinator and prepared on the worker until Citus
 /// recovers it: a run reading meanwhile would find the versions of that worker's keys
-/// missing and append them again. A role that may run Citus's recovery runs it; every
-/// role then looks for what is left, a few times, since a commit of another session may
-/// be between its phases just then.
-pub async fn settle_commits(c: &mut postgres::PgConn) -> Result<Vec<String>, DbError> {
+/// missing and append them again, and a command that only reads would see half a load.
+/// A writing session (`recover`) whose role may run Citus's recovery runs it; every
+/// session then looks for what is left, a few times, since a commit of another session
+/// may be between its phases just then.
+pub async fn settle_commits(c: &mut postgres::PgConn, recover: bool) -> Result<Vec<String>, DbError> {
     let failed = |what: &str| {
         let what = what.to_string();
         move |source| DbError::Query { what, source }
     };
-    let may_recover = postgres::query_text(c, MAY_RECOVER, &[])
-        .await
-        .map_err(failed("asking whether this role may finish Citus's unfinished commits"))?
-        .first()
-        .and_then(|r| r.first().cloned().flatten())
-        .as_deref()
-        == Some("true");
+    let may_recover = recover
+        && postgres::query_text(c, MAY_RECOVER, &[])
+            .await
+            .map_err(failed("asking whether this role may finish Citus's unfinished commits"))?
+            .first()
+            .and_then(|r| r.first().cloned().flatten())
+            .as_deref()
+            == Some("true");
     let mut nodes = Vec::new();
     for attempt in 0..5u64 {
         if attempt > 0 {
