@@ -20,6 +20,18 @@ SELECT CASE
                    AND column_to_column_name(dimlog_f.logicalrelid, dimlog_f.partkey) = {{ fact_keys[0]|bare|lit }}) THEN '1'
     ELSE '2'
 END
+{# PostgreSQL's check, in steps Citus plans whatever the fact table's layout: the facts'
+   values and the dimension's surrogate keys are gathered on the coordinator first (a
+   join of the two on the surrogate key, which distributes neither, is none Citus runs). #}
+-- statement: sk_foreign
+WITH dimlog_v AS MATERIALIZED (
+    SELECT {{ fact_sk }} AS dimlog_sk, count(*) AS dimlog_n FROM {{ facts }}
+    WHERE {{ fact_sk }} IS NOT NULL AND {{ fact_sk }} <> -1 GROUP BY {{ fact_sk }}
+), dimlog_k AS MATERIALIZED (
+    SELECT DISTINCT {{ sk }} AS dimlog_sk FROM {{ dim }}
+)
+SELECT COALESCE(sum(dimlog_v.dimlog_n), 0)::text, min(dimlog_v.dimlog_sk)::text FROM dimlog_v
+WHERE NOT EXISTS (SELECT 1 FROM dimlog_k WHERE dimlog_k.dimlog_sk = dimlog_v.dimlog_sk)
 {# A fact table distributed otherwise (by another column, or not colocated, as any is
    with a key distributed by its hash): Citus joins it with the dimension by
    repartitioning both by the key, into a map on the coordinator of each key and time

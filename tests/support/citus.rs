@@ -72,6 +72,7 @@ async fn nodes(name: &str) -> Vec<String> {
 /// registers the workers (Citus keeps its nodes per database). A copy of a template
 /// database would be faster, but Citus's metadata does not survive being copied.
 async fn make_database(name: &str) {
+    forget_prepared(name).await;
     let urls = nodes(name).await;
     for url in &urls {
         let mut admin = connect(&url.replace(&format!("/{name}"), "/postgres")).await;
@@ -137,11 +138,36 @@ impl Drop for Lease {
     }
 }
 
+/// Rolls back the prepared transactions left in database `name` on every node
+/// (`citus::commits` makes one on a worker, which a failed test leaves): they hold
+/// locks, and keep the database from being dropped. A database not there is skipped.
+async fn forget_prepared(name: &str) {
+    for url in nodes(name).await {
+        let Ok(mut c) = PgConnection::connect(&url).await else {
+            continue;
+        };
+        let gids: Vec<(String,)> =
+            sqlx::query_as("SELECT gid FROM pg_prepared_xacts WHERE database = current_database()")
+                .fetch_all(&mut c)
+                .await
+                .unwrap_or_default();
+        for (gid,) in gids {
+            let _ = c
+                .execute(format!("ROLLBACK PREPARED '{}'", gid.replace('\'', "''")).as_str())
+                .await;
+        }
+        let _ = c.close().await;
+    }
+}
+
 /// Leases a database with no tables of an earlier test.
 pub async fn lease() -> Lease {
     let reused = FREE.lock().expect("free list").pop();
     let name = match reused {
-        Some(name) => name,
+        Some(name) => {
+            forget_prepared(&name).await;
+            name
+        }
         None => {
             let n = {
                 let mut made = MADE.get_or_init(|| Mutex::new(0)).lock().expect("counter");
