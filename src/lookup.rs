@@ -397,6 +397,13 @@ pub enum AssignError {
         /// The source table, as configured.
         source_table: String,
     },
+    /// On Citus, the fact table is a reference table: Citus updates one from no table of
+    /// the coordinator, where the assignment's map of keys is.
+    #[error("table {table} is a Citus reference table, which assign-keys cannot update (Citus takes no table of the coordinator into an update of one); nothing was written. Stage the facts in a local table, or one distributed by the key and colocated with the dimension's log (the fastest), and assign keys there")]
+    ReferenceFactTable {
+        /// The fact table, as given.
+        table: String,
+    },
     /// The fact table is one of the tables dimlog writes: a dimension's log or dimension.
     #[error("table {table} is the {role} of dimension `{owner}`, which dimlog writes and owns; assign-keys fills staged fact tables only, and nothing was written")]
     OwnedFactTable {
@@ -919,6 +926,11 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
                 &[Param::Text(actx.facts.clone())],
             )
             .await?;
+        if layout == 3 {
+            return Err(AssignError::ReferenceFactTable {
+                table: spec.facts.to_string(),
+            });
+        }
         actx.facts_distributed = layout == 1;
         actx.facts_elsewhere = layout == 2;
         if actx.facts_distributed {

@@ -7,12 +7,14 @@
      WHERE {% for k in fact_keys %}dimlog_d.{{ key_names[loop.index0] }} = {{ x }}.{{ k }} AND {% endfor %}dimlog_d.valid_from <= {{ at(x ~ "." ~ fact_at) }} AND {{ at(x ~ "." ~ fact_at) }} < dimlog_d.valid_to){% endmacro %}
 {# 0: a local fact table; 1: distributed by the first key column and colocated with the
    dimension (assigned on the shards); 2: distributed otherwise (by another column, in
-   another colocation group, or a reference table), which no statement here can update
-   from the dimension. A dimension distributed by its key's hash (a key of several
+   another colocation group), which no statement here can update from the dimension;
+   3: a reference table, which Citus updates from no table of the coordinator (refused). A dimension distributed by its key's hash (a key of several
    columns) has no fact table colocated by the key: any distributed one is 2. #}
 -- statement: facts_distributed
 SELECT CASE
     WHEN NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1)) THEN '0'
+    WHEN EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass($1) AND partmethod = 'n'
+                   AND repmodel = 't') THEN '3'
     WHEN {{ "false AND " if key_hash }}EXISTS (SELECT 1 FROM pg_dist_partition dimlog_f
                  JOIN pg_dist_partition dimlog_d ON dimlog_d.logicalrelid = to_regclass({{ dim|lit }})
                  WHERE dimlog_f.logicalrelid = to_regclass($1) AND dimlog_f.colocationid = dimlog_d.colocationid

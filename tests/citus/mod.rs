@@ -377,6 +377,25 @@ async fn assign_like_a_local_fact_table(fx: &mut Fixture, keys: &[&str]) {
         "{local:?}"
     );
     assert_eq!(fx.dump_dimension().await, dim, "assign-keys changed the dimension");
+
+    // A reference table is refused by name, nothing written (it failed on Citus's error).
+    fx.target_exec(&format!(
+        "CREATE TABLE facts_ref AS SELECT {key_list}, at FROM facts_local; SELECT create_reference_table('facts_ref')"
+    ))
+    .await;
+    let mut args = vec!["assign-keys", "--facts", "facts_ref"];
+    for k in keys {
+        args.extend(["--key-column", k]);
+    }
+    args.extend(["--at-column", "at", "--sk-column", "customer_sk"]);
+    let out = fx.cli(&args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("facts_ref is a Citus reference table"), "{stderr}");
+    let columns = fx
+        .target_query("SELECT count(*)::text FROM pg_attribute WHERE attrelid = 'facts_ref'::regclass AND attname = 'customer_sk'")
+        .await;
+    assert_eq!(columns, vec![vec![Some("0".to_string())]], "a refusal added the column");
 }
 
 /// The same with a one-column key: a fact table distributed by its own id.
