@@ -905,6 +905,15 @@ pub async fn assign_keys(conn: &mut Conn, ctx: &SqlContext, spec: &AssignSpec) -
     }
     conn.begin().await?;
     let result: Result<AssignReport, AssignError> = async {
+        // One assignment of a fact table at a time: two would update its rows in
+        // different orders and deadlock; the second waits, then assigns from what the
+        // first left (SQLite's write transaction is this lock already).
+        conn.execute(
+            "waiting for another assign-keys on the fact table",
+            &sql::statement(backend, "lookup", "assign_lock", &actx)?,
+            &[Param::Text(format!("dimlog assign-keys {}", actx.facts))],
+        )
+        .await?;
         if existing_sk.is_none() {
             conn.execute(
                 "adding the surrogate-key column",

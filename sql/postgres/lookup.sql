@@ -62,6 +62,10 @@ ORDER BY {{ key_names|cols("dimlog_d") }}, dimlog_d.valid_from
 -- statement: sk_filled
 SELECT count(*)::text, min(dimlog_f.{{ fact_sk }})::text FROM {{ facts }} dimlog_f
 WHERE dimlog_f.{{ fact_sk }} IS NOT NULL AND dimlog_f.{{ fact_sk }} <> -1
+{# One assignment of a fact table at a time (its name, quoted, in $1): a lock of the
+   transaction, on the coordinator on Citus. #}
+-- statement: assign_lock
+SELECT pg_advisory_xact_lock(hashtextextended($1, 0))
 {# Values of a surrogate-key column assign-keys filled before that it cannot have written:
    neither -1 nor a surrogate key of the dimension. #}
 -- statement: sk_foreign

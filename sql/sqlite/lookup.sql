@@ -100,6 +100,9 @@ ORDER BY {{ keys|cols("dimlog_d") }}, dimlog_d.valid_from
 -- statement: sk_filled
 SELECT CAST(count(*) AS TEXT), CAST(min({{ fact_sk }}) AS TEXT) FROM {{ facts }}
 WHERE {{ fact_sk }} IS NOT NULL AND NOT (typeof({{ fact_sk }}) = 'integer' AND {{ fact_sk }} = -1)
+{# The write transaction is the lock already; $1 is unused. #}
+-- statement: assign_lock
+SELECT ?1 WHERE 0
 {# Values of a surrogate-key column assign-keys filled before that it cannot have written:
    neither the integer -1 nor a surrogate key of the dimension. #}
 -- statement: sk_foreign
