@@ -379,7 +379,7 @@ async fn check_target(checks: &mut Checks, plan: &Plan, layout: Option<&Layout>,
         }
     };
     let load_rights = match rights::check(&mut target, plan, Need::Load).await {
-        Ok(()) => match rights::check_may_create_missing(&mut target, plan).await {
+        Ok(()) => match crate::tables::check_may_create_missing(&mut target, plan).await {
             Ok(()) => crate::db::refuse_unwritable(&plan.target.url, Access::ReadWrite),
             Err(e) => Err(e),
         },

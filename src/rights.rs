@@ -174,7 +174,7 @@ pub fn sql_ident(part: &str) -> String {
     }
 }
 
-fn unquote(quoted: &str) -> String {
+pub(crate) fn unquote(quoted: &str) -> String {
     quoted
         .strip_prefix('"')
         .and_then(|q| q.strip_suffix('"'))
@@ -422,36 +422,6 @@ pub async fn check_may_create(conn: &mut Conn, shown: &str, schema: Option<&str>
          loads with the GRANTs of docs/recipes/postgres-to-postgres.md), or GRANT CREATE ON SCHEMA {schema_sql} TO {role}",
         schema_sql = sql_name(&schema)
     )))
-}
-
-/// Refuses, as a first run would, a role that may not create the tables a first run makes
-/// where they are missing (dimlog's own, the log, the dimension): for `doctor`, whose
-/// check of the rights on tables that exist says nothing of tables to come.
-pub async fn check_may_create_missing(conn: &mut Conn, plan: &Plan) -> Result<(), DbError> {
-    if !conn.dialect().has_roles() {
-        return Ok(());
-    }
-    let state_schema = conn
-        .state_schema()
-        .map(|s| unquote(&s))
-        .unwrap_or_else(|| plan.target.state_schema());
-    let t = &plan.target;
-    let (log, dim) = (t.log.to_string(), t.dimension.to_string());
-    let tables = [
-        ("dimlog_state", Some(state_schema.as_str())),
-        (log.as_str(), t.log.schema()),
-        (dim.as_str(), t.dimension.schema()),
-    ];
-    for (name, schema) in tables {
-        if crate::tables::table_missing(conn, name).await? {
-            let shown = match (name.starts_with("dimlog_"), schema) {
-                (true, Some(s)) => format!("{s}.{name}"),
-                _ => name.to_string(),
-            };
-            check_may_create(conn, &shown, schema).await?;
-        }
-    }
-    Ok(())
 }
 
 /// Whether the session's role owns (or is a member of the owner of) both tables: only

@@ -298,6 +298,36 @@ async fn init_with(
     conn.finish(result).await
 }
 
+/// Refuses, as a first run would, a role that may not create the tables a first run makes
+/// where they are missing (dimlog's own, the log, the dimension): for `doctor`, whose
+/// check of the rights on tables that exist says nothing of tables to come.
+pub async fn check_may_create_missing(conn: &mut Conn, plan: &Plan) -> Result<(), DbError> {
+    if !conn.dialect().has_roles() {
+        return Ok(());
+    }
+    let state_schema = conn
+        .state_schema()
+        .map(|s| crate::rights::unquote(&s))
+        .unwrap_or_else(|| plan.target.state_schema());
+    let t = &plan.target;
+    let (log, dim) = (t.log.to_string(), t.dimension.to_string());
+    let tables = [
+        ("dimlog_state", Some(state_schema.as_str())),
+        (log.as_str(), t.log.schema()),
+        (dim.as_str(), t.dimension.schema()),
+    ];
+    for (name, schema) in tables {
+        if table_missing(conn, name).await? {
+            let shown = match (name.starts_with("dimlog_"), schema) {
+                (true, Some(s)) => format!("{s}.{name}"),
+                _ => name.to_string(),
+            };
+            crate::rights::check_may_create(conn, &shown, schema).await?;
+        }
+    }
+    Ok(())
+}
+
 /// Whether table `name` (a config's table name, or one of dimlog's own, which the
 /// connection qualifies) is missing.
 pub(crate) async fn table_missing(conn: &mut Conn, name: &str) -> Result<bool, DbError> {
