@@ -298,8 +298,9 @@ async fn init_with(
     conn.finish(result).await
 }
 
-/// Refuses, as a first run would, a role that may not create the tables a first run makes
-/// where they are missing (dimlog's own, the log, the dimension): for `doctor`, whose
+/// Refuses, as a run would, a role that gets read-only transactions, or may not create
+/// the tables a first run makes where they are missing (dimlog's own, the log, the
+/// dimension): for `doctor`, whose
 /// check of the rights on tables that exist says nothing of tables to come.
 pub async fn check_may_create_missing(conn: &mut Conn, plan: &Plan) -> Result<(), DbError> {
     if !conn.dialect().has_roles() {
@@ -309,6 +310,19 @@ pub async fn check_may_create_missing(conn: &mut Conn, plan: &Plan) -> Result<()
         .state_schema()
         .map(|s| crate::rights::unquote(&s))
         .unwrap_or_else(|| plan.target.state_schema());
+    let sql = sql::statement(conn.backend(), "state", "read_only_by_default", &serde_json::json!({}))?;
+    let read_only = conn
+        .query_text("checking whether writes are allowed", &sql, &[])
+        .await?;
+    if read_only.first().and_then(|r| r.first().cloned().flatten()).as_deref() == Some("true") {
+        return Err(DbError::MissingRights(
+            "the PostgreSQL role of target.url gets read-only transactions there (default_transaction_read_only is \
+             on for the role or the database, or the server is a standby): run, backfill and rebuild cannot write. \
+             Point target.url at the primary, or have an administrator ALTER ROLE ... SET \
+             default_transaction_read_only = off"
+                .to_string(),
+        ));
+    }
     let t = &plan.target;
     let (log, dim) = (t.log.to_string(), t.dimension.to_string());
     let tables = [

@@ -124,6 +124,19 @@ SELECT string_agg(dimlog_u.dimlog_p, ', ' ORDER BY dimlog_u.dimlog_o),
         JOIN pg_namespace dimlog_n ON dimlog_n.oid = dimlog_c.relnamespace WHERE dimlog_c.oid = to_regclass($1))
 FROM unnest(string_to_array($2, ',')) WITH ORDINALITY AS dimlog_u(dimlog_p, dimlog_o)
 WHERE to_regclass($1) IS NOT NULL AND NOT has_table_privilege(to_regclass($1), dimlog_u.dimlog_p)
+{# Whether this role gets read-only transactions here, as a session without dimlog's own
+   settings would: a hot standby, or default_transaction_read_only set for the role and
+   database, the role, or the database (most specific first; doctor's own session pins
+   it on, so the catalog is read). #}
+-- statement: read_only_by_default
+SELECT (pg_is_in_recovery() OR COALESCE((
+    SELECT lower(split_part(dimlog_c, '=', 2)) IN ('on', 'true', 'yes', '1', 't', 'y')
+    FROM pg_db_role_setting dimlog_s, unnest(dimlog_s.setconfig) dimlog_c
+    WHERE dimlog_s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))
+      AND dimlog_s.setrole IN (0, (SELECT oid FROM pg_roles WHERE rolname = current_user))
+      AND lower(split_part(dimlog_c, '=', 1)) = 'default_transaction_read_only'
+    ORDER BY (dimlog_s.setrole <> 0 AND dimlog_s.setdatabase <> 0) DESC, (dimlog_s.setrole <> 0) DESC
+    LIMIT 1), false))::text
 -- statement: temp_missing
 SELECT (NOT has_database_privilege(current_database(), 'TEMPORARY'))::text
 {# Whether schema $1 exists (a table named in it cannot be created otherwise). #}

@@ -129,6 +129,7 @@ pub const ENGINE_SPECIFIC: &[(&str, &str, &[&str])] = &[
             "schema_unusable",
             "state_schemas",
             "state_schema_records",
+            "read_only_by_default",
             "table_rights_missing",
             "temp_missing",
             "try_lock",

@@ -420,6 +420,29 @@ async fn doctor_fails_what_would_fail_a_first_load(mut fx: Fixture) {
         let out = dimlog(fx.dir(), &args);
         let report = json(&out, "doctor --json");
         assert_eq!(outcome(&outcomes(&report), "rights to load"), "ok", "{report}");
+        // Read-only transactions for the role (doctor's own session is read-only anyway):
+        // the run fails, so doctor does.
+        let db = crate::production::database(&fx);
+        for (set, reset) in [
+            (
+                format!("ALTER ROLE \"{reader}\" SET default_transaction_read_only = on"),
+                format!("ALTER ROLE \"{reader}\" RESET default_transaction_read_only"),
+            ),
+            (
+                format!("ALTER DATABASE \"{db}\" SET default_transaction_read_only = true"),
+                format!("ALTER DATABASE \"{db}\" RESET default_transaction_read_only"),
+            ),
+        ] {
+            fx.target_exec(&set).await;
+            let out = dimlog(fx.dir(), &args);
+            let report = json(&out, "doctor --json");
+            assert_eq!(outcome(&outcomes(&report), "rights to load"), "fail", "{set}: {report}");
+            assert!(report.to_string().contains("read-only transactions"), "{set}: {report}");
+            fx.target_exec(&reset).await;
+        }
+        let out = dimlog(fx.dir(), &args);
+        let report = json(&out, "doctor --json");
+        assert_eq!(outcome(&outcomes(&report), "rights to load"), "ok", "{report}");
         fx.target_exec(&format!("REVOKE CREATE ON SCHEMA public FROM \"{reader}\""))
             .await;
         connect_as(&mut fx, &owner_url);
