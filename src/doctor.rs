@@ -589,22 +589,27 @@ async fn check_clocks(
         .await
         .ok()
         .flatten();
-    // Only when a run is refused for it: its upper bound (the clock minus the safety lag)
-    // before the window's low end (the watermark minus the lookback).
-    let ahead = source_clock.zip(watermark).filter(|(clock, mark)| {
-        mark > clock && clock.0 - plan.source.safety_lag_micros < mark.0 - plan.source.lookback_micros
-    });
-    match worst {
-        None if ahead.is_some() => {
-            let (clock, mark) = ahead.expect("checked");
-            checks.push("clocks", Outcome::Fail, crate::extract::watermark_ahead_text(plan, clock, mark))
-        }
-        None => checks.push(
+    // Only when a run is refused for it: the window check a run makes, on the window it
+    // would read.
+    let refusal = source_clock
+        .zip(watermark)
+        .filter(|(clock, mark)| mark > clock)
+        .and_then(|(clock, mark)| {
+            let window = extract::Window {
+                low: Some(mark.plus(-plan.source.lookback_micros)),
+                high: clock.plus(-plan.source.safety_lag_micros),
+                high_inclusive: true,
+            };
+            extract::check_window(plan, &window, clock, false, Some(mark)).err()
+        });
+    match (worst, refusal) {
+        (None, Some(refusal)) => checks.push("clocks", Outcome::Fail, refusal.to_string()),
+        (None, None) => checks.push(
             "clocks",
             Outcome::Ok,
             format!("this machine, the source and the target agree within {tolerance}"),
         ),
-        Some(((a, at), (b, bt))) => checks.push(
+        (Some(((a, at), (b, bt))), _) => checks.push(
             "clocks",
             Outcome::Fail,
             format!(

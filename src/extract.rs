@@ -347,7 +347,7 @@ pub fn check_window(
 /// reads past the source's clock, so the clock is behind the one earlier runs read: it
 /// was set back, or the source is another (restored from a backup, moved to a server
 /// whose clock is behind), or the watermark was set by hand.
-pub fn watermark_ahead_text(plan: &Plan, source_clock: Micros, watermark: Micros) -> String {
+fn watermark_ahead_text(plan: &Plan, source_clock: Micros, watermark: Micros) -> String {
     format!(
         "the watermark of dimension {} ({watermark}) is later than the source's clock ({source_clock}), which earlier runs \
          read: the source's clock was set back, or the source is not the one they read (restored from a backup, moved to \
@@ -839,37 +839,36 @@ pub async fn check_readable(conn: &mut Conn, plan: &Plan, layout: &Layout) -> Re
         Err(e) => e,
     };
     // A role with SELECT on some columns only: the columns it may not read, named.
-    let denied = matches!(&refused, DbError::Query { source: sqlx::Error::Database(d), .. }
-        if d.code().as_deref() == Some("42501"));
-    let Relation::Table(table) = &plan.source.relation else {
+    let (Relation::Table(table), true) = (&plan.source.relation, refused.is_denied()) else {
         return Err(refused.into());
     };
-    if !denied {
-        return Err(refused.into());
-    }
     let mut names: Vec<&str> = layout.read_columns().iter().map(|c| c.bare.as_str()).collect();
     names.push(plan.source.updated_at.name());
     names.extend(plan.source.deleted_flag.as_ref().map(Ident::name));
     let sql = sql::statement(conn.backend(), "extract", "unreadable_columns", &serde_json::json!({}))?;
     let params = [Param::Text(table.quoted()), Param::Text(names.join(","))];
-    match conn
+    let unreadable: Vec<String> = match conn
         .query_text("finding the columns the source's role may not read", &sql, &params)
         .await
     {
-        Ok(rows) => match rows.into_iter().next().and_then(|r| r.into_iter().next().flatten()) {
-            // None readable: the table's SELECT is missing, as the refusal says.
-            Some(columns) if columns.split(", ").count() < names.len() => Err(ExtractError::ColumnsUnreadable {
-                table: crate::rights::sql_name(&table.to_string()),
-                columns: columns
-                    .split(", ")
-                    .map(crate::rights::sql_ident)
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            }),
-            _ => Err(refused.into()),
-        },
-        Err(_) => Err(refused.into()),
+        Ok(rows) => rows
+            .into_iter()
+            .filter_map(|r| r.into_iter().next().flatten())
+            .collect(),
+        Err(_) => return Err(refused.into()),
+    };
+    // None readable: the table's SELECT is missing, as the refusal says.
+    if unreadable.is_empty() || unreadable.len() == names.len() {
+        return Err(refused.into());
     }
+    Err(ExtractError::ColumnsUnreadable {
+        table: crate::rights::sql_name(&table.to_string()),
+        columns: unreadable
+            .iter()
+            .map(|c| crate::rights::sql_ident(c))
+            .collect::<Vec<_>>()
+            .join(", "),
+    })
 }
 
 /// Whether a read of the change column also refuses times without a zone.

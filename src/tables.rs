@@ -332,14 +332,19 @@ pub async fn check_may_create_missing(conn: &mut Conn, plan: &Plan) -> Result<()
     ];
     for (name, schema) in tables {
         if table_missing(conn, name).await? {
-            let shown = match (name.starts_with("dimlog_"), schema) {
-                (true, Some(s)) => format!("{s}.{name}"),
-                _ => name.to_string(),
-            };
-            crate::rights::check_may_create(conn, &shown, schema).await?;
+            crate::rights::check_may_create(conn, &shown_in(name, schema), schema).await?;
         }
     }
     Ok(())
+}
+
+/// Table `name` as a message names it: one of dimlog's own with the `schema` it is made
+/// in (the connection qualifies it), a config's table as the config writes it.
+fn shown_in(name: &str, schema: Option<&str>) -> String {
+    match (name.starts_with("dimlog_"), schema) {
+        (true, Some(s)) => format!("{s}.{name}"),
+        _ => name.to_string(),
+    }
 }
 
 /// Whether table `name` (a config's table name, or one of dimlog's own, which the
@@ -369,11 +374,7 @@ async fn create_table_if_missing(
     if !table_missing(conn, name).await? {
         return Ok(());
     }
-    let shown = match (name.starts_with("dimlog_"), schema) {
-        (true, Some(s)) => format!("{s}.{name}"),
-        _ => name.to_string(),
-    };
-    crate::rights::check_may_create(conn, &shown, schema).await?;
+    crate::rights::check_may_create(conn, &shown_in(name, schema), schema).await?;
     run_named(conn, family, statements, ctx).await
 }
 

@@ -93,9 +93,10 @@ ORDER BY dimlog_a.attnum
    not half-way through a load. #}
 -- statement: readable
 SELECT {% for c in columns %}{{ c.name }}, {% endfor %}{{ updated_at }}{% if deleted_flag %}, {{ deleted_flag }}{% endif %} FROM {{ relation }} WHERE 1 = 0
-{# Which of the columns $2 (bare names joined by commas: names are plain identifiers) of
-   table $1 the role may not read, for the refusal to name. #}
+{# The columns of $2 (bare names joined by commas: names are plain identifiers) of table
+   $1 the role may not read, one per row, for the refusal to name. #}
 -- statement: unreadable_columns
-SELECT string_agg(dimlog_c.dimlog_n, ', ' ORDER BY dimlog_c.dimlog_o)
+SELECT dimlog_c.dimlog_n
 FROM unnest(string_to_array($2, ',')) WITH ORDINALITY AS dimlog_c(dimlog_n, dimlog_o)
 WHERE NOT has_column_privilege(to_regclass($1), dimlog_c.dimlog_n, 'SELECT')
+ORDER BY dimlog_c.dimlog_o

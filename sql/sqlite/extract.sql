@@ -165,4 +165,4 @@ SELECT name, type, CAST(NULLIF(pk, 0) AS TEXT) FROM pragma_table_info(?, ?) ORDE
 SELECT 1 FROM {{ relation }} WHERE 1 = 0
 {# SQLite has no rights on columns. #}
 -- statement: unreadable_columns
-SELECT NULL
+SELECT NULL WHERE 0

@@ -171,7 +171,7 @@ pub async fn migrate(conn: &mut Conn, target: &str) -> Result<Outcome, DbError> 
         }
         // A step or the stamp refused for want of a right (not the owner of a table it
         // alters, no CREATE on the schema, no write on dimlog_schema).
-        (Err(e), Some(rights)) if is_denied(&e) => Err(needs_owner(rights)),
+        (Err(e), Some(rights)) if e.is_denied() => Err(needs_owner(rights)),
         (Err(e), _) => Err(e),
     }
 }
@@ -349,18 +349,6 @@ fn unquote(quoted: &str) -> String {
         .and_then(|q| q.strip_suffix('"'))
         .unwrap_or(quoted)
         .replace("\"\"", "\"")
-}
-
-/// Whether PostgreSQL refused a statement for want of a right (SQLSTATE 42501: not the
-/// owner of a table, no CREATE on a schema, no right on a table).
-fn is_denied(e: &DbError) -> bool {
-    match e {
-        DbError::Query {
-            source: sqlx::Error::Database(d),
-            ..
-        } => d.code().as_deref() == Some("42501"),
-        _ => false,
-    }
 }
 
 /// The message of [`DbError::SchemaNeedsOwner`].

@@ -349,6 +349,12 @@ impl DbError {
         }
     }
 
+    /// Whether PostgreSQL refused a statement for want of a right (SQLSTATE 42501: not the
+    /// owner of a table, no CREATE on a schema, no right on a table or a column).
+    pub fn is_denied(&self) -> bool {
+        self.database_code().as_deref() == Some("42501")
+    }
+
     /// Whether the database refused because another connection holds a lock it would
     /// need: SQLite's `SQLITE_BUSY` (primary code 5, from the driver's code). Only a
     /// SQLite error is read so: a PostgreSQL SQLSTATE such as `42501` is no number to

@@ -81,15 +81,6 @@ async fn loaded_on_a_shelf() -> (Fixture, PathBuf, PathBuf) {
     (fx, config, shelf)
 }
 
-fn listing(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .expect("read dir")
-        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
-}
-
 fn assert_names_the_read_only_file_system(out: &CliOutput, what: &str) {
     assert_eq!(out.code, Some(1), "{what}: {out:?}");
     let all = out.all();
@@ -100,7 +91,7 @@ fn assert_names_the_read_only_file_system(out: &CliOutput, what: &str) {
 #[tokio::test]
 async fn a_target_on_a_read_only_file_system_is_read_and_never_blamed_on_the_user() {
     let (_fx, config, shelf) = loaded_on_a_shelf().await;
-    let before = listing(&shelf);
+    let before = crate::support::files(&shelf);
     let target = shelf.join("warehouse.db");
     let bytes = std::fs::read(&target).expect("read");
     let _mounted = ReadOnlyMount::new(&shelf);
@@ -126,7 +117,7 @@ async fn a_target_on_a_read_only_file_system_is_read_and_never_blamed_on_the_use
     }
     let lookup = cli::run(&config, &["lookup", "--key", "2", "--at", "2026-03-02T09:10:00Z"]);
     assert_eq!(lookup.stdout.trim(), "2", "{lookup:?}");
-    assert_eq!(listing(&shelf), before);
+    assert_eq!(crate::support::files(&shelf), before);
     assert_eq!(std::fs::read(&target).expect("read"), bytes);
 }
 
@@ -134,11 +125,11 @@ async fn a_target_on_a_read_only_file_system_is_read_and_never_blamed_on_the_use
 async fn a_first_load_into_a_read_only_folder_names_the_file_system_and_leaves_nothing() {
     let (_fx, config, shelf) = loaded_on_a_shelf().await;
     std::fs::remove_file(shelf.join("warehouse.db")).expect("rm");
-    let before = listing(&shelf);
+    let before = crate::support::files(&shelf);
     let _mounted = ReadOnlyMount::new(&shelf);
     let out = cli::run(&config, &["run", "--upper", "2026-03-02T09:30:00Z"]);
     assert_names_the_read_only_file_system(&out, "a first load");
-    assert_eq!(listing(&shelf), before);
+    assert_eq!(crate::support::files(&shelf), before);
 }
 
 #[tokio::test]
@@ -201,6 +192,6 @@ async fn a_wal_mode_source_on_a_read_only_file_system_loads() {
     let out = cli::run(&config, &["run", "--upper", "2026-03-02T10:00:00Z"]);
     assert_eq!(out.code, Some(0), "{out:?}");
     assert!(out.all().contains("2 versions"), "{out:?}");
-    assert_eq!(listing(&archive), ["source.db"]);
+    assert_eq!(crate::support::files(&archive), ["source.db"]);
     let _ = shelf;
 }

@@ -180,16 +180,8 @@ async fn a_watermark_in_the_future_is_refused_not_read_past(mut fx: Fixture) {
     )
     .await;
     // `doctor` says the same at its clocks check (it said every check was fine).
-    let out = fx.cli(&["doctor", "--json"]);
-    let report = crate::cli::json(&out, "doctor --json");
-    assert_eq!(out.status.code(), Some(1), "{report}");
-    let clocks = report["checks"]
-        .as_array()
-        .expect("checks")
-        .iter()
-        .find(|c| c["name"] == "clocks")
-        .cloned()
-        .expect("a clocks check");
+    let (code, report, clocks) = doctor_clocks(&fx);
+    assert_eq!(code, Some(1), "{report}");
     assert_eq!(clocks["outcome"], "fail", "{report}");
     assert!(
         clocks["detail"].as_str().unwrap_or_default().contains(future),
@@ -199,6 +191,14 @@ async fn a_watermark_in_the_future_is_refused_not_read_past(mut fx: Fixture) {
     // clock), and doctor does not say they are refused.
     let near = dimlog::ts::Micros(dimlog::ts::Micros::from_utc(chrono::Utc::now()).0 + 5 * 60_000_000).to_text();
     fx.target_exec(&set.replace(future, &near)).await;
+    let (_, report, clocks) = doctor_clocks(&fx);
+    assert_eq!(clocks["outcome"], "ok", "{report}");
+    let out = fx.cli(&["run"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// `doctor --json`'s exit code, report and its "clocks" check.
+fn doctor_clocks(fx: &Fixture) -> (Option<i32>, serde_json::Value, serde_json::Value) {
     let out = fx.cli(&["doctor", "--json"]);
     let report = crate::cli::json(&out, "doctor --json");
     let clocks = report["checks"]
@@ -208,9 +208,7 @@ async fn a_watermark_in_the_future_is_refused_not_read_past(mut fx: Fixture) {
         .find(|c| c["name"] == "clocks")
         .cloned()
         .expect("a clocks check");
-    assert_eq!(clocks["outcome"], "ok", "{report}");
-    let out = fx.cli(&["run"]);
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    (out.status.code(), report, clocks)
 }
 
 /// Rows stamped after the upper bound are not read; the run counts them
